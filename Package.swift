@@ -1,0 +1,53 @@
+// swift-tools-version:6.0
+// sharebroker: a local share-and-deep-link broker (JSON-RPC 2.0 over a Unix socket).
+// Layers, dependencies pointing down only:
+//   CShareSystem (C) <- ShareSystem;  ShareProtocol;  ShareRouting <- ShareProtocol
+//   ShareBrokerCore <- ShareProtocol, ShareSystem, ShareRouting
+//   ShareClient <- ShareProtocol, ShareSystem;  ShareCommandLine (pure)
+//   executables: sharebroker, shareclient, sharebroker-bench
+import PackageDescription
+
+let strict: [SwiftSetting] = [.swiftLanguageMode(.v6)]
+
+let package = Package(
+    name: "sharebroker",
+    platforms: [.macOS(.v13)],
+    products: [
+        .executable(name: "sharebroker", targets: ["SharebrokerTool"]),
+        .executable(name: "shareclient", targets: ["ShareclientTool"]),
+        .executable(name: "sharebroker-bench", targets: ["ShareBench"]),
+        .library(name: "ShareClient", targets: ["ShareClient"]),
+        .library(name: "ShareProtocol", targets: ["ShareProtocol"]),
+    ],
+    targets: [
+        .target(name: "CShareSystem"),
+        .target(name: "ShareProtocol", swiftSettings: strict),
+        .target(name: "ShareSystem", dependencies: ["CShareSystem"], swiftSettings: strict),
+        .target(name: "ShareRouting", dependencies: ["ShareProtocol"], swiftSettings: strict),
+        .target(
+            name: "ShareBrokerCore",
+            dependencies: ["ShareProtocol", "ShareSystem", "ShareRouting"],
+            swiftSettings: strict),
+        .target(name: "ShareClient", dependencies: ["ShareProtocol", "ShareSystem"], swiftSettings: strict),
+        .target(name: "ShareCommandLine", swiftSettings: strict),
+        .executableTarget(
+            name: "SharebrokerTool",
+            dependencies: ["ShareBrokerCore", "ShareCommandLine", "ShareClient", "ShareRouting"],
+            swiftSettings: strict),
+        .executableTarget(
+            name: "ShareclientTool",
+            dependencies: ["ShareClient", "ShareCommandLine", "ShareProtocol"],
+            swiftSettings: strict),
+        .executableTarget(
+            name: "ShareBench",
+            dependencies: ["ShareClient", "ShareProtocol", "ShareSystem", "ShareCommandLine"],
+            swiftSettings: strict),
+        .testTarget(name: "ShareProtocolTests", dependencies: ["ShareProtocol"], swiftSettings: strict),
+        .testTarget(name: "ShareRoutingTests", dependencies: ["ShareRouting"], swiftSettings: strict),
+        .testTarget(name: "ShareCommandLineTests", dependencies: ["ShareCommandLine"], swiftSettings: strict),
+        .testTarget(
+            name: "ShareBrokerCoreTests",
+            dependencies: ["ShareBrokerCore", "ShareClient", "ShareProtocol", "ShareSystem", "ShareRouting"],
+            swiftSettings: strict),
+    ]
+)

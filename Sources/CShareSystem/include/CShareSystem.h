@@ -1,0 +1,58 @@
+// C shim for the few system calls Swift's Glibc/Darwin modules do not expose (epoll, ucred,
+// async-signal-safe signal forwarding into a pipe). Everything here is a thin wrapper.
+#ifndef CSHARESYSTEM_H
+#define CSHARESYSTEM_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/// Readiness bits used by the poller, independent of epoll/poll constants.
+enum { SB_READABLE = 1, SB_WRITABLE = 2, SB_HANGUP = 4, SB_ERROR = 8 };
+
+/// One ready descriptor: the token given at registration and readiness bits.
+typedef struct sb_event { uint64_t token; uint32_t events; } sb_event;
+
+/// Creates a poller (epoll on Linux). Returns the fd or -1 with errno.
+int sb_poller_create(void);
+/// Adds fd with interest bits (SB_READABLE | SB_WRITABLE) and a token. 0 or -1/errno.
+int sb_poller_add(int pfd, int fd, uint32_t interest, uint64_t token);
+/// Changes interest bits of a registered fd.
+int sb_poller_modify(int pfd, int fd, uint32_t interest, uint64_t token);
+/// Removes fd.
+int sb_poller_remove(int pfd, int fd);
+/// Waits up to timeout_ms (-1 forever) for events; returns count or -1/errno.
+int sb_poller_wait(int pfd, sb_event *events, int max_events, int timeout_ms);
+
+/// Installs handlers for the given signals that write the signal number as one byte to write_fd
+/// (non-blocking). SIGPIPE is set to ignored. Returns 0 or -1/errno.
+int sb_signal_forward(int write_fd, const int *signals, int count);
+/// Restores default dispositions for the given signals.
+void sb_signal_default(const int *signals, int count);
+
+/// Peer credentials of a connected Unix socket. Returns 0 or -1/errno. pid may be -1 if unknown.
+int sb_peer_credentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid);
+
+/// Raises the soft RLIMIT_NOFILE to the hard limit; returns the new soft limit or -1.
+long sb_raise_nofile_limit(void);
+
+/// Creates a non-blocking, close-on-exec pipe. 0 or -1/errno.
+int sb_pipe_nonblocking(int fds[2]);
+
+/// accept4 with SOCK_NONBLOCK|SOCK_CLOEXEC (accept + fcntl elsewhere).
+int sb_accept_nonblocking(int fd);
+
+/// Spawns argv[0] (PATH searched) detached in a new session, stdin/stdout to /dev/null, stderr to
+/// err_fd (or /dev/null when -1), with envp. Returns the child pid or -1/errno.
+pid_t sb_spawn_detached(const char *const argv[], const char *const envp[], int err_fd);
+
+/// Reads the resident set size (bytes) and its peak of a process from /proc, or -1.
+long sb_process_rss(pid_t pid, long *peak);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,270 @@
+// C shim implementation: epoll (Linux) / poll-free kqueue-less fallback is not provided here;
+// non-Linux systems use kqueue. Signal forwarding writes one byte per signal into a pipe.
+#define _GNU_SOURCE
+#include "CShareSystem.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#ifdef __linux__
+#include <sys/epoll.h>
+
+int sb_poller_create(void) { return epoll_create1(EPOLL_CLOEXEC); }
+
+static uint32_t to_epoll(uint32_t interest) {
+    uint32_t e = EPOLLRDHUP;
+    if (interest & SB_READABLE) e |= EPOLLIN;
+    if (interest & SB_WRITABLE) e |= EPOLLOUT;
+    return e;
+}
+
+int sb_poller_add(int pfd, int fd, uint32_t interest, uint64_t token) {
+    struct epoll_event ev;
+    memset(&ev, 0, sizeof ev);
+    ev.events = to_epoll(interest);
+    ev.data.u64 = token;
+    return epoll_ctl(pfd, EPOLL_CTL_ADD, fd, &ev);
+}
+
+int sb_poller_modify(int pfd, int fd, uint32_t interest, uint64_t token) {
+    struct epoll_event ev;
+    memset(&ev, 0, sizeof ev);
+    ev.events = to_epoll(interest);
+    ev.data.u64 = token;
+    return epoll_ctl(pfd, EPOLL_CTL_MOD, fd, &ev);
+}
+
+int sb_poller_remove(int pfd, int fd) {
+    struct epoll_event ev;
+    memset(&ev, 0, sizeof ev);
+    return epoll_ctl(pfd, EPOLL_CTL_DEL, fd, &ev);
+}
+
+int sb_poller_wait(int pfd, sb_event *events, int max_events, int timeout_ms) {
+    struct epoll_event evs[256];
+    if (max_events > 256) max_events = 256;
+    int n = epoll_wait(pfd, evs, max_events, timeout_ms);
+    if (n < 0) return -1;
+    for (int i = 0; i < n; i++) {
+        uint32_t e = 0;
+        if (evs[i].events & EPOLLIN) e |= SB_READABLE;
+        if (evs[i].events & EPOLLOUT) e |= SB_WRITABLE;
+        if (evs[i].events & (EPOLLHUP | EPOLLRDHUP)) e |= SB_HANGUP;
+        if (evs[i].events & EPOLLERR) e |= SB_ERROR;
+        events[i].token = evs[i].data.u64;
+        events[i].events = e;
+    }
+    return n;
+}
+#else
+#include <sys/event.h>
+#include <sys/time.h>
+
+int sb_poller_create(void) {
+    int fd = kqueue();
+    if (fd >= 0) fcntl(fd, F_SETFD, FD_CLOEXEC);
+    return fd;
+}
+
+static int kq_set(int pfd, int fd, uint32_t interest, uint64_t token) {
+    struct kevent ch[2];
+    EV_SET(&ch[0], fd, EVFILT_READ, (interest & SB_READABLE) ? EV_ADD | EV_ENABLE : EV_ADD | EV_DISABLE, 0, 0,
+           (void *)(uintptr_t)token);
+    EV_SET(&ch[1], fd, EVFILT_WRITE, (interest & SB_WRITABLE) ? EV_ADD | EV_ENABLE : EV_ADD | EV_DISABLE, 0, 0,
+           (void *)(uintptr_t)token);
+    return kevent(pfd, ch, 2, NULL, 0, NULL);
+}
+
+int sb_poller_add(int pfd, int fd, uint32_t interest, uint64_t token) { return kq_set(pfd, fd, interest, token); }
+int sb_poller_modify(int pfd, int fd, uint32_t interest, uint64_t token) { return kq_set(pfd, fd, interest, token); }
+int sb_poller_remove(int pfd, int fd) {
+    struct kevent ch[2];
+    EV_SET(&ch[0], fd, EVFILT_READ, EV_DELETE, 0, 0, NULL);
+    EV_SET(&ch[1], fd, EVFILT_WRITE, EV_DELETE, 0, 0, NULL);
+    kevent(pfd, ch, 2, NULL, 0, NULL);
+    return 0;
+}
+
+int sb_poller_wait(int pfd, sb_event *events, int max_events, int timeout_ms) {
+    struct kevent evs[256];
+    if (max_events > 256) max_events = 256;
+    struct timespec ts, *tsp = NULL;
+    if (timeout_ms >= 0) {
+        ts.tv_sec = timeout_ms / 1000;
+        ts.tv_nsec = (long)(timeout_ms % 1000) * 1000000L;
+        tsp = &ts;
+    }
+    int n = kevent(pfd, NULL, 0, evs, max_events, tsp);
+    if (n < 0) return -1;
+    for (int i = 0; i < n; i++) {
+        uint32_t e = 0;
+        if (evs[i].filter == EVFILT_READ) e |= SB_READABLE;
+        if (evs[i].filter == EVFILT_WRITE) e |= SB_WRITABLE;
+        if (evs[i].flags & EV_EOF) e |= SB_HANGUP;
+        if (evs[i].flags & EV_ERROR) e |= SB_ERROR;
+        events[i].token = (uint64_t)(uintptr_t)evs[i].udata;
+        events[i].events = e;
+    }
+    return n;
+}
+#endif
+
+static volatile sig_atomic_t forward_fd = -1;
+
+static void forward_handler(int sig) {
+    int saved = errno;
+    unsigned char b = (unsigned char)sig;
+    if (forward_fd >= 0) {
+        ssize_t r = write(forward_fd, &b, 1);
+        (void)r;
+    }
+    errno = saved;
+}
+
+int sb_signal_forward(int write_fd, const int *signals, int count) {
+    forward_fd = write_fd;
+    signal(SIGPIPE, SIG_IGN);
+    for (int i = 0; i < count; i++) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = forward_handler;
+        sigemptyset(&sa.sa_mask);
+        sa.sa_flags = SA_RESTART;
+        if (sigaction(signals[i], &sa, NULL) != 0) return -1;
+    }
+    return 0;
+}
+
+void sb_signal_default(const int *signals, int count) {
+    for (int i = 0; i < count; i++) signal(signals[i], SIG_DFL);
+    forward_fd = -1;
+}
+
+int sb_peer_credentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid) {
+#ifdef __linux__
+    struct ucred cred;
+    socklen_t len = sizeof cred;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return -1;
+    *pid = cred.pid;
+    *uid = cred.uid;
+    *gid = cred.gid;
+    return 0;
+#else
+    if (getpeereid(fd, uid, gid) != 0) return -1;
+    *pid = -1;
+#ifdef LOCAL_PEERPID
+    pid_t p;
+    socklen_t len = sizeof p;
+    if (getsockopt(fd, SOL_LOCAL, LOCAL_PEERPID, &p, &len) == 0) *pid = p;
+#endif
+    return 0;
+#endif
+}
+
+long sb_raise_nofile_limit(void) {
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return -1;
+    rlim_t want = rl.rlim_max;
+#ifdef __APPLE__
+    if (want > 10240 || want == RLIM_INFINITY) want = 10240;  // OPEN_MAX
+#endif
+    if (rl.rlim_cur < want) {
+        rl.rlim_cur = want;
+        if (setrlimit(RLIMIT_NOFILE, &rl) != 0) {
+            getrlimit(RLIMIT_NOFILE, &rl);
+        }
+    }
+    return (long)rl.rlim_cur;
+}
+
+int sb_pipe_nonblocking(int fds[2]) {
+#ifdef __linux__
+    return pipe2(fds, O_NONBLOCK | O_CLOEXEC);
+#else
+    if (pipe(fds) != 0) return -1;
+    for (int i = 0; i < 2; i++) {
+        fcntl(fds[i], F_SETFL, fcntl(fds[i], F_GETFL) | O_NONBLOCK);
+        fcntl(fds[i], F_SETFD, FD_CLOEXEC);
+    }
+    return 0;
+#endif
+}
+
+int sb_accept_nonblocking(int fd) {
+#ifdef __linux__
+    return accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+#else
+    int c = accept(fd, NULL, NULL);
+    if (c < 0) return -1;
+    fcntl(c, F_SETFL, fcntl(c, F_GETFL) | O_NONBLOCK);
+    fcntl(c, F_SETFD, FD_CLOEXEC);
+    return c;
+#endif
+}
+
+extern char **environ;
+
+pid_t sb_spawn_detached(const char *const argv[], const char *const envp[], int err_fd) {
+    posix_spawn_file_actions_t fa;
+    posix_spawnattr_t attr;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawnattr_init(&attr);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    if (err_fd >= 0) {
+        posix_spawn_file_actions_adddup2(&fa, err_fd, 2);
+    } else {
+        posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+    }
+    short flags = POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF;
+#ifdef POSIX_SPAWN_SETSID
+    flags |= POSIX_SPAWN_SETSID;
+#endif
+    sigset_t none, all;
+    sigemptyset(&none);
+    sigfillset(&all);
+    posix_spawnattr_setsigmask(&attr, &none);
+    posix_spawnattr_setsigdefault(&attr, &all);
+    posix_spawnattr_setflags(&attr, flags);
+    pid_t pid = -1;
+    int rc = posix_spawnp(&pid, argv[0], &fa, &attr, (char *const *)argv, (char *const *)envp);
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&attr);
+    if (rc != 0) {
+        errno = rc;
+        return -1;
+    }
+    return pid;
+}
+
+long sb_process_rss(pid_t pid, long *peak) {
+#ifdef __linux__
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    char line[256];
+    long rss = -1, hwm = -1;
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "VmRSS:", 6) == 0) rss = strtol(line + 6, NULL, 10) * 1024;
+        if (strncmp(line, "VmHWM:", 6) == 0) hwm = strtol(line + 6, NULL, 10) * 1024;
+    }
+    fclose(f);
+    if (peak) *peak = hwm;
+    return rss;
+#else
+    (void)pid;
+    if (peak) *peak = -1;
+    return -1;
+#endif
+}

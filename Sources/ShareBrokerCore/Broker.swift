@@ -1,0 +1,540 @@
+// The broker's event loop: one thread owns all state. It accepts connections, reads and frames
+// requests, dispatches them, and flushes replies at the end of each loop turn (the point where a
+// group commit will make the turn's writes durable before any reply leaves). No thread per
+// connection, no busy polling: the loop sleeps in epoll/kqueue.
+
+#if canImport(Glibc)
+    @preconcurrency import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+import ShareProtocol
+import ShareRouting
+import ShareSystem
+
+/// Why the broker could not start.
+public struct BrokerStartError: Error, Sendable, CustomStringConvertible {
+    /// A message naming the path and the cause.
+    public var message: String
+    /// True when another broker is live on the socket path.
+    public var alreadyRunning: Bool
+    /// Creates an error.
+    public init(_ message: String, alreadyRunning: Bool = false) {
+        self.message = message
+        self.alreadyRunning = alreadyRunning
+    }
+    /// The message.
+    public var description: String { message }
+}
+
+/// A thread-safe way to ask a running broker to stop (as SIGTERM would) or reload.
+public struct BrokerControl: Sendable {
+    let wakeFD: Int32
+    /// Asks the loop to shut down gracefully.
+    public func stop() { send(1) }
+    /// Asks the loop to re-read manifests (as SIGHUP would).
+    public func reload() { send(2) }
+    private func send(_ byte: UInt8) {
+        var b = byte
+        _ = write(wakeFD, &b, 1)
+    }
+}
+
+/// The broker. Create it on the thread that will run it; only `control` may leave that thread.
+public final class Broker {
+    static let listenerToken: UInt64 = 1
+    static let signalToken: UInt64 = 2
+    static let wakeToken: UInt64 = 3
+    static let firstConnectionID: UInt64 = 16
+    static let readChunk = 64 * 1024
+    static let readsPerWakeup = 4
+
+    /// The settings in force.
+    public let config: BrokerConfiguration
+    var log: Logger
+    let poller: Poller
+    var listenerFD: Int32 = -1
+    var listenerInode: UInt64? = nil
+    var spareFD: Int32 = -1
+    var signalPipe: SignalPipe? = nil
+    let wakeRead: Int32
+    let wakeWrite: Int32
+    var connections: [UInt64: Connection] = [:]
+    var nextConnectionID = Broker.firstConnectionID
+    var dirty: [Connection] = []
+    let scratch: UnsafeMutableRawBufferPointer
+    /// The registered apps.
+    var registry = AppRegistry()
+    let startedAt = Clock.monotonicNanos()
+    var stopping = false
+    var stopDeadline: UInt64 = 0
+    var finished = false
+    var totalRequests: UInt64 = 0
+    var droppedSlowClients: UInt64 = 0
+    var openFileLimit = 0
+    let methods: [String: MethodSpec]
+
+    /// A handle other threads may use to stop or reload this broker.
+    public var control: BrokerControl { BrokerControl(wakeFD: wakeWrite) }
+
+    /// Prepares the state directory, loads manifests and binds the socket.
+    /// Throws when another broker answers on the socket path (`alreadyRunning`) or on any setup failure.
+    public init(config: BrokerConfiguration) throws(BrokerStartError) {
+        self.config = config
+        self.log = Logger(level: config.logLevel)
+        do {
+            poller = try Poller()
+            (wakeRead, wakeWrite) = try FD.pipe()
+        } catch {
+            throw BrokerStartError("cannot create the event loop: \(error)")
+        }
+        scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: Broker.readChunk, alignment: 16)
+        methods = Broker.methodTable()
+        openFileLimit = ProcessInfoLite.raiseOpenFileLimit()
+        try prepareStateDirectory()
+        reloadManifests(reason: "start")
+        try bindSocket()
+        do {
+            try poller.add(listenerFD, interest: .readable, token: Broker.listenerToken)
+            try poller.add(wakeRead, interest: .readable, token: Broker.wakeToken)
+            if config.handleSignals {
+                let sp = try SignalPipe(signals: [SIGTERM, SIGINT, SIGHUP])
+                signalPipe = sp
+                try poller.add(sp.readFD, interest: .readable, token: Broker.signalToken)
+            }
+        } catch {
+            closeListener()
+            throw BrokerStartError("cannot set up the event loop: \(error)")
+        }
+        spareFD = open("/dev/null", O_RDONLY | O_CLOEXEC)
+        log.log(
+            .info,
+            "sharebroker \(SharebrokerVersion.string) listening on \(config.socketPath) (state \(config.stateDirectory), "
+                + "\(registry.apps.count) apps, max message \(config.maxMessage) bytes, open-file limit \(openFileLimit))")
+    }
+
+    deinit {
+        scratch.deallocate()
+        for c in connections.values { FD.close(c.fd) }
+        closeListener()
+        signalPipe?.close()
+        FD.close(wakeRead)
+        FD.close(wakeWrite)
+        if spareFD >= 0 { FD.close(spareFD) }
+    }
+
+    // MARK: Setup
+
+    func prepareStateDirectory() throws(BrokerStartError) {
+        do {
+            try DefaultPaths.makeDirectories(config.stateDirectory)
+            try DefaultPaths.makeDirectories(config.stateDirectory + "/apps")
+            try DefaultPaths.makeDirectories(config.stateDirectory + "/associations")
+        } catch {
+            throw BrokerStartError("cannot create the state directory \(config.stateDirectory): \(error)")
+        }
+        var dir = config.socketPath
+        if let slash = dir.lastIndex(of: "/") {
+            dir = String(dir[..<slash])
+            if !dir.isEmpty && !FileIO.exists(dir) {
+                do { try DefaultPaths.makeDirectories(dir, mode: 0o700) } catch {
+                    throw BrokerStartError("cannot create the socket directory \(dir): \(error)")
+                }
+            }
+        }
+    }
+
+    func bindSocket() throws(BrokerStartError) {
+        do {
+            listenerFD = try UnixSocket.listen(path: config.socketPath, mode: mode_t(config.socketMode))
+            listenerInode = FileIO.inode(config.socketPath)
+        } catch {
+            if case .alreadyRunning = error {
+                throw BrokerStartError(
+                    "another broker is already running on \(config.socketPath); stop it first or pass --socket PATH",
+                    alreadyRunning: true)
+            }
+            throw BrokerStartError("cannot listen on \(config.socketPath): \(error)")
+        }
+    }
+
+    func closeListener() {
+        guard listenerFD >= 0 else { return }
+        poller.remove(listenerFD)
+        FD.close(listenerFD)
+        listenerFD = -1
+        // Remove the socket file only if it is still the one we created.
+        if let ino = listenerInode, FileIO.inode(config.socketPath) == ino { FileIO.unlinkFile(config.socketPath) }
+        listenerInode = nil
+    }
+
+    /// Re-reads STATE/apps/*.json (and, with routing, the association documents).
+    func reloadManifests(reason: String) {
+        let dir = config.stateDirectory + "/apps"
+        var files: [(name: String, bytes: [UInt8])] = []
+        var readIssues: [ManifestIssue] = []
+        for name in FileIO.listDirectory(dir) ?? [] where name.hasSuffix(".json") && !name.hasPrefix(".") {
+            do {
+                files.append((name, try FileIO.readFile(dir + "/" + name, limit: 4 * 1024 * 1024)))
+            } catch {
+                readIssues.append(ManifestIssue(file: name, field: "", message: "cannot read: \(error)", fatal: true))
+            }
+        }
+        var fresh = AppRegistry(files: files)
+        if !readIssues.isEmpty {
+            fresh = AppRegistry(manifests: fresh.apps, issues: readIssues + fresh.issues)
+        }
+        registry = fresh
+        for issue in registry.issues {
+            log.log(issue.fatal ? .warning : .info, "manifest \(issue.fatal ? "error" : "note"): \(issue)")
+        }
+        log.log(.info, "loaded \(registry.apps.count) apps (\(reason)); \(registry.issues.filter(\.fatal).count) manifest errors")
+    }
+
+    // MARK: The loop
+
+    /// Runs the loop until a stop is requested (signal or `control.stop()`) and the replies drain.
+    public func run() {
+        while !finished {
+            var timeout: Int32 = -1
+            if stopping {
+                let now = Clock.monotonicNanos()
+                timeout = now >= stopDeadline ? 0 : Int32(min(1000, (stopDeadline - now) / 1_000_000 + 1))
+            }
+            do {
+                try poller.wait(timeoutMillis: timeout) { token, events in
+                    self.handle(token: token, events: events)
+                }
+            } catch {
+                log.log(.error, "event loop: \(error)")
+                break
+            }
+            endOfTurn()
+            if stopping { checkShutdownComplete() }
+        }
+        for c in Array(connections.values) { closeNow(c, reason: "broker stopped") }
+        closeListener()
+        log.log(.info, "stopped")
+    }
+
+    func handle(token: UInt64, events: Readiness) {
+        switch token {
+        case Broker.listenerToken: acceptConnections()
+        case Broker.signalToken: handleSignals()
+        case Broker.wakeToken: handleWake()
+        default:
+            guard let conn = connections[token] else { return }
+            if events.contains(.readable) || events.contains(.hangup) || events.contains(.error) {
+                if !conn.closing { readFrom(conn) } else if events.contains(.error) { closeNow(conn, reason: "socket error") }
+            }
+            if events.contains(.writable), connections[token] != nil { flush(conn) }
+            if events.contains(.hangup), connections[token] != nil, conn.closing, conn.pendingOutput > 0 {
+                // The peer is gone and cannot read what is left.
+                if events.contains(.error) { closeNow(conn, reason: "peer hung up") }
+            }
+        }
+    }
+
+    /// Flushes every connection that got output this turn.
+    func endOfTurn() {
+        if dirty.isEmpty { return }
+        let list = dirty
+        dirty.removeAll(keepingCapacity: true)
+        for c in list {
+            c.dirty = false
+            guard connections[c.id] != nil else { continue }
+            flush(c)
+        }
+    }
+
+    func markDirty(_ c: Connection) {
+        if !c.dirty {
+            c.dirty = true
+            dirty.append(c)
+        }
+    }
+
+    // MARK: Accepting
+
+    func acceptConnections() {
+        for _ in 0..<256 {
+            let result: IOResult<Int32>
+            do { result = try UnixSocket.accept(listenerFD) } catch {
+                if error.errno == EMFILE || error.errno == ENFILE {
+                    shedConnectionAtFDLimit()
+                    return
+                }
+                if error.errno == ECONNABORTED { continue }
+                log.log(.error, "accept: \(error)")
+                return
+            }
+            guard case .done(let fd) = result else { return }
+            let id = nextConnectionID
+            nextConnectionID += 1
+            let conn = Connection(id: id, fd: fd, peer: UnixSocket.peerCredentials(fd), maxMessage: config.maxMessage)
+            do { try poller.add(fd, interest: .readable, token: id) } catch {
+                log.log(.error, "cannot watch new connection: \(error)")
+                FD.close(fd)
+                continue
+            }
+            connections[id] = conn
+            if log.enabled(.debug) { log.log(.debug, "connected: \(conn.identity)", connection: id) }
+        }
+    }
+
+    /// At the open-file limit, accept and close one pending connection using the spare descriptor,
+    /// so the listener does not stay readable forever (no busy loop).
+    func shedConnectionAtFDLimit() {
+        log.log(.warning, "open-file limit (\(openFileLimit)) reached; refusing a connection")
+        if spareFD >= 0 {
+            FD.close(spareFD)
+            spareFD = -1
+        }
+        if case .done(let fd)? = try? UnixSocket.accept(listenerFD) { FD.close(fd) }
+        spareFD = open("/dev/null", O_RDONLY | O_CLOEXEC)
+    }
+
+    // MARK: Reading
+
+    func readFrom(_ conn: Connection) {
+        for _ in 0..<Broker.readsPerWakeup {
+            let result: IOResult<Int>
+            do { result = try FD.read(conn.fd, into: scratch) } catch {
+                closeNow(conn, reason: "read failed: \(error)")
+                return
+            }
+            switch result {
+            case .wouldBlock:
+                return
+            case .done(0):
+                // The peer finished sending: answer what it sent, then close.
+                if log.enabled(.debug) { log.log(.debug, "peer closed its side", connection: conn.id) }
+                beginClosing(conn)
+                return
+            case .done(let n):
+                do {
+                    try conn.framer.feed(UnsafeRawBufferPointer(rebasing: scratch[0..<n])) { frame, mode in
+                        conn.outputMode = mode
+                        if !conn.closing { self.handleFrame(conn, frame) }
+                    }
+                } catch {
+                    framingFailed(conn, error)
+                    return
+                }
+                if conn.closing { return }
+                if n < Broker.readChunk { return }
+            }
+        }
+    }
+
+    func framingFailed(_ conn: Connection, _ error: FramingError) {
+        let rpcError: RPCError
+        switch error {
+        case .tooLarge(let limit):
+            rpcError = RPCError(.invalidRequest, "Invalid Request: message larger than the limit of \(limit) bytes; closing the connection")
+        case .badHeader(let why):
+            rpcError = RPCError(.parseError, "Parse error: \(why); closing the connection")
+        }
+        log.log(.warning, "\(rpcError.message)", connection: conn.id)
+        conn.enqueue { RPCCodec.writeError(id: .null, error: rpcError, to: &$0) }
+        markDirty(conn)
+        beginClosing(conn)
+    }
+
+    func handleFrame(_ conn: Connection, _ frame: UnsafeRawBufferPointer) {
+        switch RPCCodec.decode(frame) {
+        case .single(let item):
+            switch item {
+            case .failure(let reply):
+                conn.enqueue { RPCCodec.writeError(id: reply.id, error: reply.error, to: &$0) }
+                markDirty(conn)
+            case .success(let request):
+                if let response = dispatch(conn, request) {
+                    switch response {
+                    case .success(let result): conn.enqueue { RPCCodec.writeResult(id: request.id!, result: result, to: &$0) }
+                    case .failure(let error): conn.enqueue { RPCCodec.writeError(id: request.id!, error: error, to: &$0) }
+                    }
+                    markDirty(conn)
+                }
+            }
+        case .batch(let items):
+            var parts: [[UInt8]] = []
+            for item in items {
+                var part: [UInt8] = []
+                switch item {
+                case .failure(let reply):
+                    RPCCodec.writeError(id: reply.id, error: reply.error, to: &part)
+                case .success(let request):
+                    guard let response = dispatch(conn, request) else { continue }
+                    switch response {
+                    case .success(let result): RPCCodec.writeResult(id: request.id!, result: result, to: &part)
+                    case .failure(let error): RPCCodec.writeError(id: request.id!, error: error, to: &part)
+                    }
+                }
+                parts.append(part)
+            }
+            if parts.isEmpty { return }  // a batch of notifications gets no reply
+            conn.enqueue { out in
+                out.append(UInt8(ascii: "["))
+                for (i, p) in parts.enumerated() {
+                    if i > 0 { out.append(UInt8(ascii: ",")) }
+                    out.append(contentsOf: p)
+                }
+                out.append(UInt8(ascii: "]"))
+            }
+            markDirty(conn)
+        }
+    }
+
+    /// Runs one request; nil for notifications (no reply).
+    func dispatch(_ conn: Connection, _ request: RPCRequest) -> Result<JSONValue, RPCError>? {
+        totalRequests += 1
+        conn.requestCount += 1
+        let outcome: Result<JSONValue, RPCError>
+        if let spec = methods[request.method] {
+            do {
+                try spec.authorize(conn)
+                let params = try Params(request.params, method: request.method)
+                outcome = .success(try spec.handler(self, conn, params))
+            } catch {
+                outcome = .failure(error)
+            }
+        } else {
+            outcome = .failure(RPCError(.methodNotFound, "Method not found: '\(request.method)'"))
+        }
+        if log.enabled(.trace) {
+            let status: String
+            switch outcome {
+            case .success: status = "ok"
+            case .failure(let e): status = "error \(e.code): \(e.message)"
+            }
+            log.log(.trace, "\(request.method) id=\(request.id?.description ?? "-") → \(status)", connection: conn.id)
+        }
+        return request.isNotification ? nil : outcome
+    }
+
+    // MARK: Writing
+
+    func flush(_ conn: Connection) {
+        while conn.pendingOutput > 0 {
+            let result: IOResult<Int>
+            do {
+                result = try conn.out.withUnsafeBytes { buf in
+                    Result { () throws(SystemError) -> IOResult<Int> in
+                        try FD.write(conn.fd, UnsafeRawBufferPointer(rebasing: buf[conn.outOffset...]))
+                    }
+                }.get()
+            } catch {
+                closeNow(conn, reason: "write failed: \(error)")
+                return
+            }
+            guard case .done(let n) = result else { break }
+            conn.outOffset += n
+        }
+        if conn.pendingOutput == 0 {
+            conn.outOffset = 0
+            if conn.out.capacity > 64 * 1024 { conn.out = [] } else { conn.out.removeAll(keepingCapacity: true) }
+            if conn.wantsWrite {
+                conn.wantsWrite = false
+                updateInterest(conn)
+            }
+            if conn.closing { closeNow(conn, reason: "closed") }
+            return
+        }
+        if conn.pendingOutput > config.effectiveMaxOutputBuffer {
+            droppedSlowClients += 1
+            log.log(
+                .warning,
+                "dropping slow client \(conn.identity): \(conn.pendingOutput) bytes of output not read (limit \(config.effectiveMaxOutputBuffer))",
+                connection: conn.id)
+            closeNow(conn, reason: "output buffer over limit")
+            return
+        }
+        if conn.outOffset > 1 << 20 && conn.outOffset * 2 > conn.out.count {
+            conn.out.removeSubrange(0..<conn.outOffset)
+            conn.outOffset = 0
+        }
+        if !conn.wantsWrite {
+            conn.wantsWrite = true
+            updateInterest(conn)
+        }
+    }
+
+    func updateInterest(_ conn: Connection) {
+        var interest: Readiness = []
+        if !conn.closing { interest.insert(.readable) }
+        if conn.wantsWrite { interest.insert(.writable) }
+        do { try poller.modify(conn.fd, interest: interest, token: conn.id) } catch {
+            closeNow(conn, reason: "poller: \(error)")
+        }
+    }
+
+    // MARK: Closing
+
+    /// Stops reading; the connection closes once its output is written.
+    func beginClosing(_ conn: Connection) {
+        guard !conn.closing else { return }
+        conn.closing = true
+        if conn.pendingOutput == 0 && !conn.dirty {
+            closeNow(conn, reason: "closed")
+        } else {
+            updateInterest(conn)
+        }
+    }
+
+    func closeNow(_ conn: Connection, reason: String) {
+        guard connections.removeValue(forKey: conn.id) != nil else { return }
+        poller.remove(conn.fd)
+        FD.close(conn.fd)
+        connectionClosed(conn)
+        if log.enabled(.debug) { log.log(.debug, "disconnected (\(reason)): \(conn.identity)", connection: conn.id) }
+    }
+
+    /// Session clean-up hook (subscriptions, watches).
+    func connectionClosed(_ conn: Connection) {}
+
+    // MARK: Signals and shutdown
+
+    func handleSignals() {
+        guard let sp = signalPipe else { return }
+        for sig in sp.drain() {
+            switch sig {
+            case SIGHUP:
+                log.log(.info, "SIGHUP: reloading manifests")
+                reloadManifests(reason: "SIGHUP")
+            case SIGTERM, SIGINT:
+                beginShutdown(reason: sig == SIGTERM ? "SIGTERM" : "SIGINT")
+            default: break
+            }
+        }
+    }
+
+    func handleWake() {
+        var buf = [UInt8](repeating: 0, count: 64)
+        let n = buf.withUnsafeMutableBytes { read(wakeRead, $0.baseAddress, $0.count) }
+        guard n > 0 else { return }
+        for b in buf[0..<n] {
+            if b == 1 { beginShutdown(reason: "stop requested") }
+            if b == 2 { reloadManifests(reason: "reload requested") }
+        }
+    }
+
+    /// Stops accepting, lets every connection's replies drain, and ends the loop (within the grace period).
+    func beginShutdown(reason: String) {
+        guard !stopping else { return }
+        stopping = true
+        stopDeadline = Clock.monotonicNanos() + UInt64(config.shutdownGraceSeconds * 1e9)
+        log.log(.info, "\(reason): shutting down (\(connections.count) connections)")
+        closeListener()
+        for c in Array(connections.values) { beginClosing(c) }
+    }
+
+    func checkShutdownComplete() {
+        endOfTurn()
+        if connections.isEmpty || Clock.monotonicNanos() >= stopDeadline { finished = true }
+    }
+
+    // MARK: Status
+
+    var uptimeSeconds: Double { Double(Clock.monotonicNanos() - startedAt) / 1e9 }
+}

@@ -1,0 +1,34 @@
+// The broker's settings: where it listens and keeps state, limits, logging.
+
+import ShareSystem
+
+/// Settings of one broker instance.
+public struct BrokerConfiguration: Sendable {
+    /// Path of the listening Unix socket.
+    public var socketPath: String
+    /// The state directory (apps/, associations/, groups/).
+    public var stateDirectory: String
+    /// Largest accepted message, in bytes (default 4 MiB).
+    public var maxMessage: Int = 4 * 1024 * 1024
+    /// Largest output buffer per connection before the client is dropped as too slow.
+    public var maxOutputBuffer: Int = 0
+    /// Permission bits of the socket file.
+    public var socketMode: UInt32 = 0o600
+    /// Lowest log level written.
+    public var logLevel: LogLevel = .info
+    /// Whether SIGTERM/SIGINT/SIGHUP are handled (off for brokers embedded in tests).
+    public var handleSignals: Bool = true
+    /// How long shutdown waits for replies to drain.
+    public var shutdownGraceSeconds: Double = 4.0
+
+    /// Settings with the contract's defaults (environment, then XDG, then the temporary directory).
+    public init(socketPath: String? = nil, stateDirectory: String? = nil) {
+        self.socketPath = socketPath ?? DefaultPaths.socket()
+        self.stateDirectory = stateDirectory ?? DefaultPaths.state()
+    }
+
+    /// The output cap in force: the configured one, or 2 × maxMessage + 1 MiB.
+    public var effectiveMaxOutputBuffer: Int {
+        maxOutputBuffer > 0 ? maxOutputBuffer : 2 * maxMessage + 1024 * 1024
+    }
+}

@@ -1,0 +1,79 @@
+// One client connection: its descriptor, framer, bounded output buffer and session identity.
+// Owned by the loop thread; never shared.
+
+import ShareProtocol
+import ShareSystem
+
+/// A session's role, as declared in `hello`.
+public enum SessionRole: String, Sendable, CaseIterable {
+    /// An app: receives events, reads its groups.
+    case app
+    /// An extension: sends shares as itself.
+    case `extension`
+    /// A tool: opens URLs, sends shares as the share sheet; reads no group.
+    case tool
+}
+
+/// A connected client. Loop-owned (not Sendable).
+final class Connection {
+    /// Connection id (also the poller token and the `session` number).
+    let id: UInt64
+    /// The socket.
+    let fd: Int32
+    /// Kernel-reported peer credentials.
+    let peer: PeerCredentials?
+    /// When the connection was accepted (monotonic ns).
+    let openedAt: UInt64
+    /// Incoming frames.
+    var framer: Framer
+    /// The framing replies use (the framing the peer chose).
+    var outputMode: FramingMode = .newline
+    /// Bytes waiting to be written.
+    var out: [UInt8] = []
+    /// Offset of the first unwritten byte in `out`.
+    var outOffset = 0
+    /// Whether the poller watches for writability.
+    var wantsWrite = false
+    /// Listed in the loop's flush list this turn.
+    var dirty = false
+    /// Closing: no more reads; close once `out` drains (or at once when `abort`).
+    var closing = false
+    /// The role from `hello`; nil before it.
+    var role: SessionRole? = nil
+    /// The bundle ID from `hello` (apps and extensions).
+    var bundleID: String? = nil
+    /// Requests handled.
+    var requestCount: UInt64 = 0
+
+    init(id: UInt64, fd: Int32, peer: PeerCredentials?, maxMessage: Int) {
+        self.id = id
+        self.fd = fd
+        self.peer = peer
+        self.framer = Framer(maxMessage: maxMessage)
+        self.openedAt = Clock.monotonicNanos()
+    }
+
+    /// Unwritten bytes.
+    var pendingOutput: Int { out.count - outOffset }
+
+    /// Appends one framed message (response or notification), serialized by `build` straight into
+    /// the output buffer when newline framing allows it (no intermediate copy).
+    func enqueue(_ build: (inout [UInt8]) -> Void) {
+        if outputMode == .contentLength {
+            var body: [UInt8] = []
+            build(&body)
+            Framer.appendFrame(body, mode: .contentLength, to: &out)
+        } else {
+            build(&out)
+            out.append(0x0A)
+        }
+    }
+
+    /// A short description for logs.
+    var identity: String {
+        var s = role?.rawValue ?? "anonymous"
+        if let bundleID { s += " " + bundleID }
+        if let peer { s += " (pid \(peer.pid), uid \(peer.uid))" }
+        return s
+    }
+}

@@ -1,0 +1,91 @@
+// Logging: one line per event on stderr, with time, level and connection id. Loop-owned.
+
+#if canImport(Glibc)
+    @preconcurrency import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+import ShareSystem
+
+/// Log levels, least to most severe.
+public enum LogLevel: Int, Sendable, Comparable, CaseIterable {
+    /// Every message in and out.
+    case trace
+    /// Connections opening and closing, dispatch details.
+    case debug
+    /// Start, stop, reloads, dropped clients (the default).
+    case info
+    /// Problems the broker recovered from (bad manifests, ...).
+    case warning
+    /// Failures.
+    case error
+
+    /// Parses `trace|debug|info|warning|warn|error`.
+    public init?(name: String) {
+        switch name.lowercased() {
+        case "trace": self = .trace
+        case "debug": self = .debug
+        case "info": self = .info
+        case "warning", "warn": self = .warning
+        case "error": self = .error
+        default: return nil
+        }
+    }
+
+    /// The level's name.
+    public var name: String {
+        switch self {
+        case .trace: return "trace"
+        case .debug: return "debug"
+        case .info: return "info"
+        case .warning: return "warning"
+        case .error: return "error"
+        }
+    }
+
+    /// Orders by severity.
+    public static func < (a: LogLevel, b: LogLevel) -> Bool { a.rawValue < b.rawValue }
+}
+
+/// Writes log lines to stderr (fd 2) with one `write` each, so lines never interleave.
+public struct Logger: Sendable {
+    /// Lowest level written.
+    public var level: LogLevel
+
+    /// Creates a logger.
+    public init(level: LogLevel) { self.level = level }
+
+    /// True when `l` would be written (use to avoid building expensive messages).
+    @inline(__always) public func enabled(_ l: LogLevel) -> Bool { l >= level }
+
+    /// Writes one line: `TIME LEVEL [conn N] message`.
+    public func log(_ l: LogLevel, _ message: @autoclosure () -> String, connection: UInt64? = nil) {
+        guard l >= level else { return }
+        var line = Logger.timestamp() + " " + l.name
+        if let connection { line += " [conn \(connection)]" }
+        line += " " + message().replacingNewlines() + "\n"
+        var bytes = Array(line.utf8)
+        bytes.withUnsafeMutableBytes { buf in _ = write(2, buf.baseAddress, buf.count) }
+    }
+
+    static func timestamp() -> String {
+        var ts = timespec()
+        clock_gettime(CLOCK_REALTIME, &ts)
+        var t = time_t(ts.tv_sec)
+        var tmv = tm()
+        gmtime_r(&t, &tmv)
+        func pad(_ v: Int32, _ w: Int) -> String {
+            let s = String(v)
+            return String(repeating: "0", count: max(0, w - s.count)) + s
+        }
+        return "\(pad(tmv.tm_year + 1900, 4))-\(pad(tmv.tm_mon + 1, 2))-\(pad(tmv.tm_mday, 2))T"
+            + "\(pad(tmv.tm_hour, 2)):\(pad(tmv.tm_min, 2)):\(pad(tmv.tm_sec, 2)).\(pad(Int32(ts.tv_nsec / 1_000_000), 3))Z"
+    }
+}
+
+extension String {
+    func replacingNewlines() -> String {
+        guard contains(where: { $0 == "\n" || $0 == "\r" }) else { return self }
+        return String(map { $0 == "\n" || $0 == "\r" ? " " : $0 })
+    }
+}

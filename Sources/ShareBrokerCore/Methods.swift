@@ -1,0 +1,202 @@
+// The method table as data (name, whether `hello` is required, allowed roles, handler) and the
+// session methods: hello, rpc.discover, broker.status, apps.list, apps.reload.
+
+import ShareProtocol
+import ShareRouting
+import ShareSystem
+
+/// One served method.
+struct MethodSpec {
+    /// The method name.
+    let name: String
+    /// Whether the session must have said `hello`.
+    let needsHello: Bool
+    /// Roles allowed (nil: any role after hello).
+    let roles: Set<SessionRole>?
+    /// The handler.
+    let handler: (Broker, Connection, Params) throws(RPCError) -> JSONValue
+
+    init(
+        _ name: String, needsHello: Bool = true, roles: Set<SessionRole>? = nil,
+        _ handler: @escaping (Broker, Connection, Params) throws(RPCError) -> JSONValue
+    ) {
+        self.name = name
+        self.needsHello = needsHello
+        self.roles = roles
+        self.handler = handler
+    }
+
+    /// -32001 before hello or for a role not allowed.
+    func authorize(_ conn: Connection) throws(RPCError) {
+        guard needsHello else { return }
+        guard let role = conn.role else {
+            throw RPCError(.unauthorized, "Unauthorized: call 'hello' before '\(name)'")
+        }
+        if let roles, !roles.contains(role) {
+            let allowed = roles.map(\.rawValue).sorted().joined(separator: " or ")
+            throw RPCError(.unauthorized, "Unauthorized: '\(name)' is for role \(allowed), not \(role.rawValue)")
+        }
+    }
+}
+
+/// Named params of a request with typed accessors that fail with -32602 naming the field.
+struct Params {
+    let object: JSONObject
+    let method: String
+
+    init(_ raw: JSONValue?, method: String) throws(RPCError) {
+        self.method = method
+        switch raw {
+        case nil: object = JSONObject()
+        case .object(let o)?: object = o
+        case .array(let a)? where a.isEmpty: object = JSONObject()
+        default:
+            throw RPCError.invalidParams("Invalid params: '\(method)' takes named params (an object)")
+        }
+    }
+
+    subscript(key: String) -> JSONValue? { object[key] }
+
+    func string(_ key: String) throws(RPCError) -> String {
+        guard let v = object[key] else { throw .invalidParams("Invalid params: '\(key)' is required") }
+        guard case .string(let s) = v else {
+            throw .invalidParams("Invalid params: '\(key)' must be a string, got \(v.typeName)")
+        }
+        return s
+    }
+
+    func optionalString(_ key: String) throws(RPCError) -> String? {
+        guard let v = object[key], !v.isNull else { return nil }
+        guard case .string(let s) = v else {
+            throw .invalidParams("Invalid params: '\(key)' must be a string, got \(v.typeName)")
+        }
+        return s
+    }
+
+    func optionalBool(_ key: String) throws(RPCError) -> Bool? {
+        guard let v = object[key], !v.isNull else { return nil }
+        guard case .bool(let b) = v else {
+            throw .invalidParams("Invalid params: '\(key)' must be a boolean, got \(v.typeName)")
+        }
+        return b
+    }
+}
+
+/// Compares two strings in time independent of where they differ.
+func constantTimeEquals(_ a: String, _ b: String) -> Bool {
+    let x = Array(a.utf8)
+    let y = Array(b.utf8)
+    var diff = UInt8(x.count == y.count ? 0 : 1)
+    let n = max(x.count, y.count)
+    for i in 0..<n {
+        let p = i < x.count ? x[i] : 0
+        let q = i < y.count ? y[i] : 0
+        diff |= p ^ q
+    }
+    return diff == 0
+}
+
+extension Broker {
+    /// Every method the broker serves. `rpc.discover`'s document must list exactly these.
+    static func methodTable() -> [String: MethodSpec] {
+        let specs: [MethodSpec] = [
+            MethodSpec("hello", needsHello: false) { b, c, p throws(RPCError) in try b.hello(c, p) },
+            MethodSpec("rpc.discover", needsHello: false) { _, _, _ throws(RPCError) in try OpenRPC.document() },
+            MethodSpec("broker.status", needsHello: false) { b, _, _ in b.statusJSON() },
+            MethodSpec("apps.list") { b, _, _ in b.registry.listJSON },
+            MethodSpec("apps.reload") { b, _, _ in
+                b.reloadManifests(reason: "apps.reload")
+                return b.registry.listJSON
+            },
+        ]
+        var table: [String: MethodSpec] = [:]
+        for s in specs { table[s.name] = s }
+        return table
+    }
+
+    /// The names of every served method, sorted.
+    public static var servedMethodNames: [String] { methodTable().keys.sorted() }
+
+    func hello(_ conn: Connection, _ p: Params) throws(RPCError) -> JSONValue {
+        let roleName = try p.string("role")
+        guard let role = SessionRole(rawValue: roleName) else {
+            throw .invalidParams("Invalid params: 'role' must be \"app\", \"extension\" or \"tool\", got \"\(roleName)\"")
+        }
+        let bundleID = try p.optionalString("bundleID")
+        let token = try p.optionalString("token")
+        if let current = conn.role {
+            if current == role && (role == .tool || conn.bundleID == bundleID) { return helloResult(conn) }
+            throw RPCError(
+                .unauthorized,
+                "Unauthorized: this session already said hello as \(conn.identity); open a new connection for another identity")
+        }
+        var acceptedBundle: String? = nil
+        if role == .app || role == .extension {
+            guard let bundleID else {
+                throw .invalidParams("Invalid params: 'bundleID' is required for role \(role.rawValue)")
+            }
+            switch registry.lookup(bundleID) {
+            case nil:
+                throw RPCError(.unauthorized, "Unauthorized: unknown bundle ID '\(bundleID)' (no manifest in \(config.stateDirectory)/apps registers it)")
+            case .app?:
+                if role != .app {
+                    throw RPCError(.unauthorized, "Unauthorized: '\(bundleID)' is an app, not an extension; use role \"app\"")
+                }
+            case .appExtension?:
+                if role != .extension {
+                    throw RPCError(.unauthorized, "Unauthorized: '\(bundleID)' is an extension, not an app; use role \"extension\"")
+                }
+            }
+            if case .some(.some(let required)) = registry.requiredToken(for: bundleID) {
+                guard let token, constantTimeEquals(token, required) else {
+                    log.log(.warning, "hello refused for \(bundleID): \(token == nil ? "missing" : "bad") token", connection: conn.id)
+                    throw RPCError(.unauthorized, "Unauthorized: \(token == nil ? "a token is required" : "bad token") for '\(bundleID)'")
+                }
+            }
+            acceptedBundle = bundleID
+        }
+        conn.role = role
+        conn.bundleID = acceptedBundle
+        log.log(.debug, "hello: \(conn.identity)", connection: conn.id)
+        return helloResult(conn)
+    }
+
+    func helloResult(_ conn: Connection) -> JSONValue {
+        var o: JSONObject = [
+            "protocol": .int(SharebrokerVersion.protocolVersion),
+            "broker": ["name": .string(SharebrokerVersion.brokerName), "version": .string(SharebrokerVersion.string)],
+            "session": .number(String(conn.id)),
+            "role": .string(conn.role?.rawValue ?? "tool"),
+        ]
+        if let b = conn.bundleID { o["bundleID"] = .string(b) }
+        return .object(o)
+    }
+
+    func statusJSON() -> JSONValue {
+        var byRole: [String: Int] = ["app": 0, "extension": 0, "tool": 0, "anonymous": 0]
+        for c in connections.values { byRole[c.role?.rawValue ?? "anonymous", default: 0] += 1 }
+        let o: JSONObject = [
+            "version": .string(SharebrokerVersion.string),
+            "protocol": .int(SharebrokerVersion.protocolVersion),
+            "connections": .int(connections.count),
+            "apps": .int(registry.apps.count),
+            "subscribers": .int(0),
+            "pendingEvents": .int(0),
+            "pendingShares": .int(0),
+            "uptimeSeconds": .double((uptimeSeconds * 1000).rounded() / 1000),
+            "pid": .number(String(ProcessInfoLite.pid)),
+            "socket": .string(config.socketPath),
+            "stateDirectory": .string(config.stateDirectory),
+            "sessions": [
+                "app": .int(byRole["app"]!), "extension": .int(byRole["extension"]!), "tool": .int(byRole["tool"]!),
+                "anonymous": .int(byRole["anonymous"]!),
+            ],
+            "requests": .number(String(totalRequests)),
+            "droppedSlowClients": .number(String(droppedSlowClients)),
+            "manifestErrors": .int(registry.issues.filter(\.fatal).count),
+            "maxMessage": .int(config.maxMessage),
+            "openFileLimit": .int(openFileLimit),
+        ]
+        return .object(o)
+    }
+}

@@ -1,0 +1,166 @@
+// A blocking client connection to the broker: JSON-RPC calls with newline framing, and the
+// notifications the broker pushes. Used by shareclient, the tests and the benchmark.
+
+#if canImport(Glibc)
+    @preconcurrency import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+import ShareProtocol
+import ShareSystem
+
+/// Errors a client sees.
+public enum ClientError: Error, Sendable, CustomStringConvertible {
+    /// The broker could not be reached on the socket path.
+    case unreachable(path: String, cause: SystemError)
+    /// The broker answered with a JSON-RPC error.
+    case rpc(RPCError)
+    /// The connection broke or the broker sent something that is not JSON-RPC.
+    case connection(String)
+    /// No answer within the time allowed.
+    case timeout
+
+    /// A message naming the cause.
+    public var description: String {
+        switch self {
+        case .unreachable(let path, let cause):
+            return "cannot reach the broker at \(path): \(cause) (is 'sharebroker serve' running?)"
+        case .rpc(let e): return "\(e.message) (\(e.code))"
+        case .connection(let why): return "connection to the broker failed: \(why)"
+        case .timeout: return "timed out waiting for the broker"
+        }
+    }
+}
+
+/// A notification pushed by the broker.
+public struct BrokerNotification: Sendable {
+    /// The method, e.g. `app.event`.
+    public var method: String
+    /// Its params.
+    public var params: JSONValue?
+}
+
+/// One blocking connection. Not thread-safe: use it from one thread (or one task) at a time.
+public final class BrokerConnection {
+    /// The socket path it is connected to.
+    public let socketPath: String
+    let fd: Int32
+    var inbox: [UInt8] = []
+    var inboxOffset = 0
+    var nextID = 1
+    /// Notifications received while waiting for responses, oldest first.
+    public private(set) var notifications: [BrokerNotification] = []
+
+    /// Connects to the broker's socket.
+    public init(socketPath: String) throws(ClientError) {
+        self.socketPath = socketPath
+        do { fd = try UnixSocket.connect(path: socketPath) } catch {
+            throw .unreachable(path: socketPath, cause: error)
+        }
+    }
+
+    deinit { FD.close(fd) }
+
+    /// The raw descriptor (for poll-based callers).
+    public var fileDescriptor: Int32 { fd }
+
+    /// Sends raw bytes as they are (for protocol tests).
+    public func sendRaw(_ bytes: [UInt8]) throws(ClientError) {
+        do { try FD.writeAll(fd, bytes) } catch { throw .connection("\(error)") }
+    }
+
+    /// Reads the next JSON line the broker sends (response or notification); nil at end of stream.
+    public func readMessage(timeoutMillis: Int32 = -1) throws(ClientError) -> JSONValue? {
+        while true {
+            if let nl = inbox[inboxOffset...].firstIndex(of: 0x0A) {
+                let line = inbox[inboxOffset..<nl]
+                inboxOffset = nl + 1
+                if inboxOffset == inbox.count {
+                    inbox.removeAll(keepingCapacity: true)
+                    inboxOffset = 0
+                }
+                do { return try JSONParser.parse(line) } catch {
+                    throw .connection("broker sent invalid JSON: \(error)")
+                }
+            }
+            if timeoutMillis >= 0 {
+                var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+                let r = poll(&pfd, 1, timeoutMillis)
+                if r == 0 { throw .timeout }
+            }
+            var buf = [UInt8](repeating: 0, count: 65536)
+            let n: Int
+            do {
+                n = try buf.withUnsafeMutableBytes { b in
+                    Result { () throws(SystemError) -> Int in try FD.readBlocking(fd, into: b) }
+                }.get()
+            } catch { throw .connection("\(error)") }
+            if n == 0 {
+                if inboxOffset < inbox.count { throw .connection("broker closed the connection mid-message") }
+                return nil
+            }
+            if inboxOffset > 0 {
+                inbox.removeSubrange(0..<inboxOffset)
+                inboxOffset = 0
+            }
+            inbox.append(contentsOf: buf[0..<n])
+        }
+    }
+
+    /// Sends a request and waits for its response; notifications that arrive meanwhile are kept.
+    @discardableResult
+    public func call(_ method: String, _ params: JSONValue? = nil, timeoutMillis: Int32 = -1) throws(ClientError) -> JSONValue {
+        let id = nextID
+        nextID += 1
+        var out: [UInt8] = []
+        RPCCodec.writeRequest(id: .number(String(id)), method: method, params: params, to: &out)
+        out.append(0x0A)
+        try sendRaw(out)
+        while true {
+            guard let msg = try readMessage(timeoutMillis: timeoutMillis) else {
+                throw .connection("broker closed the connection before answering '\(method)'")
+            }
+            switch RPCIncoming.decode(msg) {
+            case .notification(let m, let p)?:
+                notifications.append(BrokerNotification(method: m, params: p))
+            case .response(let rid, let result)?:
+                guard rid == .number(String(id)) else {
+                    if case .failure(let e) = result, rid == .null { throw .rpc(e) }
+                    continue
+                }
+                switch result {
+                case .success(let v): return v
+                case .failure(let e): throw .rpc(e)
+                }
+            case nil:
+                throw .connection("broker sent something that is not JSON-RPC: \(msg.compactText)")
+            }
+        }
+    }
+
+    /// Sends a notification (no response).
+    public func notify(_ method: String, _ params: JSONValue? = nil) throws(ClientError) {
+        var out: [UInt8] = []
+        RPCCodec.writeRequest(id: nil, method: method, params: params, to: &out)
+        out.append(0x0A)
+        try sendRaw(out)
+    }
+
+    /// The next notification: one already received, or waits for one.
+    public func nextNotification(timeoutMillis: Int32 = -1) throws(ClientError) -> BrokerNotification? {
+        if !notifications.isEmpty { return notifications.removeFirst() }
+        while true {
+            guard let msg = try readMessage(timeoutMillis: timeoutMillis) else { return nil }
+            if case .notification(let m, let p)? = RPCIncoming.decode(msg) { return BrokerNotification(method: m, params: p) }
+        }
+    }
+
+    /// `hello` with a role, bundle ID and token.
+    @discardableResult
+    public func hello(role: String, bundleID: String? = nil, token: String? = nil) throws(ClientError) -> JSONValue {
+        var p: JSONObject = ["role": .string(role)]
+        if let bundleID { p["bundleID"] = .string(bundleID) }
+        if let token { p["token"] = .string(token) }
+        return try call("hello", .object(p))
+    }
+}

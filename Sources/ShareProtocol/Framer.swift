@@ -1,0 +1,204 @@
+// Message framing as a pure state machine: bytes in, complete frames out, leftover kept.
+// Newline framing by default; a connection whose first bytes are `Content-Length:` uses LSP-style
+// header framing in both directions. The size limit is enforced before anything is buffered past it.
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// How a connection frames its messages.
+public enum FramingMode: Sendable, Equatable {
+    /// Not decided yet (no bytes seen).
+    case undetermined
+    /// One JSON text per line, ended by `\n`.
+    case newline
+    /// `Content-Length: N\r\n\r\n` then N bytes, as LSP.
+    case contentLength
+}
+
+/// Framing failed; the connection cannot continue.
+public enum FramingError: Error, Sendable, Equatable {
+    /// A message (or header section) is larger than the limit.
+    case tooLarge(limit: Int)
+    /// The header section of a Content-Length frame is malformed.
+    case badHeader(String)
+}
+
+/// Splits a byte stream into frames. Feed it chunks as they are read; it calls back once per frame.
+public struct Framer: Sendable {
+    /// Largest accepted message body, in bytes.
+    public let maxMessage: Int
+    /// The framing the connection uses (decided from its first bytes).
+    public private(set) var mode: FramingMode = .undetermined
+    /// Bytes of an incomplete frame.
+    private var pending: [UInt8] = []
+    /// Body length of the Content-Length frame being read, once its header is parsed.
+    private var bodyLength: Int? = nil
+    /// Largest header section accepted.
+    static let maxHeaderBytes = 8192
+    static let headerPrefix: [UInt8] = Array("content-length:".utf8)
+
+    /// Creates a framer with a message size limit.
+    public init(maxMessage: Int) {
+        self.maxMessage = maxMessage
+    }
+
+    /// Bytes buffered for an incomplete frame.
+    public var bufferedByteCount: Int { pending.count }
+
+    /// Feeds one chunk read from the socket; `onFrame` gets each complete frame body, in order, with the
+    /// connection's framing mode (answer in the same framing).
+    /// Frames are handed over without copying when no partial frame is pending.
+    public mutating func feed(
+        _ chunk: UnsafeRawBufferPointer, onFrame: (UnsafeRawBufferPointer, FramingMode) -> Void
+    ) throws(FramingError) {
+        if chunk.isEmpty { return }
+        if pending.isEmpty {
+            let used = try consume(chunk, onFrame: onFrame)
+            if used < chunk.count {
+                pending.append(contentsOf: UnsafeRawBufferPointer(rebasing: chunk[used...]))
+            }
+        } else {
+            pending.append(contentsOf: chunk)
+            var p = pending
+            pending = []
+            let used = try p.withUnsafeBytes { buf in
+                Result { () throws(FramingError) -> Int in try consume(buf, onFrame: onFrame) }
+            }.get()
+            if used < p.count {
+                if used > 0 { p.removeSubrange(0..<used) }
+                pending = p
+            } else if p.capacity <= 4096 {
+                p.removeAll(keepingCapacity: true)
+                pending = p
+            }
+            // Otherwise `p` is released: an idle connection keeps no large buffer.
+        }
+        if pending.count > maxMessage + Framer.maxHeaderBytes {
+            throw .tooLarge(limit: maxMessage)
+        }
+    }
+
+    /// Consumes as many complete frames as `buf` holds; returns the number of bytes used.
+    private mutating func consume(
+        _ buf: UnsafeRawBufferPointer, onFrame: (UnsafeRawBufferPointer, FramingMode) -> Void
+    ) throws(FramingError) -> Int {
+        var pos = 0
+        while pos < buf.count {
+            if mode == .undetermined {
+                if !decideMode(UnsafeRawBufferPointer(rebasing: buf[pos...])) { return pos }
+            }
+            switch mode {
+            case .newline:
+                let rest = UnsafeRawBufferPointer(rebasing: buf[pos...])
+                guard let base = rest.baseAddress, let hit = memchr(base, 0x0A, rest.count) else {
+                    if rest.count > maxMessage { throw .tooLarge(limit: maxMessage) }
+                    return pos
+                }
+                let len = base.distance(to: UnsafeRawPointer(hit))
+                var end = pos + len
+                if end > pos && buf[end - 1] == 0x0D { end -= 1 }  // tolerate CRLF
+                if end - pos > maxMessage { throw .tooLarge(limit: maxMessage) }
+                let frame = UnsafeRawBufferPointer(rebasing: buf[pos..<end])
+                pos += len + 1
+                if !Framer.isBlank(frame) { onFrame(frame, .newline) }
+            case .contentLength:
+                if bodyLength == nil {
+                    guard let (length, headerEnd) = try parseHeader(UnsafeRawBufferPointer(rebasing: buf[pos...])) else {
+                        return pos
+                    }
+                    bodyLength = length
+                    pos += headerEnd
+                }
+                let length = bodyLength!
+                guard buf.count - pos >= length else { return pos }
+                onFrame(UnsafeRawBufferPointer(rebasing: buf[pos..<(pos + length)]), .contentLength)
+                pos += length
+                bodyLength = nil
+            case .undetermined:
+                return pos
+            }
+        }
+        return pos
+    }
+
+    /// Decides the framing from the first bytes; false when more bytes are needed to decide.
+    private mutating func decideMode(_ buf: UnsafeRawBufferPointer) -> Bool {
+        let prefix = Framer.headerPrefix
+        let n = min(buf.count, prefix.count)
+        for i in 0..<n where Framer.lower(buf[i]) != prefix[i] {
+            mode = .newline
+            return true
+        }
+        if n < prefix.count { return false }
+        mode = .contentLength
+        return true
+    }
+
+    @inline(__always) static func lower(_ c: UInt8) -> UInt8 { (c >= 0x41 && c <= 0x5A) ? c | 0x20 : c }
+
+    static func isBlank(_ frame: UnsafeRawBufferPointer) -> Bool {
+        for c in frame where !(c == 0x20 || c == 0x09 || c == 0x0D || c == 0x0A) { return false }
+        return true
+    }
+
+    /// Parses a header section; returns (body length, header bytes) or nil when incomplete.
+    private func parseHeader(_ buf: UnsafeRawBufferPointer) throws(FramingError) -> (Int, Int)? {
+        // Find "\r\n\r\n".
+        var end = -1
+        var i = 0
+        let limit = min(buf.count, Framer.maxHeaderBytes)
+        while i + 3 < limit {
+            if buf[i] == 0x0D && buf[i + 1] == 0x0A && buf[i + 2] == 0x0D && buf[i + 3] == 0x0A {
+                end = i
+                break
+            }
+            i += 1
+        }
+        if end < 0 {
+            if buf.count >= Framer.maxHeaderBytes { throw .badHeader("header section longer than \(Framer.maxHeaderBytes) bytes") }
+            return nil
+        }
+        var length: Int? = nil
+        var lineStart = 0
+        while lineStart < end {
+            var lineEnd = lineStart
+            while lineEnd < end && !(buf[lineEnd] == 0x0D && buf[lineEnd + 1] == 0x0A) { lineEnd += 1 }
+            let line = UnsafeRawBufferPointer(rebasing: buf[lineStart..<lineEnd])
+            guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else {
+                throw .badHeader("header line without ':'")
+            }
+            let name = String(decoding: UnsafeRawBufferPointer(rebasing: line[0..<colon]), as: UTF8.self)
+            if name.lowercased() == "content-length" {
+                var value = 0
+                var digits = 0
+                for c in UnsafeRawBufferPointer(rebasing: line[(colon + 1)...]) {
+                    if c == 0x20 || c == 0x09 { continue }
+                    guard c >= 0x30 && c <= 0x39 else { throw .badHeader("Content-Length is not a number") }
+                    digits += 1
+                    if digits > 18 { throw .tooLarge(limit: maxMessage) }
+                    value = value * 10 + Int(c - 0x30)
+                }
+                guard digits > 0 else { throw .badHeader("Content-Length is empty") }
+                length = value
+            }
+            lineStart = lineEnd + 2
+        }
+        guard let length else { throw .badHeader("missing Content-Length header") }
+        if length > maxMessage { throw .tooLarge(limit: maxMessage) }
+        return (length, end + 4)
+    }
+
+    /// Appends one outgoing message framed for `mode` (header framing only when the peer used it).
+    public static func appendFrame(_ body: [UInt8], mode: FramingMode, to out: inout [UInt8]) {
+        if mode == .contentLength {
+            out.append(contentsOf: "Content-Length: \(body.count)\r\n\r\n".utf8)
+            out.append(contentsOf: body)
+        } else {
+            out.append(contentsOf: body)
+            out.append(0x0A)
+        }
+    }
+}

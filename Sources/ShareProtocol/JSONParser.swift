@@ -1,0 +1,308 @@
+// A strict RFC 8259 JSON parser over UTF-8 bytes: no Foundation round trip, bounded nesting,
+// errors that give the byte offset. Used for every message, manifest and journal record.
+
+/// Why a JSON text could not be parsed.
+public struct JSONParseError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// Byte offset of the problem.
+    public var offset: Int
+    /// What was wrong.
+    public var reason: String
+    /// Creates an error.
+    public init(offset: Int, reason: String) {
+        self.offset = offset
+        self.reason = reason
+    }
+    /// "reason at byte N".
+    public var description: String { "\(reason) at byte \(offset)" }
+}
+
+/// Parses JSON texts.
+public enum JSONParser {
+    /// Deepest nesting of arrays and objects accepted.
+    public static let maxDepth = 256
+
+    /// Parses one JSON value that must fill `bytes` (surrounding white space allowed).
+    public static func parse<C: Collection>(_ bytes: C) throws(JSONParseError) -> JSONValue where C.Element == UInt8 {
+        let result: Result<JSONValue, JSONParseError>? = bytes.withContiguousStorageIfAvailable { buf in
+            Result { () throws(JSONParseError) -> JSONValue in try parseBuffer(UnsafeRawBufferPointer(buf)) }
+        }
+        if let result { return try result.get() }
+        let array = Array(bytes)
+        return try array.withUnsafeBytes { buf in
+            Result { () throws(JSONParseError) -> JSONValue in try parseBuffer(buf) }
+        }.get()
+    }
+
+    /// Parses one JSON value from a string.
+    public static func parse(_ text: String) throws(JSONParseError) -> JSONValue {
+        var copy = text
+        return try copy.withUTF8 { buf in
+            Result { () throws(JSONParseError) -> JSONValue in try parseBuffer(UnsafeRawBufferPointer(buf)) }
+        }.get()
+    }
+
+    /// Parses one JSON value filling the buffer.
+    public static func parseBuffer(_ buf: UnsafeRawBufferPointer) throws(JSONParseError) -> JSONValue {
+        var p = Parser(buf: buf)
+        p.skipWhitespace()
+        let value = try p.parseValue(depth: 0)
+        p.skipWhitespace()
+        if p.pos != buf.count { throw JSONParseError(offset: p.pos, reason: "unexpected data after the JSON value") }
+        return value
+    }
+}
+
+private struct Parser {
+    let buf: UnsafeRawBufferPointer
+    var pos = 0
+
+    init(buf: UnsafeRawBufferPointer) { self.buf = buf }
+
+    @inline(__always) func peek() -> UInt8? { pos < buf.count ? buf[pos] : nil }
+
+    @inline(__always) mutating func skipWhitespace() {
+        while pos < buf.count {
+            let c = buf[pos]
+            if c == 0x20 || c == 0x0A || c == 0x0D || c == 0x09 { pos += 1 } else { break }
+        }
+    }
+
+    func fail(_ reason: String, at: Int? = nil) -> JSONParseError {
+        JSONParseError(offset: at ?? pos, reason: reason)
+    }
+
+    mutating func parseValue(depth: Int) throws(JSONParseError) -> JSONValue {
+        guard let c = peek() else { throw fail("unexpected end of input") }
+        switch c {
+        case UInt8(ascii: "{"): return try parseObject(depth: depth + 1)
+        case UInt8(ascii: "["): return try parseArray(depth: depth + 1)
+        case UInt8(ascii: "\""): return .string(try parseString())
+        case UInt8(ascii: "t"): try expectLiteral("true"); return .bool(true)
+        case UInt8(ascii: "f"): try expectLiteral("false"); return .bool(false)
+        case UInt8(ascii: "n"): try expectLiteral("null"); return .null
+        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return try parseNumber()
+        default: throw fail("unexpected character '\(printable(c))'")
+        }
+    }
+
+    func printable(_ c: UInt8) -> String {
+        c >= 0x20 && c < 0x7F ? String(UnicodeScalar(c)) : "\\u{\(String(c, radix: 16))}"
+    }
+
+    mutating func expectLiteral(_ word: StaticString) throws(JSONParseError) {
+        let n = word.utf8CodeUnitCount
+        let start = word.utf8Start
+        guard pos + n <= buf.count else { throw fail("invalid literal") }
+        for i in 0..<n where buf[pos + i] != start[i] { throw fail("invalid literal") }
+        pos += n
+    }
+
+    mutating func parseObject(depth: Int) throws(JSONParseError) -> JSONValue {
+        if depth > JSONParser.maxDepth { throw fail("nesting deeper than \(JSONParser.maxDepth)") }
+        pos += 1  // {
+        var members: [(key: String, value: JSONValue)] = []
+        var index: [String: Int]? = nil  // built only for large objects, to keep duplicate checks linear
+        skipWhitespace()
+        if peek() == UInt8(ascii: "}") {
+            pos += 1
+            return .object(JSONObject(uniqueMembers: members))
+        }
+        while true {
+            skipWhitespace()
+            guard peek() == UInt8(ascii: "\"") else { throw fail("expected a string key") }
+            let key = try parseString()
+            skipWhitespace()
+            guard peek() == UInt8(ascii: ":") else { throw fail("expected ':' after key") }
+            pos += 1
+            skipWhitespace()
+            let value = try parseValue(depth: depth)
+            if let existing = duplicateIndex(of: key, in: members, index: &index) {
+                members[existing].value = value
+            } else {
+                index?[key] = members.count
+                members.append((key, value))
+            }
+            skipWhitespace()
+            guard let c = peek() else { throw fail("unterminated object") }
+            pos += 1
+            if c == UInt8(ascii: ",") { continue }
+            if c == UInt8(ascii: "}") { break }
+            throw fail("expected ',' or '}' in object", at: pos - 1)
+        }
+        return .object(JSONObject(uniqueMembers: members))
+    }
+
+    func duplicateIndex(
+        of key: String, in members: [(key: String, value: JSONValue)], index: inout [String: Int]?
+    ) -> Int? {
+        if let index { return index[key] }
+        if members.count < 16 {
+            for i in members.indices where members[i].key == key { return i }
+            return nil
+        }
+        var built: [String: Int] = [:]
+        for (i, m) in members.enumerated() { built[m.key] = i }
+        index = built
+        return built[key]
+    }
+
+    mutating func parseArray(depth: Int) throws(JSONParseError) -> JSONValue {
+        if depth > JSONParser.maxDepth { throw fail("nesting deeper than \(JSONParser.maxDepth)") }
+        pos += 1  // [
+        var items: [JSONValue] = []
+        skipWhitespace()
+        if peek() == UInt8(ascii: "]") {
+            pos += 1
+            return .array(items)
+        }
+        while true {
+            skipWhitespace()
+            items.append(try parseValue(depth: depth))
+            skipWhitespace()
+            guard let c = peek() else { throw fail("unterminated array") }
+            pos += 1
+            if c == UInt8(ascii: ",") { continue }
+            if c == UInt8(ascii: "]") { break }
+            throw fail("expected ',' or ']' in array", at: pos - 1)
+        }
+        return .array(items)
+    }
+
+    mutating func parseNumber() throws(JSONParseError) -> JSONValue {
+        let start = pos
+        if peek() == UInt8(ascii: "-") { pos += 1 }
+        guard let first = peek(), isDigit(first) else { throw fail("invalid number") }
+        if first == UInt8(ascii: "0") {
+            pos += 1
+            if let c = peek(), isDigit(c) { throw fail("leading zeros are not allowed") }
+        } else {
+            while let c = peek(), isDigit(c) { pos += 1 }
+        }
+        if peek() == UInt8(ascii: ".") {
+            pos += 1
+            guard let c = peek(), isDigit(c) else { throw fail("expected a digit after '.'") }
+            while let c = peek(), isDigit(c) { pos += 1 }
+        }
+        if let e = peek(), e == UInt8(ascii: "e") || e == UInt8(ascii: "E") {
+            pos += 1
+            if let s = peek(), s == UInt8(ascii: "+") || s == UInt8(ascii: "-") { pos += 1 }
+            guard let c = peek(), isDigit(c) else { throw fail("expected a digit in exponent") }
+            while let c = peek(), isDigit(c) { pos += 1 }
+        }
+        let text = String(decoding: UnsafeRawBufferPointer(rebasing: buf[start..<pos]), as: UTF8.self)
+        return .number(text)
+    }
+
+    @inline(__always) func isDigit(_ c: UInt8) -> Bool { c >= 0x30 && c <= 0x39 }
+
+    mutating func parseString() throws(JSONParseError) -> String {
+        pos += 1  // opening quote
+        let start = pos
+        // Fast path: no escapes, plain bytes until the closing quote.
+        var sawHigh = false
+        while pos < buf.count {
+            let c = buf[pos]
+            if c == UInt8(ascii: "\"") {
+                let slice = UnsafeRawBufferPointer(rebasing: buf[start..<pos])
+                pos += 1
+                if !sawHigh { return String(decoding: slice, as: UTF8.self) }
+                guard let s = String(validating: slice, as: UTF8.self) else {
+                    throw fail("invalid UTF-8 in string", at: start)
+                }
+                return s
+            }
+            if c == UInt8(ascii: "\\") { break }
+            if c < 0x20 { throw fail("unescaped control character in string") }
+            if c >= 0x80 { sawHigh = true }
+            pos += 1
+        }
+        if pos >= buf.count { throw fail("unterminated string", at: start - 1) }
+        // Slow path with escapes.
+        var bytes: [UInt8] = Array(UnsafeRawBufferPointer(rebasing: buf[start..<pos]))
+        while true {
+            guard pos < buf.count else { throw fail("unterminated string", at: start - 1) }
+            let c = buf[pos]
+            if c == UInt8(ascii: "\"") {
+                pos += 1
+                break
+            }
+            if c < 0x20 { throw fail("unescaped control character in string") }
+            if c != UInt8(ascii: "\\") {
+                bytes.append(c)
+                pos += 1
+                continue
+            }
+            pos += 1
+            guard let e = peek() else { throw fail("unterminated escape") }
+            pos += 1
+            switch e {
+            case UInt8(ascii: "\""): bytes.append(0x22)
+            case UInt8(ascii: "\\"): bytes.append(0x5C)
+            case UInt8(ascii: "/"): bytes.append(0x2F)
+            case UInt8(ascii: "b"): bytes.append(0x08)
+            case UInt8(ascii: "f"): bytes.append(0x0C)
+            case UInt8(ascii: "n"): bytes.append(0x0A)
+            case UInt8(ascii: "r"): bytes.append(0x0D)
+            case UInt8(ascii: "t"): bytes.append(0x09)
+            case UInt8(ascii: "u"):
+                var scalar = try hex4()
+                if scalar >= 0xD800 && scalar < 0xDC00 {
+                    // High surrogate: must be followed by \uDC00-\uDFFF.
+                    guard pos + 1 < buf.count, buf[pos] == UInt8(ascii: "\\"), buf[pos + 1] == UInt8(ascii: "u") else {
+                        throw fail("unpaired surrogate in \\u escape")
+                    }
+                    pos += 2
+                    let low = try hex4()
+                    guard low >= 0xDC00 && low < 0xE000 else { throw fail("unpaired surrogate in \\u escape") }
+                    scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
+                } else if scalar >= 0xDC00 && scalar < 0xE000 {
+                    throw fail("unpaired surrogate in \\u escape")
+                }
+                appendUTF8(scalar, to: &bytes)
+            default:
+                throw fail("invalid escape '\\\(printable(e))'", at: pos - 2)
+            }
+        }
+        guard let s = String(validating: bytes, as: UTF8.self) else {
+            throw fail("invalid UTF-8 in string", at: start)
+        }
+        return s
+    }
+
+    mutating func hex4() throws(JSONParseError) -> UInt32 {
+        guard pos + 4 <= buf.count else { throw fail("truncated \\u escape") }
+        var v: UInt32 = 0
+        for _ in 0..<4 {
+            let c = buf[pos]
+            let d: UInt32
+            switch c {
+            case 0x30...0x39: d = UInt32(c - 0x30)
+            case 0x41...0x46: d = UInt32(c - 0x41 + 10)
+            case 0x61...0x66: d = UInt32(c - 0x61 + 10)
+            default: throw fail("invalid hex digit in \\u escape")
+            }
+            v = v << 4 | d
+            pos += 1
+        }
+        return v
+    }
+
+    func appendUTF8(_ scalar: UInt32, to bytes: inout [UInt8]) {
+        switch scalar {
+        case 0..<0x80:
+            bytes.append(UInt8(scalar))
+        case 0x80..<0x800:
+            bytes.append(UInt8(0xC0 | (scalar >> 6)))
+            bytes.append(UInt8(0x80 | (scalar & 0x3F)))
+        case 0x800..<0x10000:
+            bytes.append(UInt8(0xE0 | (scalar >> 12)))
+            bytes.append(UInt8(0x80 | ((scalar >> 6) & 0x3F)))
+            bytes.append(UInt8(0x80 | (scalar & 0x3F)))
+        default:
+            bytes.append(UInt8(0xF0 | (scalar >> 18)))
+            bytes.append(UInt8(0x80 | ((scalar >> 12) & 0x3F)))
+            bytes.append(UInt8(0x80 | ((scalar >> 6) & 0x3F)))
+            bytes.append(UInt8(0x80 | (scalar & 0x3F)))
+        }
+    }
+}

@@ -1,0 +1,115 @@
+// Serializes JSONValue to compact UTF-8 (one line, safe for newline framing) or indented text.
+// Appends into a caller-owned byte buffer so the loop can reuse its output storage.
+
+extension JSONValue {
+    /// Appends the compact JSON text of this value to `out`. Never emits a raw newline.
+    public func write(to out: inout [UInt8]) {
+        switch self {
+        case .null: out.append(contentsOf: "null".utf8)
+        case .bool(let b): out.append(contentsOf: (b ? "true" : "false").utf8)
+        case .number(let n): out.append(contentsOf: n.utf8)
+        case .string(let s): JSONValue.writeString(s, to: &out)
+        case .array(let items):
+            out.append(UInt8(ascii: "["))
+            var first = true
+            for item in items {
+                if !first { out.append(UInt8(ascii: ",")) }
+                first = false
+                item.write(to: &out)
+            }
+            out.append(UInt8(ascii: "]"))
+        case .object(let obj):
+            out.append(UInt8(ascii: "{"))
+            var first = true
+            for m in obj.members {
+                if !first { out.append(UInt8(ascii: ",")) }
+                first = false
+                JSONValue.writeString(m.key, to: &out)
+                out.append(UInt8(ascii: ":"))
+                m.value.write(to: &out)
+            }
+            out.append(UInt8(ascii: "}"))
+        }
+    }
+
+    /// Compact JSON bytes.
+    public var bytes: [UInt8] {
+        var out: [UInt8] = []
+        write(to: &out)
+        return out
+    }
+
+    /// Compact JSON text.
+    public var compactText: String { String(decoding: bytes, as: UTF8.self) }
+
+    /// Indented JSON text (two spaces), for people.
+    public func prettyText(indent: Int = 0) -> String {
+        var out: [UInt8] = []
+        writePretty(to: &out, level: indent)
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    private func writePretty(to out: inout [UInt8], level: Int) {
+        func newline(_ l: Int) {
+            out.append(0x0A)
+            out.append(contentsOf: repeatElement(UInt8(ascii: " "), count: l * 2))
+        }
+        switch self {
+        case .array(let items) where !items.isEmpty:
+            out.append(UInt8(ascii: "["))
+            for (i, item) in items.enumerated() {
+                if i > 0 { out.append(UInt8(ascii: ",")) }
+                newline(level + 1)
+                item.writePretty(to: &out, level: level + 1)
+            }
+            newline(level)
+            out.append(UInt8(ascii: "]"))
+        case .object(let obj) where !obj.isEmpty:
+            out.append(UInt8(ascii: "{"))
+            for (i, m) in obj.members.enumerated() {
+                if i > 0 { out.append(UInt8(ascii: ",")) }
+                newline(level + 1)
+                JSONValue.writeString(m.key, to: &out)
+                out.append(contentsOf: ": ".utf8)
+                m.value.writePretty(to: &out, level: level + 1)
+            }
+            newline(level)
+            out.append(UInt8(ascii: "}"))
+        default:
+            write(to: &out)
+        }
+    }
+
+    private static let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
+
+    /// Appends `s` as a JSON string literal, escaping quotes, backslashes and control characters.
+    public static func writeString(_ s: String, to out: inout [UInt8]) {
+        out.append(UInt8(ascii: "\""))
+        var copy = s
+        copy.withUTF8 { buf in
+            var runStart = 0
+            for i in 0..<buf.count {
+                let c = buf[i]
+                if c >= 0x20 && c != 0x22 && c != 0x5C { continue }
+                if runStart < i { out.append(contentsOf: UnsafeBufferPointer(rebasing: buf[runStart..<i])) }
+                runStart = i + 1
+                out.append(UInt8(ascii: "\\"))
+                switch c {
+                case 0x22: out.append(0x22)
+                case 0x5C: out.append(0x5C)
+                case 0x0A: out.append(UInt8(ascii: "n"))
+                case 0x0D: out.append(UInt8(ascii: "r"))
+                case 0x09: out.append(UInt8(ascii: "t"))
+                case 0x08: out.append(UInt8(ascii: "b"))
+                case 0x0C: out.append(UInt8(ascii: "f"))
+                default:
+                    out.append(contentsOf: "u00".utf8)
+                    out.append(hexDigits[Int(c >> 4)])
+                    out.append(hexDigits[Int(c & 0xF)])
+                }
+            }
+            if runStart < buf.count { out.append(contentsOf: UnsafeBufferPointer(rebasing: buf[runStart..<buf.count])) }
+        }
+        out.append(UInt8(ascii: "\""))
+    }
+}

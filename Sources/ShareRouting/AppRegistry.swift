@@ -1,0 +1,159 @@
+// The set of registered apps, compiled from manifest files into lookup tables. Conflicts
+// (duplicate bundle IDs, a URL scheme claimed twice) are resolved by file-name order and reported.
+
+import ShareProtocol
+
+/// A registered bundle: an app, or one of an app's extensions.
+public enum RegisteredBundle: Sendable, Equatable {
+    /// An app (index into `AppRegistry.apps`).
+    case app(Int)
+    /// An extension: the containing app's index and the extension's index in it.
+    case appExtension(app: Int, index: Int)
+}
+
+/// All loaded manifests and the tables built from them. Pure: callers pass the files' bytes.
+public struct AppRegistry: Sendable {
+    /// Apps in precedence order (manifest file name order); earlier wins every conflict.
+    public private(set) var apps: [AppManifest] = []
+    /// Every problem found: invalid manifests (fatal), notes, and conflicts.
+    public private(set) var issues: [ManifestIssue] = []
+    /// Schemes (lowercased) claimed by more than one app, with the claimants in precedence order.
+    public private(set) var schemeConflicts: [String: [String]] = [:]
+    private var bundles: [String: RegisteredBundle] = [:]
+
+    /// An empty registry.
+    public init() {}
+
+    /// Builds the registry from manifest files, given as (file name, bytes). Files are taken in
+    /// file-name order: the first manifest to claim a bundle ID keeps it; a later app manifest with
+    /// the same bundle ID is rejected, a later extension with a taken bundle ID is dropped.
+    public init(files: [(name: String, bytes: [UInt8])]) {
+        var decoded: [AppManifest] = []
+        var found: [ManifestIssue] = []
+        for file in files.sorted(by: { $0.name < $1.name }) {
+            let (manifest, problems) = ManifestDecoder.decode(bytes: file.bytes, file: file.name)
+            found.append(contentsOf: problems)
+            if let manifest { decoded.append(manifest) }
+        }
+        self.init(manifests: decoded, issues: found)
+    }
+
+    /// Builds the registry from decoded manifests (in precedence order).
+    public init(manifests: [AppManifest], issues initialIssues: [ManifestIssue] = []) {
+        issues = initialIssues
+        for var manifest in manifests {
+            if let existing = bundles[manifest.bundleID] {
+                issues.append(
+                    ManifestIssue(
+                        file: manifest.file, field: "bundleID",
+                        message: "bundle ID '\(manifest.bundleID)' is already registered by \(describe(existing)); this manifest is ignored",
+                        fatal: true))
+                continue
+            }
+            var keptExtensions: [ExtensionManifest] = []
+            for (i, ext) in manifest.extensions.enumerated() {
+                if ext.bundleID == manifest.bundleID || keptExtensions.contains(where: { $0.bundleID == ext.bundleID }) {
+                    issues.append(
+                        ManifestIssue(
+                            file: manifest.file, field: "extensions[\(i)].bundleID",
+                            message: "bundle ID '\(ext.bundleID)' is used twice in this manifest; this extension is ignored",
+                            fatal: false))
+                    continue
+                }
+                if let existing = bundles[ext.bundleID] {
+                    issues.append(
+                        ManifestIssue(
+                            file: manifest.file, field: "extensions[\(i)].bundleID",
+                            message: "bundle ID '\(ext.bundleID)' is already registered by \(describe(existing)); this extension is ignored",
+                            fatal: false))
+                    continue
+                }
+                keptExtensions.append(ext)
+            }
+            manifest.extensions = keptExtensions
+            let index = apps.count
+            apps.append(manifest)
+            bundles[manifest.bundleID] = .app(index)
+            for (j, ext) in keptExtensions.enumerated() { bundles[ext.bundleID] = .appExtension(app: index, index: j) }
+        }
+        // Scheme conflicts: the earlier app wins; report every claimant.
+        var claimants: [String: [String]] = [:]
+        var order: [String] = []
+        for app in apps {
+            for scheme in Set(app.urlSchemes.map(URLScheme.normalize)) {
+                if claimants[scheme] == nil { order.append(scheme) }
+                claimants[scheme, default: []].append(app.bundleID)
+            }
+        }
+        for scheme in order {
+            guard let list = claimants[scheme], list.count > 1 else { continue }
+            schemeConflicts[scheme] = list
+            let loser = apps.first { $0.bundleID == list[1] }
+            issues.append(
+                ManifestIssue(
+                    file: loser?.file ?? "", field: "urlSchemes",
+                    message: "URL scheme '\(scheme)' is claimed by \(list.joined(separator: ", ")); '\(list[0])' handles it (first manifest in file-name order)",
+                    fatal: false))
+        }
+    }
+
+    private func describe(_ b: RegisteredBundle) -> String {
+        switch b {
+        case .app(let i): return "\(apps[i].file) (app)"
+        case .appExtension(let a, let e): return "\(apps[a].file) (extension of \(apps[a].bundleID), #\(e))"
+        }
+    }
+
+    /// What `bundleID` names, if registered.
+    public func lookup(_ bundleID: String) -> RegisteredBundle? { bundles[bundleID] }
+
+    /// The app with `bundleID` (not extensions).
+    public func app(_ bundleID: String) -> AppManifest? {
+        if case .app(let i)? = bundles[bundleID] { return apps[i] }
+        return nil
+    }
+
+    /// The extension with `bundleID` and its containing app.
+    public func appExtension(_ bundleID: String) -> (ext: ExtensionManifest, app: AppManifest)? {
+        if case .appExtension(let a, let e)? = bundles[bundleID] { return (apps[a].extensions[e], apps[a]) }
+        return nil
+    }
+
+    /// Number of registered bundles (apps and extensions).
+    public var bundleCount: Int { bundles.count }
+
+    /// The token a session for `bundleID` must present: the extension's own, else its app's.
+    public func requiredToken(for bundleID: String) -> String?? {
+        switch bundles[bundleID] {
+        case .app(let i)?: return .some(apps[i].token)
+        case .appExtension(let a, let e)?: return .some(apps[a].extensions[e].token ?? apps[a].token)
+        case nil: return .none
+        }
+    }
+
+    /// The app groups of a registered bundle (empty when unknown).
+    public func appGroups(of bundleID: String) -> [String] {
+        switch bundles[bundleID] {
+        case .app(let i)?: return apps[i].appGroups
+        case .appExtension(let a, let e)?: return apps[a].extensions[e].appGroups
+        case nil: return []
+        }
+    }
+
+    /// The `apps.list` result: apps in precedence order, problems, and conflicts.
+    public var listJSON: JSONValue {
+        var conflicts: [JSONValue] = []
+        for (scheme, list) in schemeConflicts.sorted(by: { $0.key < $1.key }) {
+            conflicts.append([
+                "kind": "urlScheme", "scheme": .string(scheme), "claimants": .array(list.map { .string($0) }),
+                "winner": .string(list[0]),
+            ])
+        }
+        return [
+            "apps": .array(apps.map(\.json)),
+            "errors": .array(issues.filter(\.fatal).map(\.json)),
+            "warnings": .array(issues.filter { !$0.fatal }.map(\.json)),
+            "conflicts": .array(conflicts),
+        ]
+    }
+}

@@ -1,0 +1,364 @@
+// App manifests (STATE/apps/*.json): the plain values the broker uses, and their validation.
+// Every problem names the file and the field; one bad manifest never stops the others.
+
+import ShareProtocol
+
+/// An extension declared by an app (share, action, widget, ...).
+public struct ExtensionManifest: Sendable, Equatable {
+    /// The extension's bundle ID.
+    public var bundleID: String
+    /// `NSExtensionPointIdentifier`, e.g. `com.apple.share-services`.
+    public var point: String
+    /// Display name (defaults to the bundle ID).
+    public var name: String
+    /// App groups the extension is entitled to.
+    public var appGroups: [String]
+    /// The activation rule as written: a dictionary or a predicate string; nil = accepts nothing.
+    public var activationRule: JSONValue?
+    /// The extension's own token; nil means the containing app's token applies.
+    public var token: String?
+
+    /// Creates an extension manifest.
+    public init(
+        bundleID: String, point: String, name: String? = nil, appGroups: [String] = [],
+        activationRule: JSONValue? = nil, token: String? = nil
+    ) {
+        self.bundleID = bundleID
+        self.point = point
+        self.name = name ?? bundleID
+        self.appGroups = appGroups
+        self.activationRule = activationRule
+        self.token = token
+    }
+
+    /// Share (`com.apple.share-services`) and action (`com.apple.ui-services`) extensions are share targets.
+    public var isShareTarget: Bool { point == "com.apple.share-services" || point == "com.apple.ui-services" }
+}
+
+/// One app, as its manifest declares it.
+public struct AppManifest: Sendable, Equatable {
+    /// The app's bundle ID.
+    public var bundleID: String
+    /// The team ID used for universal links (`TEAMID.BUNDLEID`).
+    public var teamID: String?
+    /// Display name (defaults to the bundle ID).
+    public var name: String
+    /// Custom URL schemes, as written.
+    public var urlSchemes: [String]
+    /// Associated domains, as written (`applinks:example.com`, `applinks:*.example.org?mode=developer`).
+    public var associatedDomains: [String]
+    /// App groups.
+    public var appGroups: [String]
+    /// A secret the app must give in `hello`.
+    public var token: String?
+    /// Command (argv) that starts the app on demand.
+    public var launch: [String]?
+    /// The app's extensions.
+    public var extensions: [ExtensionManifest]
+    /// The file it was loaded from (name only, e.g. `myapp.json`).
+    public var file: String
+
+    /// Creates an app manifest.
+    public init(
+        bundleID: String, teamID: String? = nil, name: String? = nil, urlSchemes: [String] = [],
+        associatedDomains: [String] = [], appGroups: [String] = [], token: String? = nil,
+        launch: [String]? = nil, extensions: [ExtensionManifest] = [], file: String = ""
+    ) {
+        self.bundleID = bundleID
+        self.teamID = teamID
+        self.name = name ?? bundleID
+        self.urlSchemes = urlSchemes
+        self.associatedDomains = associatedDomains
+        self.appGroups = appGroups
+        self.token = token
+        self.launch = launch
+        self.extensions = extensions
+        self.file = file
+    }
+
+    /// `TEAMID.BUNDLEID` when a team ID is set.
+    public var appID: String? { teamID.map { "\($0).\(bundleID)" } }
+
+    /// The manifest as JSON, in the contract's shape. The token is never shown: `hasToken` says whether one is set.
+    public var json: JSONValue {
+        var o: JSONObject = ["bundleID": .string(bundleID)]
+        if let teamID { o["teamID"] = .string(teamID) }
+        o["name"] = .string(name)
+        o["urlSchemes"] = .array(urlSchemes.map { .string($0) })
+        o["associatedDomains"] = .array(associatedDomains.map { .string($0) })
+        o["appGroups"] = .array(appGroups.map { .string($0) })
+        if let launch { o["launch"] = .array(launch.map { .string($0) }) }
+        o["hasToken"] = .bool(token != nil)
+        o["extensions"] = .array(
+            extensions.map { e in
+                var x: JSONObject = [
+                    "bundleID": .string(e.bundleID), "point": .string(e.point), "name": .string(e.name),
+                    "appGroups": .array(e.appGroups.map { .string($0) }),
+                ]
+                if let rule = e.activationRule { x["activationRule"] = rule }
+                x["hasToken"] = .bool(e.token != nil)
+                return .object(x)
+            })
+        o["file"] = .string(file)
+        return .object(o)
+    }
+}
+
+/// A problem found in a manifest. `fatal` problems reject the manifest; others are notes.
+public struct ManifestIssue: Sendable, Equatable, CustomStringConvertible {
+    /// The file, e.g. `myapp.json`.
+    public var file: String
+    /// The field path, e.g. `extensions[0].point` (empty for the whole file).
+    public var field: String
+    /// What is wrong.
+    public var message: String
+    /// Whether the manifest was rejected because of it.
+    public var fatal: Bool
+
+    /// Creates an issue.
+    public init(file: String, field: String, message: String, fatal: Bool) {
+        self.file = file
+        self.field = field
+        self.message = message
+        self.fatal = fatal
+    }
+
+    /// "file: field: message".
+    public var description: String { field.isEmpty ? "\(file): \(message)" : "\(file): \(field): \(message)" }
+
+    /// As JSON for `apps.list`.
+    public var json: JSONValue {
+        ["file": .string(file), "field": .string(field), "message": .string(message), "fatal": .bool(fatal)]
+    }
+}
+
+/// Validation of manifest JSON into `AppManifest`.
+public enum ManifestDecoder {
+    static let appKeys: Set<String> = [
+        "bundleID", "teamID", "name", "urlSchemes", "associatedDomains", "appGroups", "token", "launch", "extensions",
+        "$schema", "comment",
+    ]
+    static let extensionKeys: Set<String> = ["bundleID", "point", "name", "appGroups", "activationRule", "token", "comment"]
+
+    /// Decodes a manifest file's bytes. Returns the manifest (nil when rejected) and every issue found.
+    public static func decode(bytes: [UInt8], file: String) -> (AppManifest?, [ManifestIssue]) {
+        let value: JSONValue
+        do { value = try JSONParser.parse(bytes) } catch {
+            return (nil, [ManifestIssue(file: file, field: "", message: "invalid JSON: \(error)", fatal: true)])
+        }
+        return decode(value, file: file)
+    }
+
+    /// Decodes a parsed manifest.
+    public static func decode(_ value: JSONValue, file: String) -> (AppManifest?, [ManifestIssue]) {
+        var issues: [ManifestIssue] = []
+        func fail(_ field: String, _ message: String) { issues.append(ManifestIssue(file: file, field: field, message: message, fatal: true)) }
+        func note(_ field: String, _ message: String) { issues.append(ManifestIssue(file: file, field: field, message: message, fatal: false)) }
+
+        guard case .object(let obj) = value else {
+            fail("", "a manifest must be a JSON object, got \(value.typeName)")
+            return (nil, issues)
+        }
+        for key in obj.keys where !appKeys.contains(key) { note(key, "unknown key, ignored") }
+
+        func string(_ o: JSONObject, _ key: String, _ path: String, required: Bool) -> String? {
+            guard let v = o[key] else {
+                if required { fail(path, "required string is missing") }
+                return nil
+            }
+            guard case .string(let s) = v else {
+                fail(path, "expected a string, got \(v.typeName)")
+                return nil
+            }
+            if s.isEmpty {
+                fail(path, "must not be empty")
+                return nil
+            }
+            return s
+        }
+        func strings(_ o: JSONObject, _ key: String, _ path: String) -> [String]? {
+            guard let v = o[key] else { return nil }
+            guard case .array(let items) = v else {
+                fail(path, "expected an array of strings, got \(v.typeName)")
+                return nil
+            }
+            var out: [String] = []
+            for (i, item) in items.enumerated() {
+                guard case .string(let s) = item, !s.isEmpty else {
+                    fail("\(path)[\(i)]", "expected a non-empty string, got \(item.typeName)")
+                    continue
+                }
+                out.append(s)
+            }
+            return out
+        }
+
+        let bundleID = string(obj, "bundleID", "bundleID", required: true)
+        if let bundleID, !isValidBundleID(bundleID) {
+            fail("bundleID", "'\(bundleID)' is not a valid bundle ID (letters, digits, '-', '.', no spaces)")
+        }
+        let teamID = string(obj, "teamID", "teamID", required: false)
+        if let teamID, !teamID.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber) }) {
+            fail("teamID", "'\(teamID)' is not a valid team ID (letters and digits)")
+        }
+        let name = string(obj, "name", "name", required: false)
+        let schemes = strings(obj, "urlSchemes", "urlSchemes") ?? []
+        for (i, s) in schemes.enumerated() where !URLScheme.isValid(s) {
+            fail("urlSchemes[\(i)]", "'\(s)' is not a valid URL scheme (RFC 3986: a letter, then letters, digits, '+', '-', '.')")
+        }
+        let domains = strings(obj, "associatedDomains", "associatedDomains") ?? []
+        for (i, d) in domains.enumerated() {
+            if let problem = AssociatedDomainEntry.problem(in: d) { fail("associatedDomains[\(i)]", problem) }
+        }
+        let groups = strings(obj, "appGroups", "appGroups") ?? []
+        let token = string(obj, "token", "token", required: false)
+        var launch: [String]? = nil
+        if obj["launch"] != nil {
+            launch = strings(obj, "launch", "launch")
+            if let l = launch, l.isEmpty {
+                fail("launch", "must name a command (a non-empty array: program and arguments)")
+                launch = nil
+            }
+        }
+        var extensions: [ExtensionManifest] = []
+        if let ev = obj["extensions"] {
+            if case .array(let items) = ev {
+                for (i, item) in items.enumerated() {
+                    let path = "extensions[\(i)]"
+                    guard case .object(let e) = item else {
+                        fail(path, "expected an object, got \(item.typeName)")
+                        continue
+                    }
+                    for key in e.keys where !extensionKeys.contains(key) { note("\(path).\(key)", "unknown key, ignored") }
+                    let eid = string(e, "bundleID", "\(path).bundleID", required: true)
+                    if let eid, !isValidBundleID(eid) {
+                        fail("\(path).bundleID", "'\(eid)' is not a valid bundle ID")
+                    }
+                    let point = string(e, "point", "\(path).point", required: true)
+                    let ename = string(e, "name", "\(path).name", required: false)
+                    let egroups = strings(e, "appGroups", "\(path).appGroups") ?? []
+                    for (j, g) in egroups.enumerated() where !groups.contains(g) {
+                        note("\(path).appGroups[\(j)]", "group '\(g)' is not one of the app's appGroups")
+                    }
+                    var rule: JSONValue? = nil
+                    if let r = e["activationRule"] {
+                        switch r {
+                        case .object, .string: rule = r
+                        default: fail("\(path).activationRule", "expected a dictionary or a predicate string, got \(r.typeName)")
+                        }
+                    }
+                    let etoken = string(e, "token", "\(path).token", required: false)
+                    if let eid, let point {
+                        extensions.append(
+                            ExtensionManifest(
+                                bundleID: eid, point: point, name: ename, appGroups: egroups, activationRule: rule,
+                                token: etoken))
+                    }
+                }
+            } else {
+                fail("extensions", "expected an array, got \(ev.typeName)")
+            }
+        }
+        if issues.contains(where: \.fatal) { return (nil, issues) }
+        guard let bundleID else { return (nil, issues) }
+        let manifest = AppManifest(
+            bundleID: bundleID, teamID: teamID, name: name, urlSchemes: schemes, associatedDomains: domains,
+            appGroups: groups, token: token, launch: launch, extensions: extensions, file: file)
+        return (manifest, issues)
+    }
+
+    /// Bundle IDs: ASCII letters, digits, '-', '.', '_' (no empty components).
+    public static func isValidBundleID(_ s: String) -> Bool {
+        guard !s.isEmpty, !s.hasPrefix("."), !s.hasSuffix("."), !s.contains("..") else { return false }
+        return s.utf8.allSatisfy { c in
+            (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5A) || (c >= 0x61 && c <= 0x7A) || c == 0x2D || c == 0x2E
+                || c == 0x5F
+        }
+    }
+}
+
+/// URL scheme rules (RFC 3986 §3.1).
+public enum URLScheme {
+    /// `ALPHA *( ALPHA / DIGIT / "+" / "-" / "." )`.
+    public static func isValid(_ s: String) -> Bool {
+        var first = true
+        for c in s.utf8 {
+            let alpha = (c >= 0x41 && c <= 0x5A) || (c >= 0x61 && c <= 0x7A)
+            if first {
+                guard alpha else { return false }
+                first = false
+                continue
+            }
+            guard alpha || (c >= 0x30 && c <= 0x39) || c == 0x2B || c == 0x2D || c == 0x2E else { return false }
+        }
+        return !first
+    }
+
+    /// Lowercased ASCII (schemes compare case-insensitively).
+    public static func normalize(_ s: String) -> String { s.lowercased() }
+}
+
+/// One `associatedDomains` entry, parsed: `service:host[?mode=...]`, host possibly `*.domain`.
+public struct AssociatedDomainEntry: Sendable, Equatable {
+    /// The service, e.g. `applinks`, `webcredentials`, `activitycontinuation`.
+    public var service: String
+    /// The host (lowercased), without a leading `*.`.
+    public var host: String
+    /// True for `*.domain` (covers subdomains only).
+    public var wildcard: Bool
+    /// The `mode` query (`developer`, `managed`, `developer+managed`), if any.
+    public var mode: String?
+
+    /// Parses an entry; nil when malformed (see `problem(in:)`).
+    public init?(_ text: String) {
+        guard AssociatedDomainEntry.problem(in: text) == nil else { return nil }
+        let colon = text.firstIndex(of: ":")!
+        service = String(text[..<colon])
+        var rest = String(text[text.index(after: colon)...])
+        mode = nil
+        if let q = rest.firstIndex(of: "?") {
+            let query = rest[rest.index(after: q)...]
+            if query.hasPrefix("mode=") { mode = String(query.dropFirst(5)) }
+            rest = String(rest[..<q])
+        }
+        wildcard = rest.hasPrefix("*.")
+        host = (wildcard ? String(rest.dropFirst(2)) : rest).lowercased()
+    }
+
+    /// Why `text` is not a valid entry, or nil when it is.
+    public static func problem(in text: String) -> String? {
+        guard let colon = text.firstIndex(of: ":") else {
+            return "'\(text)' must be 'SERVICE:HOST' (e.g. 'applinks:example.com')"
+        }
+        let service = text[..<colon]
+        let known = ["applinks", "webcredentials", "activitycontinuation", "appclips"]
+        guard known.contains(String(service)) else {
+            return "unknown service '\(service)' (expected one of \(known.joined(separator: ", ")))"
+        }
+        var rest = text[text.index(after: colon)...]
+        if let q = rest.firstIndex(of: "?") {
+            let query = rest[rest.index(after: q)...]
+            let modes = ["mode=developer", "mode=managed", "mode=developer+managed"]
+            guard modes.contains(String(query)) else {
+                return "'?\(query)' is not a valid suffix (expected ?mode=developer, ?mode=managed or ?mode=developer+managed)"
+            }
+            rest = rest[..<q]
+        }
+        var host = Substring(rest)
+        if host.hasPrefix("*.") { host = host.dropFirst(2) }
+        if host.isEmpty { return "missing host in '\(text)'" }
+        if host.contains("*") { return "a wildcard is only allowed as a leading '*.' in '\(text)'" }
+        if host.contains("/") { return "'\(text)' must name a host, not a URL or path" }
+        // Host with optional :port.
+        var hostOnly = host
+        if let c = host.lastIndex(of: ":") {
+            guard host[host.index(after: c)...].allSatisfy(\.isNumber) else { return "invalid port in '\(text)'" }
+            hostOnly = host[..<c]
+        }
+        let ok = hostOnly.unicodeScalars.allSatisfy {
+            ($0.properties.isAlphabetic || ("0"..."9").contains($0) || $0 == "-" || $0 == ".")
+        }
+        if !ok || hostOnly.hasPrefix(".") || hostOnly.hasSuffix(".") { return "invalid host in '\(text)'" }
+        return nil
+    }
+}

@@ -1,0 +1,92 @@
+// Small blocking file helpers for configuration files (manifests, association documents).
+
+#if canImport(Glibc)
+    @preconcurrency import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// Reading files and directories.
+public enum FileIO {
+    /// Reads a whole regular file (not following a final symlink), refusing files over `limit` bytes.
+    public static func readFile(_ path: String, limit: Int = 16 * 1024 * 1024) throws(SystemError) -> [UInt8] {
+        let fd = try retrying("open \(path)") { open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) }
+        defer { FD.close(fd) }
+        var st = stat()
+        _ = try retrying("fstat \(path)") { fstat(fd, &st) }
+        guard (st.st_mode & S_IFMT) == S_IFREG else { throw SystemError("open \(path) (not a regular file)", errno: EINVAL) }
+        guard Int(st.st_size) <= limit else { throw SystemError("read \(path) (file larger than \(limit) bytes)", errno: EFBIG) }
+        var out: [UInt8] = []
+        out.reserveCapacity(Int(st.st_size))
+        var buf = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let n = try buf.withUnsafeMutableBytes { b in
+                Result { () throws(SystemError) -> Int in try FD.readBlocking(fd, into: b) }
+            }.get()
+            if n == 0 { break }
+            out.append(contentsOf: buf[0..<n])
+            if out.count > limit { throw SystemError("read \(path) (file larger than \(limit) bytes)", errno: EFBIG) }
+        }
+        return out
+    }
+
+    /// Names in a directory (without `.` and `..`), sorted; nil when it cannot be opened.
+    public static func listDirectory(_ path: String) -> [String]? {
+        guard let dir = opendir(path) else { return nil }
+        defer { closedir(dir) }
+        var names: [String] = []
+        while let entry = readdir(dir) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw -> String in
+                let bytes = raw.bindMemory(to: UInt8.self)
+                let len = bytes.firstIndex(of: 0) ?? bytes.count
+                return String(decoding: UnsafeBufferPointer(rebasing: bytes[0..<len]), as: UTF8.self)
+            }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names.sorted()
+    }
+
+    /// True when `path` exists (without following a final symlink).
+    public static func exists(_ path: String) -> Bool {
+        var st = stat()
+        return lstat(path, &st) == 0
+    }
+
+    /// The inode of a path, or nil.
+    public static func inode(_ path: String) -> UInt64? {
+        var st = stat()
+        guard lstat(path, &st) == 0 else { return nil }
+        return UInt64(st.st_ino)
+    }
+
+    /// Removes a file; errors ignored.
+    public static func unlinkFile(_ path: String) { unlink(path) }
+
+    /// Writes `bytes` to `path` atomically (temporary file, fsync, rename, fsync of the directory).
+    public static func writeAtomically(_ path: String, _ bytes: [UInt8], mode: mode_t = 0o600) throws(SystemError) {
+        let tmp = path + ".tmp-\(getpid())"
+        let fd = try retrying("open \(tmp)") { open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode) }
+        do {
+            try FD.writeAll(fd, bytes)
+            _ = try retrying("fsync \(tmp)") { fsync(fd) }
+        } catch {
+            FD.close(fd)
+            unlink(tmp)
+            throw error
+        }
+        FD.close(fd)
+        if rename(tmp, path) != 0 {
+            let e = currentErrno()
+            unlink(tmp)
+            throw SystemError("rename \(tmp)", errno: e)
+        }
+        var dir = path
+        if let slash = dir.lastIndex(of: "/") { dir = String(dir[..<slash]) } else { dir = "." }
+        if dir.isEmpty { dir = "/" }
+        let dfd = open(dir, O_RDONLY | O_CLOEXEC)
+        if dfd >= 0 {
+            fsync(dfd)
+            FD.close(dfd)
+        }
+    }
+}

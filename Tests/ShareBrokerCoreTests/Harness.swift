@@ -1,0 +1,251 @@
+// Test support: an in-process broker on a temporary state directory and short socket path,
+// running its loop on its own thread, plus paths to the built executables for end-to-end tests.
+
+import Foundation
+import ShareBrokerCore
+import ShareClient
+import ShareProtocol
+import XCTest
+
+/// A temporary directory with a short path (sun_path is ~108 bytes), removed on deinit.
+final class TempDir {
+    let path: String
+    init() {
+        var template = Array("/tmp/sbtest-XXXXXX".utf8CString)
+        let p = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
+        path = String(cString: p!)
+    }
+    deinit { try? FileManager.default.removeItem(atPath: path) }
+
+    func write(_ relative: String, _ text: String) {
+        let full = path + "/" + relative
+        try? FileManager.default.createDirectory(
+            atPath: (full as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+        _ = FileManager.default.createFile(atPath: full, contents: Data(text.utf8))
+    }
+}
+
+final class Box<T>: @unchecked Sendable {  // handed from the broker thread once, under a semaphore
+    var value: T
+    init(_ v: T) { value = v }
+}
+
+/// An in-process broker for one test.
+final class BrokerHarness {
+    let dir = TempDir()
+    var socket: String { dir.path + "/s.sock" }
+    var state: String { dir.path + "/state" }
+    private(set) var control: BrokerControl? = nil
+    private let finished = DispatchSemaphore(value: 0)
+    private var running = false
+
+    /// Writes manifests (file name → JSON text) under STATE/apps before starting.
+    init(manifests: [String: String] = [:], associations: [String: String] = [:]) {
+        for (name, text) in manifests { dir.write("state/apps/\(name)", text) }
+        for (host, text) in associations { dir.write("state/associations/\(host).json", text) }
+    }
+
+    /// Starts the broker; throws what `Broker.init` throws.
+    func start(_ configure: (inout BrokerConfiguration) -> Void = { _ in }) throws {
+        var config = BrokerConfiguration(socketPath: socket, stateDirectory: state)
+        config.handleSignals = false
+        config.logLevel = .error
+        configure(&config)
+        let cfg = config
+        let ready = DispatchSemaphore(value: 0)
+        let outcome = Box<Result<BrokerControl, BrokerStartError>?>(nil)
+        let done = finished
+        let thread = Thread {
+            let broker: Broker
+            do { broker = try Broker(config: cfg) } catch {
+                outcome.value = .failure(error as! BrokerStartError)
+                ready.signal()
+                done.signal()
+                return
+            }
+            outcome.value = .success(broker.control)
+            ready.signal()
+            broker.run()
+            done.signal()
+        }
+        thread.stackSize = 8 << 20
+        thread.start()
+        ready.wait()
+        switch outcome.value! {
+        case .success(let c):
+            control = c
+            running = true
+        case .failure(let e):
+            throw e
+        }
+    }
+
+    /// Stops the broker and waits for its loop to end (fails the test after 10 s).
+    func stop() {
+        guard running else { return }
+        running = false
+        control?.stop()
+        if finished.wait(timeout: .now() + 10) == .timedOut { XCTFail("broker did not stop within 10 s") }
+    }
+
+    deinit { stop() }
+
+    func connect() throws -> BrokerConnection { try BrokerConnection(socketPath: socket) }
+
+    /// A connection that has said hello as a tool.
+    func tool() throws -> BrokerConnection {
+        let c = try connect()
+        try c.hello(role: "tool")
+        return c
+    }
+}
+
+/// Raw line-oriented socket for protocol tests: send bytes, read lines with a timeout.
+final class RawClient {
+    let fd: Int32
+    var buffer: [UInt8] = []
+
+    init(_ path: String) throws {
+        fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        var addr = sockaddr_un()
+        addr.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &addr.sun_path) { raw in
+            let b = Array(path.utf8)
+            raw.copyBytes(from: b)
+            raw[b.count] = 0
+        }
+        let r = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        if r != 0 { throw NSError(domain: "connect", code: Int(errno)) }
+    }
+    deinit { close(fd) }
+
+    func send(_ s: String) { send(Array(s.utf8)) }
+    func send(_ bytes: [UInt8]) {
+        var off = 0
+        while off < bytes.count {
+            let n = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress! + off, bytes.count - off, Int32(MSG_NOSIGNAL)) }
+            if n <= 0 { return }
+            off += n
+        }
+    }
+    func shutdownWrite() { shutdown(fd, Int32(SHUT_WR)) }
+
+    /// Reads until `count` bytes or more are buffered, or EOF/timeout. Returns false on EOF.
+    @discardableResult
+    func fill(timeout: Double = 5) -> Bool {
+        var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        guard poll(&pfd, 1, Int32(timeout * 1000)) > 0 else { return false }
+        var buf = [UInt8](repeating: 0, count: 65536)
+        let n = buf.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+        if n <= 0 { return false }
+        buffer.append(contentsOf: buf[0..<n])
+        return true
+    }
+
+    /// Next newline-terminated line, parsed as JSON; nil on EOF/timeout.
+    func readJSON(timeout: Double = 5) -> JSONValue? {
+        let deadline = Date().addingTimeInterval(timeout)
+        while true {
+            if let nl = buffer.firstIndex(of: 0x0A) {
+                let line = Array(buffer[0..<nl])
+                buffer.removeSubrange(0...nl)
+                return try? JSONParser.parse(line)
+            }
+            let left = deadline.timeIntervalSinceNow
+            if left <= 0 || !fill(timeout: left) { return nil }
+        }
+    }
+
+    /// True when the broker closes the connection within the timeout (EOF).
+    func waitForClose(timeout: Double = 5) -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        while deadline.timeIntervalSinceNow > 0 {
+            var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            guard poll(&pfd, 1, 100) >= 0 else { return true }
+            if pfd.revents == 0 { continue }
+            var buf = [UInt8](repeating: 0, count: 65536)
+            let n = buf.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if n <= 0 { return true }
+            buffer.append(contentsOf: buf[0..<n])
+        }
+        return false
+    }
+}
+
+/// Paths of the built executables (next to the test bundle).
+enum Products {
+    static var directory: String {
+        // .build/<config>/sharebrokerPackageTests.xctest → .build/<config>
+        let bundle = Bundle.main.bundlePath
+        var url = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+        for candidate in [URL(fileURLWithPath: bundle), URL(fileURLWithPath: bundle).deletingLastPathComponent(), url] {
+            if FileManager.default.fileExists(atPath: candidate.appendingPathComponent("sharebroker").path) {
+                return candidate.path
+            }
+        }
+        // Walk up from the test binary.
+        for _ in 0..<4 {
+            if FileManager.default.fileExists(atPath: url.appendingPathComponent("sharebroker").path) { return url.path }
+            url = url.deletingLastPathComponent()
+        }
+        return url.path
+    }
+    static var sharebroker: String { directory + "/sharebroker" }
+    static var shareclient: String { directory + "/shareclient" }
+}
+
+/// Runs a process to completion with a timeout; returns (status, stdout, stderr).
+@discardableResult
+func runProcess(
+    _ path: String, _ args: [String], env: [String: String]? = nil, timeout: Double = 30
+) throws -> (status: Int32, out: String, err: String) {
+    let p = Process()
+    p.executableURL = URL(fileURLWithPath: path)
+    p.arguments = args
+    if let env {
+        var e = ProcessInfo.processInfo.environment
+        for (k, v) in env { e[k] = v }
+        p.environment = e
+    }
+    let out = Pipe()
+    let err = Pipe()
+    p.standardOutput = out
+    p.standardError = err
+    p.standardInput = FileHandle.nullDevice
+    try p.run()
+    let outData = Box(Data())
+    let errData = Box(Data())
+    let group = DispatchGroup()
+    group.enter()
+    DispatchQueue.global().async {
+        outData.value = out.fileHandleForReading.readDataToEndOfFile()
+        group.leave()
+    }
+    group.enter()
+    DispatchQueue.global().async {
+        errData.value = err.fileHandleForReading.readDataToEndOfFile()
+        group.leave()
+    }
+    let deadline = Date().addingTimeInterval(timeout)
+    while p.isRunning && Date() < deadline { usleep(10_000) }
+    if p.isRunning {
+        p.terminate()
+        p.waitUntilExit()
+        throw NSError(domain: "timeout: \(path) \(args)", code: 1)
+    }
+    p.waitUntilExit()
+    group.wait()
+    return (p.terminationStatus, String(decoding: outData.value, as: UTF8.self), String(decoding: errData.value, as: UTF8.self))
+}
+
+/// Waits until `condition` holds (polling every 10 ms) or the timeout passes.
+func waitUntil(timeout: Double = 5, _ condition: () -> Bool) -> Bool {
+    let deadline = Date().addingTimeInterval(timeout)
+    while Date() < deadline {
+        if condition() { return true }
+        usleep(10_000)
+    }
+    return condition()
+}
