@@ -40,6 +40,20 @@ public struct BrokerControl: Sendable {
     }
 }
 
+/// Open sessions per role (kept as counters so `broker.status` costs O(1)).
+struct SessionCounts {
+    var app = 0
+    var `extension` = 0
+    var tool = 0
+    mutating func adjust(_ role: SessionRole, by d: Int) {
+        switch role {
+        case .app: app += d
+        case .extension: `extension` += d
+        case .tool: tool += d
+        }
+    }
+}
+
 /// The broker. Create it on the thread that will run it; only `control` may leave that thread.
 public final class Broker {
     static let listenerToken: UInt64 = 1
@@ -71,6 +85,7 @@ public final class Broker {
     var finished = false
     var totalRequests: UInt64 = 0
     var droppedSlowClients: UInt64 = 0
+    var sessionCounts = SessionCounts()
     var openFileLimit = 0
     let methods: [String: MethodSpec]
 
@@ -490,8 +505,10 @@ public final class Broker {
         if log.enabled(.debug) { log.log(.debug, "disconnected (\(reason)): \(conn.identity)", connection: conn.id) }
     }
 
-    /// Session clean-up hook (subscriptions, watches).
-    func connectionClosed(_ conn: Connection) {}
+    /// Session clean-up (counters; later subscriptions and watches).
+    func connectionClosed(_ conn: Connection) {
+        if let role = conn.role { sessionCounts.adjust(role, by: -1) }
+    }
 
     // MARK: Signals and shutdown
 

@@ -157,6 +157,7 @@ extension Broker {
         }
         conn.role = role
         conn.bundleID = acceptedBundle
+        sessionCounts.adjust(role, by: 1)
         log.log(.debug, "hello: \(conn.identity)", connection: conn.id)
         return helloResult(conn)
     }
@@ -173,8 +174,7 @@ extension Broker {
     }
 
     func statusJSON() -> JSONValue {
-        var byRole: [String: Int] = ["app": 0, "extension": 0, "tool": 0, "anonymous": 0]
-        for c in connections.values { byRole[c.role?.rawValue ?? "anonymous", default: 0] += 1 }
+        let anonymous = connections.count - sessionCounts.app - sessionCounts.extension - sessionCounts.tool
         let o: JSONObject = [
             "version": .string(SharebrokerVersion.string),
             "protocol": .int(SharebrokerVersion.protocolVersion),
@@ -188,8 +188,8 @@ extension Broker {
             "socket": .string(config.socketPath),
             "stateDirectory": .string(config.stateDirectory),
             "sessions": [
-                "app": .int(byRole["app"]!), "extension": .int(byRole["extension"]!), "tool": .int(byRole["tool"]!),
-                "anonymous": .int(byRole["anonymous"]!),
+                "app": .int(sessionCounts.app), "extension": .int(sessionCounts.extension),
+                "tool": .int(sessionCounts.tool), "anonymous": .int(anonymous),
             ],
             "requests": .number(String(totalRequests)),
             "droppedSlowClients": .number(String(droppedSlowClients)),
