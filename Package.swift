@@ -2,7 +2,8 @@
 // sharebroker: a local share-and-deep-link broker (JSON-RPC 2.0 over a Unix socket).
 // Layers, dependencies pointing down only:
 //   CShareSystem (C) <- ShareSystem;  ShareProtocol;  ShareRouting <- ShareProtocol
-//   ShareBrokerCore <- ShareProtocol, ShareSystem, ShareRouting
+//   ShareStore <- ShareProtocol, ShareSystem
+//   ShareBrokerCore <- ShareProtocol, ShareSystem, ShareRouting, ShareStore
 //   ShareClient <- ShareProtocol, ShareSystem;  ShareCommandLine (pure)
 //   executables: sharebroker, shareclient, sharebroker-bench
 import PackageDescription
@@ -24,9 +25,10 @@ let package = Package(
         .target(name: "ShareProtocol", swiftSettings: strict),
         .target(name: "ShareSystem", dependencies: ["CShareSystem"], swiftSettings: strict),
         .target(name: "ShareRouting", dependencies: ["ShareProtocol"], swiftSettings: strict),
+        .target(name: "ShareStore", dependencies: ["ShareProtocol", "ShareSystem", "CShareSystem"], swiftSettings: strict),
         .target(
             name: "ShareBrokerCore",
-            dependencies: ["ShareProtocol", "ShareSystem", "ShareRouting"],
+            dependencies: ["ShareProtocol", "ShareSystem", "ShareRouting", "ShareStore"],
             swiftSettings: strict),
         .target(name: "ShareClient", dependencies: ["ShareProtocol", "ShareSystem"], swiftSettings: strict),
         .target(name: "ShareCommandLine", swiftSettings: strict),
@@ -44,6 +46,7 @@ let package = Package(
             swiftSettings: strict),
         .testTarget(name: "ShareProtocolTests", dependencies: ["ShareProtocol"], swiftSettings: strict),
         .testTarget(name: "ShareRoutingTests", dependencies: ["ShareRouting"], swiftSettings: strict),
+        .testTarget(name: "ShareStoreTests", dependencies: ["ShareStore", "ShareProtocol", "ShareSystem"], swiftSettings: strict),
         .testTarget(name: "ShareCommandLineTests", dependencies: ["ShareCommandLine"], swiftSettings: strict),
         .testTarget(
             name: "ShareBrokerCoreTests",

@@ -5,6 +5,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#ifdef __linux__
+#include <linux/falloc.h>
+#endif
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -266,5 +269,72 @@ long sb_process_rss(pid_t pid, long *peak) {
     (void)pid;
     if (peak) *peak = -1;
     return -1;
+#endif
+}
+
+/* CRC-32C, slicing-by-8 tables built on first use. */
+static uint32_t crc_tables[8][256];
+static int crc_ready = 0;
+
+static void crc_init(void) {
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++) c = (c & 1) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
+        crc_tables[0][i] = c;
+    }
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = crc_tables[0][i];
+        for (int t = 1; t < 8; t++) {
+            c = crc_tables[0][c & 0xFF] ^ (c >> 8);
+            crc_tables[t][i] = c;
+        }
+    }
+    crc_ready = 1;
+}
+
+uint32_t sb_crc32c(uint32_t crc, const void *buf, size_t len) {
+    if (!crc_ready) crc_init();
+    const unsigned char *p = (const unsigned char *)buf;
+    crc = ~crc;
+    while (len && ((uintptr_t)p & 7)) {
+        crc = crc_tables[0][(crc ^ *p++) & 0xFF] ^ (crc >> 8);
+        len--;
+    }
+    while (len >= 8) {
+        uint64_t v;
+        memcpy(&v, p, 8);
+        v ^= crc;
+        crc = crc_tables[7][v & 0xFF] ^ crc_tables[6][(v >> 8) & 0xFF] ^ crc_tables[5][(v >> 16) & 0xFF] ^
+              crc_tables[4][(v >> 24) & 0xFF] ^ crc_tables[3][(v >> 32) & 0xFF] ^ crc_tables[2][(v >> 40) & 0xFF] ^
+              crc_tables[1][(v >> 48) & 0xFF] ^ crc_tables[0][(v >> 56) & 0xFF];
+        p += 8;
+        len -= 8;
+    }
+    while (len--) crc = crc_tables[0][(crc ^ *p++) & 0xFF] ^ (crc >> 8);
+    return ~crc;
+}
+
+int sb_preallocate(int fd, long long offset, long long len) {
+#ifdef __linux__
+    /* Reserve blocks without changing the file size, so replay never sees a zero-filled tail. */
+    if (fallocate(fd, FALLOC_FL_KEEP_SIZE, (off_t)offset, (off_t)len) == 0) return 0;
+    if (errno == EOPNOTSUPP || errno == ENOSYS) return 0; /* no reservation on this file system */
+    return errno;
+#else
+    fstore_t st = {F_ALLOCATECONTIG, F_PEOFPOSMODE, 0, (off_t)len, 0};
+    if (fcntl(fd, F_PREALLOCATE, &st) == -1) {
+        st.fst_flags = F_ALLOCATEALL;
+        if (fcntl(fd, F_PREALLOCATE, &st) == -1) return errno;
+    }
+    (void)offset;
+    return 0;
+#endif
+}
+
+int sb_datasync(int fd) {
+#ifdef __linux__
+    return fdatasync(fd);
+#else
+    return fsync(fd);
 #endif
 }

@@ -66,7 +66,7 @@ public final class BrokerConnection {
 
     /// Sends raw bytes as they are (for protocol tests).
     public func sendRaw(_ bytes: [UInt8]) throws(ClientError) {
-        do { try FD.writeAll(fd, bytes) } catch { throw .connection("\(error)") }
+        do { try FD.sendAll(fd, bytes) } catch { throw .connection("\(error)") }
     }
 
     /// Reads the next JSON line the broker sends (response or notification); nil at end of stream.

@@ -98,16 +98,30 @@ public enum FD {
         }
     }
 
-    /// Blocking write of all bytes (for clients and tools).
+    /// Blocking write of all bytes to a file or pipe (`write(2)`).
     public static func writeAll(_ fd: Int32, _ bytes: [UInt8]) throws(SystemError) {
+        try writeAll(fd, bytes, socket: false)
+    }
+
+    /// Blocking send of all bytes to a socket (`send(2)` with MSG_NOSIGNAL: no SIGPIPE).
+    public static func sendAll(_ fd: Int32, _ bytes: [UInt8]) throws(SystemError) {
+        try writeAll(fd, bytes, socket: true)
+    }
+
+    static func writeAll(_ fd: Int32, _ bytes: [UInt8], socket: Bool) throws(SystemError) {
         var failure: SystemError? = nil
         bytes.withUnsafeBytes { buf in
             var offset = 0
             while offset < buf.count {
+                let n: Int
                 #if canImport(Glibc)
-                    let n = Glibc.send(fd, buf.baseAddress! + offset, buf.count - offset, Int32(MSG_NOSIGNAL))
+                    if socket {
+                        n = Glibc.send(fd, buf.baseAddress! + offset, buf.count - offset, Int32(MSG_NOSIGNAL))
+                    } else {
+                        n = Glibc.write(fd, buf.baseAddress! + offset, buf.count - offset)
+                    }
                 #else
-                    let n = Darwin.write(fd, buf.baseAddress! + offset, buf.count - offset)
+                    n = Darwin.write(fd, buf.baseAddress! + offset, buf.count - offset)
                 #endif
                 if n >= 0 {
                     offset += n
@@ -115,7 +129,7 @@ public enum FD {
                 }
                 let e = currentErrno()
                 if e == EINTR { continue }
-                failure = SystemError("write", errno: e)
+                failure = SystemError(socket ? "send" : "write", errno: e)
                 return
             }
         }

@@ -4,6 +4,7 @@
 #define CSHARESYSTEM_H
 
 #include <stdint.h>
+#include <stddef.h>
 #include <sys/types.h>
 
 #ifdef __cplusplus
@@ -51,6 +52,16 @@ pid_t sb_spawn_detached(const char *const argv[], const char *const envp[], int 
 
 /// Reads the resident set size (bytes) and its peak of a process from /proc, or -1.
 long sb_process_rss(pid_t pid, long *peak);
+
+/// CRC-32C (Castagnoli) of len bytes, continuing from crc (start with 0).
+uint32_t sb_crc32c(uint32_t crc, const void *buf, size_t len);
+
+/// Reserves disk space for [offset, offset+len) of fd (posix_fallocate / F_PREALLOCATE).
+/// Returns 0 or an errno value (ENOSPC when the disk is full).
+int sb_preallocate(int fd, long long offset, long long len);
+
+/// fdatasync where available, fsync elsewhere (F_FULLFSYNC is not used). 0 or -1/errno.
+int sb_datasync(int fd);
 
 #ifdef __cplusplus
 }

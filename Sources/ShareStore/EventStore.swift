@@ -1,0 +1,289 @@
+// Durable per-app event queues on top of one journal (STATE/queues/events-NNNNNN.log).
+// Events keep stable ids (`ev-SEQ`) and their order; acks remove them. Changes made during a
+// loop turn can be undone when the turn's commit fails, so nothing unstored is ever visible.
+
+import ShareProtocol
+import ShareSystem
+
+/// One pending event.
+public struct StoredEvent: Sendable, Equatable {
+    /// Stable id, e.g. `ev-42`.
+    public var id: String
+    /// Global sequence number (order of opening).
+    public var seq: UInt64
+    /// The app it is for.
+    public var app: String
+    /// The notification params (`id`, `kind`, `url`, ...), as sent in `app.event`.
+    public var body: JSONObject
+    /// The journal segment holding it.
+    var segment: Int
+}
+
+/// A FIFO with removal by id in O(1): slots are emptied on ack, the head skips empty slots.
+struct AppQueue {
+    var slots: [StoredEvent?] = []
+    var head = 0
+    var positions: [String: Int] = [:]
+
+    var count: Int { positions.count }
+
+    mutating func append(_ e: StoredEvent) {
+        positions[e.id] = slots.count
+        slots.append(e)
+    }
+
+    /// Inserts keeping seq order (used when an ack is undone, or a duplicate arrives at replay).
+    mutating func insertOrdered(_ e: StoredEvent) {
+        if let last = slots.last(where: { $0 != nil }), let l = last, l.seq > e.seq {
+            var all = ordered
+            all.append(e)
+            all.sort { $0.seq < $1.seq }
+            self = AppQueue()
+            for x in all { append(x) }
+        } else {
+            append(e)
+        }
+    }
+
+    mutating func remove(_ id: String) -> StoredEvent? {
+        guard let pos = positions.removeValue(forKey: id) else { return nil }
+        let e = slots[pos]
+        slots[pos] = nil
+        while head < slots.count && slots[head] == nil { head += 1 }
+        if head == slots.count {
+            slots.removeAll(keepingCapacity: slots.count < 1024)
+            head = 0
+        } else if head > 1024 && head * 2 > slots.count {
+            slots.removeSubrange(0..<head)
+            head = 0
+            for (i, s) in slots.enumerated() { if let s { positions[s.id] = i } }
+        }
+        return e
+    }
+
+    func contains(_ id: String) -> Bool { positions[id] != nil }
+
+    var ordered: [StoredEvent] { slots[head...].compactMap { $0 } }
+
+    var first: StoredEvent? { slots[head...].first { $0 != nil } ?? nil }
+}
+
+/// The event queues of every app.
+public final class EventStore {
+    enum RecordType: UInt8 {
+        case event = 1
+        case ack = 2
+        case sequence = 3
+    }
+
+    enum Undo {
+        case removeEvent(app: String, id: String)
+        case restoreEvent(StoredEvent)
+    }
+
+    /// The journal (exposed for compaction settings in tests and benchmarks).
+    public let journal: Journal
+    var queues: [String: AppQueue] = [:]
+    var nextSeq: UInt64 = 1
+    var liveBySegment: [Int: Int] = [:]
+    var recordsBySegment: [Int: Int] = [:]
+    var undo: [Undo] = []
+    var segmentsToDelete: Int? = nil
+    /// What recovery found.
+    public private(set) var recovery = RecoveryReport()
+    /// Events recovered at start.
+    public private(set) var recoveredEvents = 0
+
+    /// Opens the queues under `directory`, replaying the journal.
+    public init(directory: String, segmentLimit: Int? = nil) throws(StoreError) {
+        journal = try Journal(directory: directory, name: "events")
+        if let segmentLimit { journal.segmentLimit = segmentLimit }
+        var maxSeq: UInt64 = 0
+        recovery = try journal.replay { rec in
+            recordsBySegment[rec.segment, default: 0] += 1
+            guard let value = try? JSONParser.parseBuffer(rec.payload), case .object(let o) = value else {
+                return
+            }
+            switch RecordType(rawValue: rec.type) {
+            case .event?:
+                guard let app = o["app"]?.stringValue, let id = o["id"]?.stringValue,
+                    let seqText = o["seq"], case .number(let s) = seqText, let seq = UInt64(s),
+                    case .object(let body)? = o["body"]
+                else { return }
+                maxSeq = max(maxSeq, seq)
+                var q = queues[app] ?? AppQueue()
+                if q.contains(id) { return }  // a copy made by compaction
+                q.insertOrdered(StoredEvent(id: id, seq: seq, app: app, body: body, segment: rec.segment))
+                queues[app] = q
+                liveBySegment[rec.segment, default: 0] += 1
+            case .ack?:
+                guard let app = o["app"]?.stringValue, let ids = o["ids"]?.arrayValue else { return }
+                for idv in ids {
+                    if let id = idv.stringValue, let e = queues[app]?.remove(id) {
+                        liveBySegment[e.segment, default: 0] -= 1
+                    }
+                }
+                if queues[app]?.count == 0 { queues[app] = nil }
+            case .sequence?:
+                if case .number(let s)? = o["next"], let n = UInt64(s) { maxSeq = max(maxSeq, n - 1) }
+            case nil:
+                return
+            }
+        }
+        nextSeq = maxSeq + 1
+        recoveredEvents = pendingCount
+        journal.onNewSegment = { [unowned self] j in
+            try? j.append(type: RecordType.sequence.rawValue) { out in
+                JSONValue.object(["next": .number(String(self.nextSeq))]).write(to: &out)
+            }
+        }
+    }
+
+    /// Events not yet acked, across apps.
+    public var pendingCount: Int { queues.values.reduce(0) { $0 + $1.count } }
+
+    /// Pending events of `app`, oldest first.
+    public func pending(for app: String) -> [StoredEvent] { queues[app]?.ordered ?? [] }
+
+    /// Number of pending events of `app`.
+    public func pendingCount(for app: String) -> Int { queues[app]?.count ?? 0 }
+
+    /// Apps with pending events.
+    public var appsWithPending: [String] { queues.keys.sorted() }
+
+    /// Queues an event for `app`: appended to the journal (durable at the next `commit`) and
+    /// visible at once; undone if that commit fails. `fields` become the notification params.
+    public func enqueue(app: String, fields: JSONObject) throws(StoreError) -> StoredEvent {
+        let seq = nextSeq
+        let id = "ev-\(seq)"
+        var body: JSONObject = ["id": .string(id)]
+        for m in fields { body[m.key] = m.value }
+        try journal.append(type: RecordType.event.rawValue) { out in
+            JSONValue.object([
+                "app": .string(app), "id": .string(id), "seq": .number(String(seq)), "body": .object(body),
+            ]).write(to: &out)
+        }
+        nextSeq += 1
+        let event = StoredEvent(id: id, seq: seq, app: app, body: body, segment: journal.activeSegment)
+        queues[app, default: AppQueue()].append(event)
+        liveBySegment[event.segment, default: 0] += 1
+        recordsBySegment[event.segment, default: 0] += 1
+        undo.append(.removeEvent(app: app, id: id))
+        return event
+    }
+
+    /// Removes the given events of `app`; ids it does not hold are ignored. Returns the ids removed.
+    public func ack(app: String, ids: [String]) throws(StoreError) -> [String] {
+        let held = ids.filter { queues[app]?.contains($0) ?? false }
+        var unique: [String] = []
+        var seen = Set<String>()
+        for id in held where seen.insert(id).inserted { unique.append(id) }
+        guard !unique.isEmpty else { return [] }
+        try journal.append(type: RecordType.ack.rawValue) { out in
+            JSONValue.object(["app": .string(app), "ids": .array(unique.map { .string($0) })]).write(to: &out)
+        }
+        recordsBySegment[journal.activeSegment, default: 0] += 1
+        for id in unique {
+            if let e = queues[app]?.remove(id) {
+                liveBySegment[e.segment, default: 0] -= 1
+                undo.append(.restoreEvent(e))
+            }
+        }
+        if queues[app]?.count == 0 { queues[app] = nil }
+        return unique
+    }
+
+    /// True when changes wait for `commit`.
+    public var hasPending: Bool { journal.hasPending }
+
+    /// Makes this turn's changes durable (one write, one fdatasync). On failure they are undone.
+    public func commit() throws(StoreError) {
+        do {
+            try journal.commit()
+        } catch {
+            rollback()
+            throw error
+        }
+        undo.removeAll(keepingCapacity: true)
+        if let through = segmentsToDelete {
+            journal.deleteSegments(through: through)
+            for s in Array(liveBySegment.keys) where s <= through { liveBySegment[s] = nil }
+            for s in Array(recordsBySegment.keys) where s <= through { recordsBySegment[s] = nil }
+            segmentsToDelete = nil
+        }
+        compactIfUseful()
+    }
+
+    /// Undoes this turn's changes in memory and drops its journal records.
+    public func rollback() {
+        journal.discardPending()
+        for u in undo.reversed() {
+            switch u {
+            case .removeEvent(let app, let id):
+                if let e = queues[app]?.remove(id) { liveBySegment[e.segment, default: 0] -= 1 }
+                if queues[app]?.count == 0 { queues[app] = nil }
+                nextSeq = min(nextSeq, UInt64(id.dropFirst(3)) ?? nextSeq)
+            case .restoreEvent(let e):
+                queues[e.app, default: AppQueue()].insertOrdered(e)
+                liveBySegment[e.segment, default: 0] += 1
+            }
+        }
+        undo.removeAll(keepingCapacity: true)
+        segmentsToDelete = nil
+    }
+
+    /// Drops sealed segments that hold no live event; carries the few live events of the oldest
+    /// sealed segment forward when that lets it go (they are deleted after the next commit).
+    func compactIfUseful() {
+        let sealed = journal.segments.dropLast()
+        guard let oldest = sealed.first else { return }
+        var deletable: Int? = nil
+        for s in sealed {
+            if (liveBySegment[s] ?? 0) == 0 { deletable = s } else { break }
+        }
+        if let d = deletable {
+            journal.deleteSegments(through: d)
+            for s in Array(liveBySegment.keys) where s <= d { liveBySegment[s] = nil }
+            for s in Array(recordsBySegment.keys) where s <= d { recordsBySegment[s] = nil }
+            return
+        }
+        // Carry forward when the oldest sealed segment is mostly dead.
+        let live = liveBySegment[oldest] ?? 0
+        // Only when it is mostly dead (live events under 1/8 of its records), so that events of an
+        // app that does not ack are not copied over and over.
+        guard sealed.count >= 2, live > 0, live <= 4096, live * 8 < (recordsBySegment[oldest] ?? 0) else { return }
+        var carried: [StoredEvent] = []
+        for (_, q) in queues { for e in q.ordered where e.segment == oldest { carried.append(e) } }
+        carried.sort { $0.seq < $1.seq }
+        for e in carried {
+            do {
+                try journal.append(type: RecordType.event.rawValue) { out in
+                    JSONValue.object([
+                        "app": .string(e.app), "id": .string(e.id), "seq": .number(String(e.seq)), "body": .object(e.body),
+                    ]).write(to: &out)
+                }
+            } catch {
+                journal.discardPending()
+                return
+            }
+        }
+        let target = journal.activeSegment  // commit may roll: the copies land in this segment
+        do {
+            try journal.commit()
+        } catch {
+            // The copies are not durable: the old segment stays (replay dedupes by id).
+            return
+        }
+        // The copies are durable: re-home them, then the old segment can go.
+        for e in carried {
+            guard var q = queues[e.app], let pos = q.positions[e.id] else { continue }
+            q.slots[pos]?.segment = target
+            queues[e.app] = q
+        }
+        liveBySegment[target, default: 0] += carried.count
+        recordsBySegment[target, default: 0] += carried.count
+        journal.deleteSegments(through: oldest)
+        liveBySegment[oldest] = nil
+        recordsBySegment[oldest] = nil
+    }
+}

@@ -1,0 +1,325 @@
+// A segmented, checksummed, append-only journal with group commit: records appended during one
+// loop turn are written with one write(2) and made durable with one fdatasync at `commit()`.
+// Recovery truncates a torn tail and quarantines records whose checksum fails.
+
+#if canImport(Glibc)
+    @preconcurrency import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+import CShareSystem
+import ShareSystem
+
+/// A storage failure; maps to JSON-RPC -32005. Nothing of the failed operation was stored.
+public struct StoreError: Error, Sendable, CustomStringConvertible {
+    /// What failed, naming the path and the cause.
+    public var message: String
+    /// True for "no space left on device".
+    public var diskFull: Bool
+    /// Creates an error.
+    public init(_ message: String, diskFull: Bool = false) {
+        self.message = message
+        self.diskFull = diskFull
+    }
+    init(_ what: String, _ e: SystemError) {
+        self.init("\(what): \(e)", diskFull: e.errno == ENOSPC || e.errno == EDQUOT)
+    }
+    /// The message.
+    public var description: String { message }
+}
+
+/// What recovery found in a journal.
+public struct RecoveryReport: Sendable, Equatable {
+    /// Records replayed.
+    public var records = 0
+    /// Records whose checksum failed (copied aside into `quarantine/`).
+    public var quarantined = 0
+    /// Bytes cut off a torn tail.
+    public var truncatedBytes = 0
+    /// Segment files read.
+    public var segments = 0
+    /// Human-readable notes (one per problem).
+    public var notes: [String] = []
+    /// Creates an empty report.
+    public init() {}
+}
+
+/// One record read back at recovery.
+public struct JournalRecord {
+    /// The record type (the owner's own numbering).
+    public var type: UInt8
+    /// The segment it was read from.
+    public var segment: Int
+    /// The payload bytes.
+    public var payload: UnsafeRawBufferPointer
+}
+
+/// Record layout (little endian): magic "\xA5S" (2 bytes), type (1), flags (1, zero),
+/// payload length (4), CRC-32C (4) of bytes 2..<8 followed by the payload, then the payload.
+public final class Journal {
+    static let magic0: UInt8 = 0xA5
+    static let magic1: UInt8 = 0x53
+    static let headerSize = 12
+    /// Largest record payload accepted at replay (guards against a corrupt length).
+    public static let maxPayload = 64 * 1024 * 1024
+
+    /// Directory holding the segments (`NAME-000001.log`, ...) and `quarantine/`.
+    public let directory: String
+    /// The journal's name (segment file prefix).
+    public let name: String
+    /// Roll to a new segment once the active one is this large.
+    public var segmentLimit: Int = 16 * 1024 * 1024
+    /// Preallocate this much ahead of the active segment's end.
+    public var reserveChunk: Int = 1 * 1024 * 1024
+
+    /// Segment numbers present, oldest first; the last is the active one.
+    public private(set) var segments: [Int] = []
+    var activeFD: Int32 = -1
+    var activeSize = 0
+    var reservedEnd = 0
+    var pending: [UInt8] = []
+    /// Records appended since the journal was opened (lets callers tell whether a call wrote).
+    public private(set) var appendCount: UInt64 = 0
+    /// Called when a new segment is started, to write its first record (e.g. a sequence high-water mark).
+    public var onNewSegment: ((Journal) -> Void)? = nil
+
+    /// Opens (creating if needed) the journal in `directory`. Call `replay` before appending.
+    public init(directory: String, name: String) throws(StoreError) {
+        self.directory = directory
+        self.name = name
+        do { try DefaultPaths.makeDirectories(directory) } catch { throw StoreError("cannot create \(directory)", error) }
+        guard let entries = FileIO.listDirectory(directory) else {
+            throw StoreError("cannot read the directory \(directory)")
+        }
+        let prefix = name + "-"
+        for e in entries where e.hasPrefix(prefix) && e.hasSuffix(".log") {
+            if let n = Int(e.dropFirst(prefix.count).dropLast(4)) { segments.append(n) }
+        }
+        segments.sort()
+    }
+
+    deinit { if activeFD >= 0 { FD.close(activeFD) } }
+
+    func path(of segment: Int) -> String {
+        let digits = String(segment)
+        return directory + "/" + name + "-" + String(repeating: "0", count: max(0, 6 - digits.count)) + digits + ".log"
+    }
+
+    /// True when records are waiting for `commit()`.
+    public var hasPending: Bool { !pending.isEmpty }
+
+    /// The active segment's number (after `replay`).
+    public var activeSegment: Int { segments.last ?? 0 }
+
+    // MARK: Recovery
+
+    /// Reads every segment in order and calls `visit` per valid record; repairs what it must.
+    /// Afterwards the last segment is open for appending (a first one is created when none exists).
+    public func replay(_ visit: (JournalRecord) -> Void) throws(StoreError) -> RecoveryReport {
+        var report = RecoveryReport()
+        for (i, seg) in segments.enumerated() {
+            let isLast = i == segments.count - 1
+            let p = path(of: seg)
+            let bytes: [UInt8]
+            do { bytes = try FileIO.readFile(p, limit: Int.max) } catch { throw StoreError("cannot read \(p)", error) }
+            report.segments += 1
+            let validEnd = bytes.withUnsafeBytes { buf in
+                scan(buf, segment: seg, isLast: isLast, report: &report, visit: visit)
+            }
+            if validEnd < bytes.count {
+                // A torn tail (or trailing garbage with nothing valid after it).
+                report.truncatedBytes += bytes.count - validEnd
+                report.notes.append("\(p): truncated a torn tail of \(bytes.count - validEnd) bytes at offset \(validEnd)")
+                if truncate(p, off_t(validEnd)) != 0 {
+                    throw StoreError("cannot truncate \(p)", SystemError("truncate", errno: currentErrno()))
+                }
+            }
+        }
+        if segments.isEmpty {
+            try startSegment(1)
+        } else {
+            try openActive()
+        }
+        return report
+    }
+
+    /// Scans one segment's bytes; returns the end offset of the last valid record.
+    func scan(
+        _ buf: UnsafeRawBufferPointer, segment: Int, isLast: Bool, report: inout RecoveryReport,
+        visit: (JournalRecord) -> Void
+    ) -> Int {
+        var pos = 0
+        var validEnd = 0
+        while pos < buf.count {
+            if let len = validRecord(at: pos, in: buf) {
+                let payload = UnsafeRawBufferPointer(rebasing: buf[(pos + Journal.headerSize)..<(pos + Journal.headerSize + len)])
+                visit(JournalRecord(type: buf[pos + 2], segment: segment, payload: payload))
+                report.records += 1
+                pos += Journal.headerSize + len
+                validEnd = pos
+                continue
+            }
+            // Damage at `pos`: find the next valid record, if any.
+            var next = pos + 1
+            while next < buf.count && validRecord(at: next, in: buf) == nil { next += 1 }
+            if next >= buf.count {
+                // Nothing valid follows: a torn tail. Keep a copy if it held more than zeros.
+                if buf[pos...].contains(where: { $0 != 0 }) {
+                    quarantine(UnsafeRawBufferPointer(rebasing: buf[pos...]), segment: segment, offset: pos, report: &report, counted: false)
+                }
+                return validEnd
+            }
+            quarantine(UnsafeRawBufferPointer(rebasing: buf[pos..<next]), segment: segment, offset: pos, report: &report, counted: true)
+            pos = next
+            validEnd = pos
+        }
+        return validEnd
+    }
+
+    /// The payload length when a whole, checksum-valid record starts at `pos`.
+    func validRecord(at pos: Int, in buf: UnsafeRawBufferPointer) -> Int? {
+        guard buf.count - pos >= Journal.headerSize, buf[pos] == Journal.magic0, buf[pos + 1] == Journal.magic1,
+            buf[pos + 3] == 0
+        else { return nil }
+        let len = Int(buf.loadUnaligned(fromByteOffset: pos + 4, as: UInt32.self).littleEndian)
+        guard len <= Journal.maxPayload, buf.count - pos - Journal.headerSize >= len else { return nil }
+        let stored = buf.loadUnaligned(fromByteOffset: pos + 8, as: UInt32.self).littleEndian
+        var crc = sb_crc32c(0, buf.baseAddress! + pos + 2, 6)
+        crc = sb_crc32c(crc, buf.baseAddress! + pos + Journal.headerSize, len)
+        return crc == stored ? len : nil
+    }
+
+    func quarantine(
+        _ bytes: UnsafeRawBufferPointer, segment: Int, offset: Int, report: inout RecoveryReport, counted: Bool
+    ) {
+        let dir = directory + "/quarantine"
+        try? DefaultPaths.makeDirectories(dir)
+        let file = dir + "/\(name)-\(segment)@\(offset).bad"
+        try? FileIO.writeAtomically(file, Array(bytes))
+        if counted {
+            report.quarantined += 1
+            report.notes.append("\(path(of: segment)): \(bytes.count) damaged bytes at offset \(offset) failed their checksum; copied to \(file)")
+        } else {
+            report.notes.append("\(path(of: segment)): torn tail of \(bytes.count) bytes at offset \(offset) copied to \(file)")
+        }
+    }
+
+    // MARK: Appending
+
+    /// Appends a record to the pending batch. The payload is written by `body`. Space is reserved
+    /// on disk first, so a full disk fails here (nothing appended) rather than at commit.
+    public func append(type: UInt8, _ body: (inout [UInt8]) -> Void) throws(StoreError) {
+        let start = pending.count
+        pending.append(contentsOf: [Journal.magic0, Journal.magic1, type, 0, 0, 0, 0, 0, 0, 0, 0, 0])
+        body(&pending)
+        let len = pending.count - start - Journal.headerSize
+        withUnsafeBytes(of: UInt32(len).littleEndian) { lb in
+            for i in 0..<4 { pending[start + 4 + i] = lb[i] }
+        }
+        let crc = pending.withUnsafeBytes { buf -> UInt32 in
+            let c = sb_crc32c(0, buf.baseAddress! + start + 2, 6)
+            return sb_crc32c(c, buf.baseAddress! + start + Journal.headerSize, len)
+        }
+        withUnsafeBytes(of: crc.littleEndian) { cb in
+            for i in 0..<4 { pending[start + 8 + i] = cb[i] }
+        }
+        let needed = activeSize + pending.count
+        if needed > reservedEnd {
+            let want = max(needed - reservedEnd, reserveChunk)
+            let r = sb_preallocate(activeFD, Int64(reservedEnd), Int64(want))
+            if r != 0 {
+                pending.removeSubrange(start...)
+                throw StoreError("cannot reserve space in \(path(of: activeSegment))", SystemError("fallocate", errno: r))
+            }
+            reservedEnd += want
+        }
+        appendCount += 1
+    }
+
+    /// Drops the pending batch (used when a turn is rolled back).
+    public func discardPending() { pending.removeAll(keepingCapacity: true) }
+
+    /// Writes the pending batch with one write and makes it durable with one fdatasync.
+    /// On failure the segment is cut back to its previous length and the batch is dropped.
+    public func commit() throws(StoreError) {
+        guard !pending.isEmpty else { return }
+        let before = activeSize
+        do {
+            try FD.writeAll(activeFD, pending)
+            _ = try retrying("fdatasync") { sb_datasync(activeFD) }
+        } catch {
+            _ = ftruncate(activeFD, off_t(before))
+            pending.removeAll(keepingCapacity: true)
+            throw StoreError("cannot write \(path(of: activeSegment))", error)
+        }
+        activeSize += pending.count
+        if pending.capacity > 4 << 20 { pending = [] } else { pending.removeAll(keepingCapacity: true) }
+        if activeSize >= segmentLimit { try roll() }
+    }
+
+    /// Seals the active segment and starts the next one.
+    public func roll() throws(StoreError) {
+        try startSegment((segments.last ?? 0) + 1)
+    }
+
+    func startSegment(_ number: Int) throws(StoreError) {
+        let p = path(of: number)
+        let fd = open(p, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        if fd < 0 { throw StoreError("cannot create \(p)", SystemError("open", errno: currentErrno())) }
+        if activeFD >= 0 { FD.close(activeFD) }
+        activeFD = fd
+        activeSize = 0
+        reservedEnd = 0
+        segments.append(number)
+        syncDirectory()
+        if let hook = onNewSegment {
+            hook(self)
+            try commit()
+        }
+    }
+
+    func openActive() throws(StoreError) {
+        let p = path(of: activeSegment)
+        let fd = open(p, O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW)
+        if fd < 0 { throw StoreError("cannot open \(p)", SystemError("open", errno: currentErrno())) }
+        var st = stat()
+        fstat(fd, &st)
+        activeFD = fd
+        activeSize = Int(st.st_size)
+        reservedEnd = activeSize
+    }
+
+    func syncDirectory() {
+        let dfd = open(directory, O_RDONLY | O_CLOEXEC)
+        if dfd >= 0 {
+            fsync(dfd)
+            FD.close(dfd)
+        }
+    }
+
+    /// Deletes sealed segments numbered up to `through` (never the active one).
+    public func deleteSegments(through: Int) {
+        var kept: [Int] = []
+        for s in segments {
+            if s <= through && s != activeSegment {
+                unlink(path(of: s))
+            } else {
+                kept.append(s)
+            }
+        }
+        if kept.count != segments.count {
+            segments = kept
+            syncDirectory()
+        }
+    }
+
+    /// Bytes on disk across segments (approximate: active size plus sealed file sizes).
+    public var diskBytes: Int {
+        var total = 0
+        for s in segments {
+            var st = stat()
+            if stat(path(of: s), &st) == 0 { total += Int(st.st_size) }
+        }
+        return total
+    }
+}

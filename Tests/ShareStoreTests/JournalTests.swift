@@ -1,0 +1,137 @@
+// The journal and the event queues: group commit, replay, torn tails, checksum quarantine,
+// rollback on failed commits, compaction of segments, stable sequence numbers.
+
+import Foundation
+import ShareProtocol
+import ShareStore
+import XCTest
+
+final class JournalTests: XCTestCase {
+    var dir: String = ""
+
+    override func setUp() {
+        dir = NSTemporaryDirectory() + "sbstore-\(UUID().uuidString.prefix(8))"
+    }
+
+    override func tearDown() { try? FileManager.default.removeItem(atPath: dir) }
+
+    func segmentFiles() -> [String] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? []).filter { $0.hasSuffix(".log") }.sorted()
+    }
+
+    func testEventsSurviveReopenInOrderWithStableIDs() throws {
+        do {
+            let s = try EventStore(directory: dir)
+            for i in 0..<5 { _ = try s.enqueue(app: "com.a", fields: ["kind": "openURL", "url": .string("a://\(i)")]) }
+            _ = try s.enqueue(app: "com.b", fields: ["kind": "openURL", "url": "b://x"])
+            try s.commit()
+            XCTAssertEqual(try s.ack(app: "com.a", ids: ["ev-2", "ev-404", "ev-6"]), ["ev-2"])  // ev-6 is com.b's
+            try s.commit()
+        }
+        let s = try EventStore(directory: dir)
+        XCTAssertEqual(s.pending(for: "com.a").map(\.id), ["ev-1", "ev-3", "ev-4", "ev-5"])
+        XCTAssertEqual(s.pending(for: "com.a").map { $0.body["url"]?.stringValue }, ["a://0", "a://2", "a://3", "a://4"])
+        XCTAssertEqual(s.pending(for: "com.b").map(\.id), ["ev-6"])
+        XCTAssertEqual(s.pendingCount, 5)
+        // New ids continue after the highest ever used.
+        XCTAssertEqual(try s.enqueue(app: "com.a", fields: ["kind": "openURL"]).id, "ev-7")
+    }
+
+    func testUncommittedChangesAreNotDurable() throws {
+        do {
+            let s = try EventStore(directory: dir)
+            _ = try s.enqueue(app: "com.a", fields: ["kind": "openURL"])
+            try s.commit()
+            _ = try s.enqueue(app: "com.a", fields: ["kind": "openURL"])  // never committed
+        }
+        let s = try EventStore(directory: dir)
+        XCTAssertEqual(s.pending(for: "com.a").map(\.id), ["ev-1"])
+    }
+
+    func testRollbackRestoresMemory() throws {
+        let s = try EventStore(directory: dir)
+        _ = try s.enqueue(app: "com.a", fields: ["kind": "openURL"])
+        _ = try s.enqueue(app: "com.a", fields: ["kind": "openURL"])
+        try s.commit()
+        _ = try s.ack(app: "com.a", ids: ["ev-1"])
+        _ = try s.enqueue(app: "com.a", fields: ["kind": "openURL"])
+        s.rollback()
+        XCTAssertEqual(s.pending(for: "com.a").map(\.id), ["ev-1", "ev-2"])
+        XCTAssertFalse(s.hasPending)
+        XCTAssertEqual(try s.enqueue(app: "com.a", fields: [:]).id, "ev-3")
+    }
+
+    func testTornTailIsTruncated() throws {
+        do {
+            let s = try EventStore(directory: dir)
+            for _ in 0..<3 { _ = try s.enqueue(app: "com.a", fields: ["kind": "openURL"]) }
+            try s.commit()
+        }
+        let file = dir + "/" + segmentFiles().last!
+        var bytes = try Data(contentsOf: URL(fileURLWithPath: file))
+        let fullLength = bytes.count
+        bytes.append(contentsOf: [0xA5, 0x53, 1, 0, 200, 0, 0, 0, 1, 2, 3, 4, 9, 9])  // header of a record cut short
+        try bytes.write(to: URL(fileURLWithPath: file))
+        let s = try EventStore(directory: dir)
+        XCTAssertEqual(s.pending(for: "com.a").count, 3)
+        XCTAssertEqual(s.recovery.truncatedBytes, 14)
+        XCTAssertEqual(s.recovery.quarantined, 0)
+        XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: file)).count, fullLength)
+    }
+
+    func testCorruptRecordIsQuarantinedAndTheRestKept() throws {
+        do {
+            let s = try EventStore(directory: dir)
+            for i in 0..<3 { _ = try s.enqueue(app: "com.a", fields: ["kind": "openURL", "url": .string("x://\(i)")]) }
+            try s.commit()
+        }
+        let file = dir + "/" + segmentFiles().last!
+        var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: file)))
+        // Flip a byte inside the second event's payload ("x://1" → "x://q").
+        let needle = Array("x://1".utf8)
+        let at = (0..<(bytes.count - needle.count)).first { Array(bytes[$0..<($0 + needle.count)]) == needle }!
+        bytes[at + 4] = UInt8(ascii: "q")
+        try Data(bytes).write(to: URL(fileURLWithPath: file))
+        let s = try EventStore(directory: dir)
+        XCTAssertEqual(s.pending(for: "com.a").map { $0.body["url"]?.stringValue }, ["x://0", "x://2"])
+        XCTAssertEqual(s.recovery.quarantined, 1)
+        let quarantine = (try? FileManager.default.contentsOfDirectory(atPath: dir + "/quarantine")) ?? []
+        XCTAssertEqual(quarantine.count, 1)
+    }
+
+    func testSegmentsRollAndAckedOnesAreDeleted() throws {
+        let s = try EventStore(directory: dir, segmentLimit: 4096)
+        var ids: [String] = []
+        for _ in 0..<200 {
+            ids.append(try s.enqueue(app: "com.a", fields: ["kind": "openURL", "url": "https://example.com/some/long/path"]).id)
+            try s.commit()
+        }
+        XCTAssertGreaterThan(segmentFiles().count, 3)
+        _ = try s.ack(app: "com.a", ids: Array(ids.prefix(199)))
+        try s.commit()
+        try s.commit()
+        // Everything but the segment holding the last event (and the active one) is gone.
+        XCTAssertLessThanOrEqual(segmentFiles().count, 3)
+        let reopened = try EventStore(directory: dir, segmentLimit: 4096)
+        XCTAssertEqual(reopened.pending(for: "com.a").map(\.id), [ids.last!])
+        XCTAssertEqual(try reopened.enqueue(app: "com.a", fields: [:]).id, "ev-201")
+    }
+
+    func testLiveEventsInOldSegmentsAreCarriedForward() throws {
+        let s = try EventStore(directory: dir, segmentLimit: 2048)
+        let keep = try s.enqueue(app: "com.keep", fields: ["kind": "openURL", "url": "k://1"]).id
+        try s.commit()
+        var others: [String] = []
+        for _ in 0..<150 {
+            others.append(try s.enqueue(app: "com.a", fields: ["kind": "openURL", "url": "https://example.com/x"]).id)
+            try s.commit()
+        }
+        _ = try s.ack(app: "com.a", ids: others)
+        try s.commit()
+        for _ in 0..<5 { try s.commit() }
+        XCTAssertLessThanOrEqual(segmentFiles().count, 2, "\(segmentFiles())")
+        let reopened = try EventStore(directory: dir, segmentLimit: 2048)
+        XCTAssertEqual(reopened.pending(for: "com.keep").map(\.id), [keep])
+        XCTAssertEqual(reopened.pendingCount, 1)
+    }
+}
