@@ -10,6 +10,7 @@
 #endif
 import ShareProtocol
 import ShareRouting
+import ShareStore
 import ShareSystem
 
 /// Why the broker could not start.
@@ -86,6 +87,25 @@ public final class Broker {
     var totalRequests: UInt64 = 0
     var droppedSlowClients: UInt64 = 0
     var sessionCounts = SessionCounts()
+    /// Durable event queues (nil when the state directory cannot hold them: writes answer -32005).
+    var store: EventStore? = nil
+    var storeOpenError: String? = nil
+    /// The routing decisions, rebuilt on reload.
+    var router = URLRouter(apps: [], associations: [:])
+    /// Association documents that failed to load (host → reason), for status and logs.
+    var associationErrors: [String: String] = [:]
+    /// The live subscriber of each app.
+    var subscribers: [String: Connection] = [:]
+    /// Connections with replies held for this turn's commit.
+    var heldConnections: [Connection] = []
+    /// Events queued this turn, delivered after the commit.
+    var turnEvents: [StoredEvent] = []
+    /// Actions to run after the current request's reply is queued.
+    var afterReply: [() -> Void] = []
+    /// Launch-on-demand state per app.
+    var launches: [String: LaunchState] = [:]
+    /// Appends made to the store so far (a request that changed it waits for the commit).
+    var storeWrites: UInt64 { store?.journal.appendCount ?? 0 }
     var openFileLimit = 0
     let methods: [String: MethodSpec]
 
@@ -107,6 +127,7 @@ public final class Broker {
         methods = Broker.methodTable()
         openFileLimit = ProcessInfoLite.raiseOpenFileLimit()
         try prepareStateDirectory()
+        openStore()
         reloadManifests(reason: "start")
         try bindSocket()
         do {
@@ -203,7 +224,40 @@ public final class Broker {
         for issue in registry.issues {
             log.log(issue.fatal ? .warning : .info, "manifest \(issue.fatal ? "error" : "note"): \(issue)")
         }
-        log.log(.info, "loaded \(registry.apps.count) apps (\(reason)); \(registry.issues.filter(\.fatal).count) manifest errors")
+        loadAssociations()
+        log.log(
+            .info,
+            "loaded \(registry.apps.count) apps (\(reason)); \(registry.issues.filter(\.fatal).count) manifest errors, "
+                + "\(router.associations.count) association documents (\(associationErrors.count) malformed)")
+        // Subscribers whose app disappeared stay connected but get no more events.
+        for (app, conn) in subscribers where registry.app(app) == nil {
+            conn.subscribedApp = nil
+            subscribers[app] = nil
+        }
+    }
+
+    /// Re-reads STATE/associations/HOST.json and rebuilds the router.
+    func loadAssociations() {
+        let dir = config.stateDirectory + "/associations"
+        var docs: [String: AssociationDocumentResult] = [:]
+        var errors: [String: String] = [:]
+        for name in FileIO.listDirectory(dir) ?? [] where name.hasSuffix(".json") && !name.hasPrefix(".") {
+            let host = String(name.dropLast(5)).lowercased()
+            do {
+                let result = AssociationDocument.load(try FileIO.readFile(dir + "/" + name, limit: 8 * 1024 * 1024))
+                if case .failure(let e) = result {
+                    errors[host] = "\(name): \(e)"
+                    log.log(.warning, "association document \(name) is malformed and matches nothing: \(e)")
+                }
+                docs[host] = result
+            } catch {
+                errors[host] = "\(name): cannot read: \(error)"
+                log.log(.warning, "association document \(name) cannot be read: \(error)")
+                docs[host] = .failure(AssociationDocumentError(key: "", reason: "cannot read: \(error)"))
+            }
+        }
+        associationErrors = errors
+        router = URLRouter(apps: registry.apps, associations: docs)
     }
 
     // MARK: The loop
@@ -211,7 +265,7 @@ public final class Broker {
     /// Runs the loop until a stop is requested (signal or `control.stop()`) and the replies drain.
     public func run() {
         while !finished {
-            var timeout: Int32 = -1
+            var timeout: Int32 = nextTimerMillis()
             if stopping {
                 let now = Clock.monotonicNanos()
                 timeout = now >= stopDeadline ? 0 : Int32(min(1000, (stopDeadline - now) / 1_000_000 + 1))
@@ -224,6 +278,7 @@ public final class Broker {
                 log.log(.error, "event loop: \(error)")
                 break
             }
+            runTimers()
             endOfTurn()
             if stopping { checkShutdownComplete() }
         }
@@ -250,8 +305,21 @@ public final class Broker {
         }
     }
 
-    /// Flushes every connection that got output this turn.
+    /// Ends a loop turn: makes the turn's writes durable with one commit (group commit), releases
+    /// the replies that waited for it (as -32005 if it failed), delivers new events, then writes
+    /// every connection's output.
     func endOfTurn() {
+        if let store, store.hasPending {
+            var failure: RPCError? = nil
+            do { try store.commit() } catch {
+                failure = RPCError(.storageFailure, "Storage failure: \(error.message); nothing was stored")
+                log.log(.error, "commit failed: \(error.message)")
+            }
+            releaseHeld(failure)
+            if failure == nil { deliverTurnEvents() } else { turnEvents.removeAll() }
+        } else if !heldConnections.isEmpty {
+            releaseHeld(nil)
+        }
         if dirty.isEmpty { return }
         let list = dirty
         dirty.removeAll(keepingCapacity: true)
@@ -259,6 +327,30 @@ public final class Broker {
             c.dirty = false
             guard connections[c.id] != nil else { continue }
             flush(c)
+        }
+    }
+
+    func releaseHeld(_ failure: RPCError?) {
+        let list = heldConnections
+        heldConnections.removeAll(keepingCapacity: true)
+        for c in list {
+            guard let held = c.held else { continue }
+            c.held = nil
+            guard connections[c.id] != nil else { continue }
+            for h in held {
+                switch h {
+                case .bytes(let b): c.enqueue { $0.append(contentsOf: b) }
+                case .deferred(let id, let result):
+                    if let failure {
+                        c.enqueue { RPCCodec.writeError(id: id, error: failure, to: &$0) }
+                    } else {
+                        c.enqueue { RPCCodec.writeResult(id: id, result: result, to: &$0) }
+                    }
+                case .batch(let parts):
+                    c.enqueue { Broker.writeBatch(parts, ok: failure == nil, error: failure, to: &$0) }
+                }
+            }
+            markDirty(c)
         }
     }
 
@@ -361,44 +453,88 @@ public final class Broker {
         case .single(let item):
             switch item {
             case .failure(let reply):
-                conn.enqueue { RPCCodec.writeError(id: reply.id, error: reply.error, to: &$0) }
-                markDirty(conn)
+                conn.emit { RPCCodec.writeError(id: reply.id, error: reply.error, to: &$0) }
             case .success(let request):
-                if let response = dispatch(conn, request) {
-                    switch response {
-                    case .success(let result): conn.enqueue { RPCCodec.writeResult(id: request.id!, result: result, to: &$0) }
-                    case .failure(let error): conn.enqueue { RPCCodec.writeError(id: request.id!, error: error, to: &$0) }
-                    }
-                    markDirty(conn)
+                let writesBefore = storeWrites
+                guard let response = dispatch(conn, request) else { break }
+                let id = request.id!
+                switch response {
+                case .success(let result) where storeWrites != writesBefore:
+                    hold(conn, .deferred(id, result))
+                case .success(let result):
+                    conn.emit { RPCCodec.writeResult(id: id, result: result, to: &$0) }
+                case .failure(let error):
+                    conn.emit { RPCCodec.writeError(id: id, error: error, to: &$0) }
                 }
             }
+            markDirty(conn)
+            runAfterReply(conn)
         case .batch(let items):
-            var parts: [[UInt8]] = []
+            var parts: [HeldReply] = []
+            var waits = false
             for item in items {
                 var part: [UInt8] = []
                 switch item {
                 case .failure(let reply):
                     RPCCodec.writeError(id: reply.id, error: reply.error, to: &part)
                 case .success(let request):
+                    let writesBefore = storeWrites
                     guard let response = dispatch(conn, request) else { continue }
                     switch response {
+                    case .success(let result) where storeWrites != writesBefore:
+                        parts.append(.deferred(request.id!, result))
+                        waits = true
+                        continue
                     case .success(let result): RPCCodec.writeResult(id: request.id!, result: result, to: &part)
                     case .failure(let error): RPCCodec.writeError(id: request.id!, error: error, to: &part)
                     }
                 }
-                parts.append(part)
+                parts.append(.bytes(part))
             }
-            if parts.isEmpty { return }  // a batch of notifications gets no reply
-            conn.enqueue { out in
-                out.append(UInt8(ascii: "["))
-                for (i, p) in parts.enumerated() {
-                    if i > 0 { out.append(UInt8(ascii: ",")) }
-                    out.append(contentsOf: p)
+            if !parts.isEmpty {  // a batch of notifications gets no reply
+                if waits {
+                    hold(conn, .batch(parts))
+                } else {
+                    conn.emit { out in Broker.writeBatch(parts, ok: true, error: nil, to: &out) }
                 }
-                out.append(UInt8(ascii: "]"))
+                markDirty(conn)
             }
-            markDirty(conn)
+            runAfterReply(conn)
         }
+    }
+
+    /// Holds a reply until the end of the turn (after the commit).
+    func hold(_ conn: Connection, _ reply: HeldReply) {
+        if conn.held == nil {
+            conn.held = []
+            heldConnections.append(conn)
+        }
+        conn.held!.append(reply)
+    }
+
+    /// Serializes a batch response; deferred members become -32005 when the commit failed.
+    static func writeBatch(_ parts: [HeldReply], ok: Bool, error: RPCError?, to out: inout [UInt8]) {
+        out.append(UInt8(ascii: "["))
+        for (i, p) in parts.enumerated() {
+            if i > 0 { out.append(UInt8(ascii: ",")) }
+            switch p {
+            case .bytes(let b): out.append(contentsOf: b)
+            case .deferred(let id, let result):
+                if ok { RPCCodec.writeResult(id: id, result: result, to: &out) } else {
+                    RPCCodec.writeError(id: id, error: error!, to: &out)
+                }
+            case .batch(let inner): writeBatch(inner, ok: ok, error: error, to: &out)
+            }
+        }
+        out.append(UInt8(ascii: "]"))
+    }
+
+    /// Work a handler asked to run once its reply is queued (e.g. the backlog after `app.subscribe`).
+    func runAfterReply(_ conn: Connection) {
+        guard !afterReply.isEmpty else { return }
+        let actions = afterReply
+        afterReply.removeAll()
+        for a in actions { a() }
     }
 
     /// Runs one request; nil for notifications (no reply).
@@ -508,6 +644,7 @@ public final class Broker {
     /// Session clean-up (counters; later subscriptions and watches).
     func connectionClosed(_ conn: Connection) {
         if let role = conn.role { sessionCounts.adjust(role, by: -1) }
+        subscriberGone(conn)
     }
 
     // MARK: Signals and shutdown

@@ -1,5 +1,6 @@
 // The broker's settings: where it listens and keeps state, limits, logging.
 
+import ShareStore
 import ShareSystem
 
 /// Settings of one broker instance.
@@ -20,6 +21,12 @@ public struct BrokerConfiguration: Sendable {
     public var handleSignals: Bool = true
     /// How long shutdown waits for replies to drain.
     public var shutdownGraceSeconds: Double = 4.0
+    /// Size at which the event journal starts a new segment (nil: the journal's default, 16 MiB).
+    public var journalSegmentLimit: Int? = nil
+    /// First retry delay of a failed launch, in seconds; doubles per failure up to 60 s.
+    public var launchRetryBase: Double = 1.0
+    /// Test seam: injects failures into the event journal (see `JournalFaultPoint`).
+    public var storeFaults: (@Sendable (JournalFaultPoint) -> Int32?)? = nil
 
     /// Settings with the contract's defaults (environment, then XDG, then the temporary directory).
     public init(socketPath: String? = nil, stateDirectory: String? = nil) {

@@ -44,6 +44,11 @@ final class Connection {
     var bundleID: String? = nil
     /// Requests handled.
     var requestCount: UInt64 = 0
+    /// The app whose events this connection receives (after `app.subscribe`, until taken over).
+    var subscribedApp: String? = nil
+    /// Replies held until this turn's commit (non-nil while the connection has a reply that waits
+    /// for durability; later replies queue behind it to keep their order).
+    var held: [HeldReply]? = nil
 
     init(id: UInt64, fd: Int32, peer: PeerCredentials?, maxMessage: Int) {
         self.id = id
@@ -69,6 +74,17 @@ final class Connection {
         }
     }
 
+    /// Appends serialized message bytes, or holds them behind a reply that waits for the commit.
+    func emit(_ build: (inout [UInt8]) -> Void) {
+        if held != nil {
+            var bytes: [UInt8] = []
+            build(&bytes)
+            held!.append(.bytes(bytes))
+        } else {
+            enqueue(build)
+        }
+    }
+
     /// A short description for logs.
     var identity: String {
         var s = role?.rawValue ?? "anonymous"
@@ -76,4 +92,15 @@ final class Connection {
         if let peer { s += " (pid \(peer.pid), uid \(peer.uid))" }
         return s
     }
+}
+
+/// A reply waiting for the end of the turn: ready bytes, or a success that becomes -32005 if the
+/// turn's commit fails.
+enum HeldReply {
+    /// A message already serialized (JSON only, unframed).
+    case bytes([UInt8])
+    /// A success reply that waits for durability.
+    case deferred(RequestID, JSONValue)
+    /// A batch response whose members may wait for durability.
+    case batch([HeldReply])
 }

@@ -110,7 +110,7 @@ extension Broker {
             },
         ]
         var table: [String: MethodSpec] = [:]
-        for s in specs { table[s.name] = s }
+        for s in specs + eventMethods() { table[s.name] = s }
         return table
     }
 
@@ -173,6 +173,26 @@ extension Broker {
         return .object(o)
     }
 
+    var storeStatus: JSONValue {
+        guard let store else { return ["available": false, "error": .string(storeOpenError ?? "unavailable")] }
+        let r = store.recovery
+        return [
+            "available": true, "recoveredEvents": .int(store.recoveredEvents), "quarantinedRecords": .int(r.quarantined),
+            "truncatedBytes": .int(r.truncatedBytes), "journalSegments": .int(store.journal.segments.count),
+        ]
+    }
+
+    var launchStatus: JSONValue {
+        var o = JSONObject()
+        for (app, l) in launches.sorted(by: { $0.key < $1.key }) {
+            o[app] = [
+                "launches": .int(l.launches), "failures": .int(l.failures), "running": .bool(l.pid != nil),
+                "retryScheduled": .bool(l.retryAt != nil),
+            ]
+        }
+        return .object(o)
+    }
+
     func statusJSON() -> JSONValue {
         let anonymous = connections.count - sessionCounts.app - sessionCounts.extension - sessionCounts.tool
         let o: JSONObject = [
@@ -180,8 +200,8 @@ extension Broker {
             "protocol": .int(SharebrokerVersion.protocolVersion),
             "connections": .int(connections.count),
             "apps": .int(registry.apps.count),
-            "subscribers": .int(0),
-            "pendingEvents": .int(0),
+            "subscribers": .int(subscribers.count),
+            "pendingEvents": .int(store?.pendingCount ?? 0),
             "pendingShares": .int(0),
             "uptimeSeconds": .double((uptimeSeconds * 1000).rounded() / 1000),
             "pid": .number(String(ProcessInfoLite.pid)),
@@ -195,6 +215,9 @@ extension Broker {
             "droppedSlowClients": .number(String(droppedSlowClients)),
             "manifestErrors": .int(registry.issues.filter(\.fatal).count),
             "maxMessage": .int(config.maxMessage),
+            "associationErrors": .int(associationErrors.count),
+            "store": storeStatus,
+            "launches": launchStatus,
             "openFileLimit": .int(openFileLimit),
         ]
         return .object(o)

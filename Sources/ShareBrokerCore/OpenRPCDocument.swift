@@ -8,10 +8,16 @@ let openRPCDocumentText = ####"""
     "title": "sharebroker",
     "version": "1",
     "description": "Local share-and-deep-link broker: JSON-RPC 2.0 over a Unix domain socket. See Protocol/PROTOCOL.md for framing, sessions and semantics.",
-    "license": { "name": "MIT" }
+    "license": {
+      "name": "MIT"
+    }
   },
   "servers": [
-    { "name": "default", "url": "unix:$XDG_RUNTIME_DIR/sharebroker.sock", "summary": "AF_UNIX stream socket; newline or Content-Length framing" }
+    {
+      "name": "default",
+      "url": "unix:$XDG_RUNTIME_DIR/sharebroker.sock",
+      "summary": "AF_UNIX stream socket; newline or Content-Length framing"
+    }
   ],
   "methods": [
     {
@@ -20,33 +26,108 @@ let openRPCDocumentText = ####"""
       "description": "Must come first: before hello only hello, rpc.discover and broker.status are allowed (-32001 otherwise). Apps and extensions name a registered bundle ID and give its token when the manifest sets one.",
       "paramStructure": "by-name",
       "params": [
-        { "name": "role", "required": true, "schema": { "type": "string", "enum": ["app", "extension", "tool"] } },
-        { "name": "bundleID", "required": false, "description": "Required for app and extension.", "schema": { "type": "string" } },
-        { "name": "token", "required": false, "schema": { "type": "string" } }
+        {
+          "name": "role",
+          "required": true,
+          "schema": {
+            "type": "string",
+            "enum": [
+              "app",
+              "extension",
+              "tool"
+            ]
+          }
+        },
+        {
+          "name": "bundleID",
+          "required": false,
+          "description": "Required for app and extension.",
+          "schema": {
+            "type": "string"
+          }
+        },
+        {
+          "name": "token",
+          "required": false,
+          "schema": {
+            "type": "string"
+          }
+        }
       ],
       "result": {
         "name": "session",
         "schema": {
           "type": "object",
-          "required": ["protocol", "broker", "session", "role"],
+          "required": [
+            "protocol",
+            "broker",
+            "session",
+            "role"
+          ],
           "properties": {
-            "protocol": { "type": "integer", "const": 1 },
-            "broker": { "type": "object", "properties": { "name": { "type": "string" }, "version": { "type": "string" } } },
-            "session": { "type": "integer" },
-            "role": { "type": "string" },
-            "bundleID": { "type": "string" }
+            "protocol": {
+              "type": "integer",
+              "const": 1
+            },
+            "broker": {
+              "type": "object",
+              "properties": {
+                "name": {
+                  "type": "string"
+                },
+                "version": {
+                  "type": "string"
+                }
+              }
+            },
+            "session": {
+              "type": "integer"
+            },
+            "role": {
+              "type": "string"
+            },
+            "bundleID": {
+              "type": "string"
+            }
           }
         }
       },
       "errors": [
-        { "code": -32001, "message": "Unauthorized: unknown bundle ID, wrong role or bad token" },
-        { "code": -32602, "message": "Invalid params: missing role or bundleID" }
+        {
+          "code": -32001,
+          "message": "Unauthorized: unknown bundle ID, wrong role or bad token"
+        },
+        {
+          "code": -32602,
+          "message": "Invalid params: missing role or bundleID"
+        }
       ],
       "examples": [
         {
           "name": "app hello",
-          "params": [ { "name": "role", "value": "app" }, { "name": "bundleID", "value": "com.mycompany.myapp" } ],
-          "result": { "name": "session", "value": { "protocol": 1, "broker": { "name": "sharebroker", "version": "0.1.0" }, "session": 16, "role": "app", "bundleID": "com.mycompany.myapp" } }
+          "params": [
+            {
+              "name": "role",
+              "value": "app"
+            },
+            {
+              "name": "bundleID",
+              "value": "com.mycompany.myapp"
+            }
+          ],
+          "result": {
+            "name": "session",
+            "value": {
+              "protocol": 1,
+              "broker": {
+                "name": "sharebroker",
+                "version": "0.1.0"
+              },
+              "session": 16,
+              "role": "app",
+              "bundleID": "com.mycompany.myapp"
+            }
+          }
         }
       ]
     },
@@ -55,7 +136,12 @@ let openRPCDocumentText = ####"""
       "summary": "This broker's OpenRPC document.",
       "paramStructure": "by-name",
       "params": [],
-      "result": { "name": "document", "schema": { "type": "object" } }
+      "result": {
+        "name": "document",
+        "schema": {
+          "type": "object"
+        }
+      }
     },
     {
       "name": "broker.status",
@@ -66,25 +152,71 @@ let openRPCDocumentText = ####"""
         "name": "status",
         "schema": {
           "type": "object",
-          "required": ["version", "connections", "apps", "subscribers", "pendingEvents", "pendingShares", "uptimeSeconds"],
+          "required": [
+            "version",
+            "connections",
+            "apps",
+            "subscribers",
+            "pendingEvents",
+            "pendingShares",
+            "uptimeSeconds"
+          ],
           "properties": {
-            "version": { "type": "string" },
-            "protocol": { "type": "integer" },
-            "connections": { "type": "integer", "description": "Every open connection." },
-            "apps": { "type": "integer", "description": "Registered apps." },
-            "subscribers": { "type": "integer" },
-            "pendingEvents": { "type": "integer", "description": "Events not yet acked, delivered or not." },
-            "pendingShares": { "type": "integer" },
-            "uptimeSeconds": { "type": "number" },
-            "pid": { "type": "integer" },
-            "socket": { "type": "string" },
-            "stateDirectory": { "type": "string" },
-            "sessions": { "type": "object", "description": "Open connections by role (anonymous: no hello yet)." },
-            "requests": { "type": "integer" },
-            "droppedSlowClients": { "type": "integer" },
-            "manifestErrors": { "type": "integer" },
-            "maxMessage": { "type": "integer" },
-            "openFileLimit": { "type": "integer" }
+            "version": {
+              "type": "string"
+            },
+            "protocol": {
+              "type": "integer"
+            },
+            "connections": {
+              "type": "integer",
+              "description": "Every open connection."
+            },
+            "apps": {
+              "type": "integer",
+              "description": "Registered apps."
+            },
+            "subscribers": {
+              "type": "integer"
+            },
+            "pendingEvents": {
+              "type": "integer",
+              "description": "Events not yet acked, delivered or not."
+            },
+            "pendingShares": {
+              "type": "integer"
+            },
+            "uptimeSeconds": {
+              "type": "number"
+            },
+            "pid": {
+              "type": "integer"
+            },
+            "socket": {
+              "type": "string"
+            },
+            "stateDirectory": {
+              "type": "string"
+            },
+            "sessions": {
+              "type": "object",
+              "description": "Open connections by role (anonymous: no hello yet)."
+            },
+            "requests": {
+              "type": "integer"
+            },
+            "droppedSlowClients": {
+              "type": "integer"
+            },
+            "manifestErrors": {
+              "type": "integer"
+            },
+            "maxMessage": {
+              "type": "integer"
+            },
+            "openFileLimit": {
+              "type": "integer"
+            }
           }
         }
       }
@@ -94,56 +226,439 @@ let openRPCDocumentText = ####"""
       "summary": "Registered apps, manifest errors and warnings, and conflicts.",
       "paramStructure": "by-name",
       "params": [],
-      "result": { "name": "apps", "schema": { "$ref": "#/components/schemas/AppsList" } },
-      "errors": [ { "code": -32001, "message": "Unauthorized: call 'hello' first" } ]
+      "result": {
+        "name": "apps",
+        "schema": {
+          "$ref": "#/components/schemas/AppsList"
+        }
+      },
+      "errors": [
+        {
+          "code": -32001,
+          "message": "Unauthorized: call 'hello' first"
+        }
+      ]
     },
     {
       "name": "apps.reload",
       "summary": "Re-read STATE/apps/*.json and STATE/associations/*.json (as SIGHUP does).",
       "paramStructure": "by-name",
       "params": [],
-      "result": { "name": "apps", "schema": { "$ref": "#/components/schemas/AppsList" } },
-      "errors": [ { "code": -32001, "message": "Unauthorized: call 'hello' first" } ]
+      "result": {
+        "name": "apps",
+        "schema": {
+          "$ref": "#/components/schemas/AppsList"
+        }
+      },
+      "errors": [
+        {
+          "code": -32001,
+          "message": "Unauthorized: call 'hello' first"
+        }
+      ]
+    },
+    {
+      "name": "url.open",
+      "summary": "Open a URL: route it to the app that handles it and queue a durable event for that app.",
+      "description": "For a scheme other than http/https: the app registering the scheme, else the fallback. For https: a universal link, else a browser (an app registering https), else the fallback; http skips the universal-link step. The event is durable before the answer.",
+      "paramStructure": "by-name",
+      "params": [
+        {
+          "name": "url",
+          "required": true,
+          "schema": {
+            "type": "string",
+            "format": "uri"
+          }
+        },
+        {
+          "name": "fallback",
+          "required": false,
+          "description": "Opened instead when nothing handles url (routed the same way).",
+          "schema": {
+            "type": "string",
+            "format": "uri"
+          }
+        }
+      ],
+      "result": {
+        "name": "opened",
+        "schema": {
+          "type": "object",
+          "required": [
+            "app",
+            "via",
+            "eventID",
+            "delivered",
+            "queued"
+          ],
+          "properties": {
+            "app": {
+              "type": "string"
+            },
+            "via": {
+              "type": "string",
+              "enum": [
+                "scheme",
+                "universalLink",
+                "browser",
+                "fallback"
+              ]
+            },
+            "eventID": {
+              "type": "string"
+            },
+            "delivered": {
+              "type": "boolean",
+              "description": "A live subscriber was sent the event."
+            },
+            "queued": {
+              "type": "boolean",
+              "description": "No live subscriber: the event waits (and the app is launched if it has a launch command)."
+            },
+            "kind": {
+              "type": "string",
+              "enum": [
+                "openURL",
+                "continueUserActivity"
+              ]
+            }
+          }
+        }
+      },
+      "errors": [
+        {
+          "code": -32602,
+          "message": "Invalid params: invalid URL or fallback"
+        },
+        {
+          "code": -32004,
+          "message": "No handler for the URL"
+        },
+        {
+          "code": -32005,
+          "message": "Storage failure"
+        },
+        {
+          "code": -32001,
+          "message": "Unauthorized: call 'hello' first"
+        }
+      ]
+    },
+    {
+      "name": "url.canOpen",
+      "summary": "Whether a URL would open, and where.",
+      "paramStructure": "by-name",
+      "params": [
+        {
+          "name": "url",
+          "required": true,
+          "schema": {
+            "type": "string",
+            "format": "uri"
+          }
+        }
+      ],
+      "result": {
+        "name": "answer",
+        "schema": {
+          "type": "object",
+          "required": [
+            "canOpen"
+          ],
+          "properties": {
+            "canOpen": {
+              "type": "boolean"
+            },
+            "app": {
+              "type": "string"
+            },
+            "via": {
+              "type": "string"
+            }
+          }
+        }
+      },
+      "errors": [
+        {
+          "code": -32602,
+          "message": "Invalid params: invalid URL"
+        }
+      ]
+    },
+    {
+      "name": "url.explain",
+      "summary": "The routing decision for a URL, step by step (which apps claim the scheme or domain, which association document and pattern matched or excluded).",
+      "paramStructure": "by-name",
+      "params": [
+        {
+          "name": "url",
+          "required": true,
+          "schema": {
+            "type": "string",
+            "format": "uri"
+          }
+        },
+        {
+          "name": "fallback",
+          "required": false,
+          "description": "Opened instead when nothing handles url (routed the same way).",
+          "schema": {
+            "type": "string",
+            "format": "uri"
+          }
+        }
+      ],
+      "result": {
+        "name": "explanation",
+        "schema": {
+          "type": "object",
+          "properties": {
+            "url": {
+              "type": "string"
+            },
+            "fallback": {
+              "type": "string"
+            },
+            "steps": {
+              "type": "array",
+              "items": {
+                "type": "string"
+              }
+            },
+            "decision": {
+              "type": "object"
+            }
+          }
+        }
+      }
+    },
+    {
+      "name": "app.subscribe",
+      "summary": "Receive this app's events: pending ones now (oldest first), new ones as they come, as app.event notifications.",
+      "description": "One subscriber per app: a new subscription takes over and receives what the old one had not acked; the old one receives no more events (its acks still count).",
+      "paramStructure": "by-name",
+      "params": [],
+      "result": {
+        "name": "subscribed",
+        "schema": {
+          "type": "object",
+          "required": [
+            "pending"
+          ],
+          "properties": {
+            "pending": {
+              "type": "integer"
+            }
+          }
+        }
+      },
+      "errors": [
+        {
+          "code": -32001,
+          "message": "Unauthorized: role app only"
+        }
+      ]
+    },
+    {
+      "name": "app.ack",
+      "summary": "Remove delivered events; durable before the answer. Ids not held for the caller count 0.",
+      "paramStructure": "by-name",
+      "params": [
+        {
+          "name": "ids",
+          "required": true,
+          "schema": {
+            "type": "array",
+            "items": {
+              "type": "string"
+            }
+          }
+        }
+      ],
+      "result": {
+        "name": "acked",
+        "schema": {
+          "type": "object",
+          "required": [
+            "acked"
+          ],
+          "properties": {
+            "acked": {
+              "type": "integer"
+            }
+          }
+        }
+      },
+      "errors": [
+        {
+          "code": -32001,
+          "message": "Unauthorized: role app only"
+        },
+        {
+          "code": -32602,
+          "message": "Invalid params: ids"
+        },
+        {
+          "code": -32005,
+          "message": "Storage failure"
+        }
+      ]
     }
   ],
   "components": {
     "schemas": {
       "AppsList": {
         "type": "object",
-        "required": ["apps"],
+        "required": [
+          "apps"
+        ],
         "properties": {
-          "apps": { "type": "array", "items": { "$ref": "#/components/schemas/App" } },
-          "errors": { "type": "array", "items": { "$ref": "#/components/schemas/ManifestIssue" }, "description": "Manifests rejected (file, field, message)." },
-          "warnings": { "type": "array", "items": { "$ref": "#/components/schemas/ManifestIssue" } },
-          "conflicts": { "type": "array", "items": { "type": "object" }, "description": "URL schemes claimed by several apps, with the winner." }
+          "apps": {
+            "type": "array",
+            "items": {
+              "$ref": "#/components/schemas/App"
+            }
+          },
+          "errors": {
+            "type": "array",
+            "items": {
+              "$ref": "#/components/schemas/ManifestIssue"
+            },
+            "description": "Manifests rejected (file, field, message)."
+          },
+          "warnings": {
+            "type": "array",
+            "items": {
+              "$ref": "#/components/schemas/ManifestIssue"
+            }
+          },
+          "conflicts": {
+            "type": "array",
+            "items": {
+              "type": "object"
+            },
+            "description": "URL schemes claimed by several apps, with the winner."
+          }
         }
       },
       "App": {
         "type": "object",
-        "required": ["bundleID", "name", "urlSchemes", "associatedDomains", "appGroups", "extensions"],
+        "required": [
+          "bundleID",
+          "name",
+          "urlSchemes",
+          "associatedDomains",
+          "appGroups",
+          "extensions"
+        ],
         "properties": {
-          "bundleID": { "type": "string" },
-          "teamID": { "type": "string" },
-          "name": { "type": "string" },
-          "urlSchemes": { "type": "array", "items": { "type": "string" } },
-          "associatedDomains": { "type": "array", "items": { "type": "string" } },
-          "appGroups": { "type": "array", "items": { "type": "string" } },
-          "launch": { "type": "array", "items": { "type": "string" } },
-          "hasToken": { "type": "boolean", "description": "Tokens are never shown." },
-          "extensions": { "type": "array", "items": { "type": "object" } },
-          "file": { "type": "string" }
+          "bundleID": {
+            "type": "string"
+          },
+          "teamID": {
+            "type": "string"
+          },
+          "name": {
+            "type": "string"
+          },
+          "urlSchemes": {
+            "type": "array",
+            "items": {
+              "type": "string"
+            }
+          },
+          "associatedDomains": {
+            "type": "array",
+            "items": {
+              "type": "string"
+            }
+          },
+          "appGroups": {
+            "type": "array",
+            "items": {
+              "type": "string"
+            }
+          },
+          "launch": {
+            "type": "array",
+            "items": {
+              "type": "string"
+            }
+          },
+          "hasToken": {
+            "type": "boolean",
+            "description": "Tokens are never shown."
+          },
+          "extensions": {
+            "type": "array",
+            "items": {
+              "type": "object"
+            }
+          },
+          "file": {
+            "type": "string"
+          }
         }
       },
       "ManifestIssue": {
         "type": "object",
         "properties": {
-          "file": { "type": "string" },
-          "field": { "type": "string" },
-          "message": { "type": "string" },
-          "fatal": { "type": "boolean" }
+          "file": {
+            "type": "string"
+          },
+          "field": {
+            "type": "string"
+          },
+          "message": {
+            "type": "string"
+          },
+          "fatal": {
+            "type": "boolean"
+          }
         }
       }
     }
-  }
+  },
+  "x-notifications": [
+    {
+      "name": "app.event",
+      "description": "Sent to an app's subscriber. params: {id, kind, ...}: kind openURL carries url and sourceApp (the bundle ID of the session that opened it, when it had one); kind continueUserActivity carries activityType NSUserActivityTypeBrowsingWeb and webpageURL. Every event also carries via.",
+      "params": {
+        "type": "object",
+        "required": [
+          "id",
+          "kind"
+        ],
+        "properties": {
+          "id": {
+            "type": "string"
+          },
+          "kind": {
+            "type": "string",
+            "enum": [
+              "openURL",
+              "continueUserActivity"
+            ]
+          },
+          "url": {
+            "type": "string"
+          },
+          "sourceApp": {
+            "type": "string"
+          },
+          "activityType": {
+            "type": "string"
+          },
+          "webpageURL": {
+            "type": "string"
+          },
+          "via": {
+            "type": "string"
+          }
+        }
+      }
+    }
+  ]
 }
 """####

@@ -94,7 +94,8 @@ public struct Framer: Sendable {
             case .newline:
                 let rest = UnsafeRawBufferPointer(rebasing: buf[pos...])
                 guard let base = rest.baseAddress, let hit = memchr(base, 0x0A, rest.count) else {
-                    if rest.count > maxMessage { throw .tooLarge(limit: maxMessage) }
+                    // One byte more may be the '\r' of a CRLF ending, which is not part of the body.
+                    if rest.count > maxMessage + 1 { throw .tooLarge(limit: maxMessage) }
                     return pos
                 }
                 let len = base.distance(to: UnsafeRawPointer(hit))

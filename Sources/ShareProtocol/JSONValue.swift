@@ -115,7 +115,8 @@ extension JSONValue {
     public var objectValue: JSONObject? { if case .object(let o) = self { return o } else { return nil } }
     /// True for `null`.
     public var isNull: Bool { if case .null = self { return true } else { return false } }
-    /// The number as an integer when it is one exactly (`3`, `3.0`, `3e2`), within `Int`'s range.
+    /// The number as an integer when it is one exactly: integer lexemes within `Int`'s range, and
+    /// float forms (`3.0`, `3e2`) below 9e15 in magnitude, where a Double is still exact.
     public var intValue: Int? {
         guard case .number(let text) = self else { return nil }
         if let i = Int(text) { return i }

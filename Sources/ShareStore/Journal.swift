@@ -54,6 +54,16 @@ public struct JournalRecord {
     public var payload: UnsafeRawBufferPointer
 }
 
+/// Where a test may inject a failure into the journal (a store seam for full-disk tests).
+public enum JournalFaultPoint: Sendable {
+    /// Reserving space for an append (a full disk shows here first).
+    case reserve
+    /// Writing a batch at commit.
+    case write
+    /// fdatasync at commit.
+    case sync
+}
+
 /// Record layout (little endian): magic "\xA5S" (2 bytes), type (1), flags (1, zero),
 /// payload length (4), CRC-32C (4) of bytes 2..<8 followed by the payload, then the payload.
 public final class Journal {
@@ -80,6 +90,8 @@ public final class Journal {
     var pending: [UInt8] = []
     /// Records appended since the journal was opened (lets callers tell whether a call wrote).
     public private(set) var appendCount: UInt64 = 0
+    /// Test seam: returns an errno to fail the given step with, or nil to proceed.
+    public var faultInjector: (@Sendable (JournalFaultPoint) -> Int32?)? = nil
     /// Called when a new segment is started, to write its first record (e.g. a sequence high-water mark).
     public var onNewSegment: ((Journal) -> Void)? = nil
 
@@ -226,7 +238,7 @@ public final class Journal {
         let needed = activeSize + pending.count
         if needed > reservedEnd {
             let want = max(needed - reservedEnd, reserveChunk)
-            let r = sb_preallocate(activeFD, Int64(reservedEnd), Int64(want))
+            let r = faultInjector?(.reserve) ?? sb_preallocate(activeFD, Int64(reservedEnd), Int64(want))
             if r != 0 {
                 pending.removeSubrange(start...)
                 throw StoreError("cannot reserve space in \(path(of: activeSegment))", SystemError("fallocate", errno: r))
@@ -244,8 +256,10 @@ public final class Journal {
     public func commit() throws(StoreError) {
         guard !pending.isEmpty else { return }
         let before = activeSize
-        do {
+        do throws(SystemError) {
+            if let e = faultInjector?(.write) { throw SystemError("write", errno: e) }
             try FD.writeAll(activeFD, pending)
+            if let e = faultInjector?(.sync) { throw SystemError("fdatasync", errno: e) }
             _ = try retrying("fdatasync") { sb_datasync(activeFD) }
         } catch {
             _ = ftruncate(activeFD, off_t(before))

@@ -1,0 +1,298 @@
+// URL routing and durable event delivery: url.open / url.canOpen / url.explain, app.subscribe,
+// app.ack, the delivery of events after each commit, and launching apps on demand.
+
+#if canImport(Glibc)
+    @preconcurrency import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+import CShareSystem
+import ShareProtocol
+import ShareRouting
+import ShareStore
+import ShareSystem
+
+/// Launch-on-demand bookkeeping for one app.
+struct LaunchState {
+    /// The child's pid while it runs (nil: not running).
+    var pid: Int32?
+    /// When it was started (monotonic ns).
+    var startedAt: UInt64 = 0
+    /// Consecutive launches that failed or exited without subscribing.
+    var failures = 0
+    /// When to try again (monotonic ns), if a retry is scheduled.
+    var retryAt: UInt64? = nil
+    /// Launches made.
+    var launches = 0
+}
+
+extension Broker {
+    /// Methods of routing and delivery, added to the method table.
+    static func eventMethods() -> [MethodSpec] {
+        [
+            MethodSpec("url.open") { b, c, p throws(RPCError) in try b.urlOpen(c, p) },
+            MethodSpec("url.canOpen") { b, _, p throws(RPCError) in try b.urlCanOpen(p) },
+            MethodSpec("url.explain") { b, _, p throws(RPCError) in try b.urlExplain(p) },
+            MethodSpec("app.subscribe", roles: [.app]) { b, c, _ throws(RPCError) in try b.appSubscribe(c) },
+            MethodSpec("app.ack", roles: [.app]) { b, c, p throws(RPCError) in try b.appAck(c, p) },
+        ]
+    }
+
+    /// Opens the event store; when it cannot be opened the broker still runs and writes answer -32005.
+    func openStore() {
+        do {
+            let s = try EventStore(directory: config.stateDirectory + "/queues", segmentLimit: config.journalSegmentLimit)
+            store = s
+            let r = s.recovery
+            log.log(
+                .info,
+                "event queues recovered: \(s.pendingCount) pending events from \(r.records) records in \(r.segments) segments"
+                    + (r.quarantined > 0 ? ", \(r.quarantined) damaged records quarantined" : "")
+                    + (r.truncatedBytes > 0 ? ", torn tail of \(r.truncatedBytes) bytes truncated" : ""))
+            for note in r.notes { log.log(.warning, "recovery: \(note)") }
+            if let inject = config.storeFaults { s.journal.faultInjector = inject }
+        } catch {
+            storeOpenError = error.message
+            log.log(.error, "cannot open the event queues: \(error.message); url.open and app.ack will fail with -32005")
+        }
+    }
+
+    func requireStore() throws(RPCError) -> EventStore {
+        guard let store else {
+            throw RPCError(.storageFailure, "Storage failure: \(storeOpenError ?? "the event store is not available"); nothing was stored")
+        }
+        return store
+    }
+
+    // MARK: url.*
+
+    func decisionError(_ d: RouteDecision) -> RPCError {
+        let message = d.errorMessage ?? "cannot route"
+        if d.errorCode == ErrorCode.noHandler.rawValue { return RPCError(.noHandler, message) }
+        return RPCError(.invalidParams, "Invalid params: \(message)")
+    }
+
+    func urlOpen(_ conn: Connection, _ p: Params) throws(RPCError) -> JSONValue {
+        let url = try p.string("url")
+        let fallback = try p.optionalString("fallback")
+        let decision = router.resolve(url, fallback: fallback)
+        guard case .routed(let app, let via, let kind, let openedURL) = decision else { throw decisionError(decision) }
+        var fields: JSONObject = ["kind": .string(kind.rawValue)]
+        switch kind {
+        case .openURL:
+            fields["url"] = .string(openedURL)
+        case .continueUserActivity:
+            fields["activityType"] = "NSUserActivityTypeBrowsingWeb"
+            fields["webpageURL"] = .string(openedURL)
+        }
+        if let source = conn.bundleID { fields["sourceApp"] = .string(source) }
+        fields["via"] = .string(via.rawValue)
+        let store = try requireStore()
+        let event: StoredEvent
+        do { event = try store.enqueue(app: app, fields: fields) } catch {
+            throw RPCError(.storageFailure, "Storage failure: \(error.message); nothing was stored")
+        }
+        turnEvents.append(event)
+        let live = subscribers[app] != nil
+        if !live { launchIfNeeded(app) }
+        if log.enabled(.debug) {
+            log.log(.debug, "url.open \(url) → \(app) via \(via.rawValue) as \(event.id) (\(live ? "delivering" : "queued"))", connection: conn.id)
+        }
+        return [
+            "app": .string(app), "via": .string(via.rawValue), "eventID": .string(event.id), "delivered": .bool(live),
+            "queued": .bool(!live), "kind": .string(kind.rawValue),
+        ]
+    }
+
+    func urlCanOpen(_ p: Params) throws(RPCError) -> JSONValue {
+        let url = try p.string("url")
+        do { return try router.canOpen(url).json } catch { throw RPCError(.invalidParams, "Invalid params: \(error.message)") }
+    }
+
+    func urlExplain(_ p: Params) throws(RPCError) -> JSONValue {
+        let url = try p.string("url")
+        let fallback = try p.optionalString("fallback")
+        return router.explain(url, fallback: fallback).json
+    }
+
+    // MARK: app.*
+
+    func appSubscribe(_ conn: Connection) throws(RPCError) -> JSONValue {
+        guard let app = conn.bundleID else { throw RPCError(.unauthorized, "Unauthorized: app.subscribe needs an app session") }
+        if let old = subscribers[app], old !== conn {
+            old.subscribedApp = nil
+            log.log(.info, "\(app): subscription taken over by connection \(conn.id)", connection: old.id)
+        }
+        subscribers[app] = conn
+        conn.subscribedApp = app
+        if var l = launches[app] {  // the launched app arrived
+            l.failures = 0
+            l.retryAt = nil
+            launches[app] = l
+        }
+        // Events queued this turn are delivered after the commit; the rest now, after the reply.
+        let fresh = Set(turnEvents.filter { $0.app == app }.map(\.id))
+        let backlog = (store?.pending(for: app) ?? []).filter { !fresh.contains($0.id) }
+        afterReply.append { [unowned self] in
+            guard self.subscribers[app] === conn else { return }
+            for e in backlog { self.sendEvent(e, to: conn) }
+        }
+        log.log(.debug, "\(app) subscribed with \(backlog.count + fresh.count) pending events", connection: conn.id)
+        return ["pending": .int(backlog.count + fresh.count)]
+    }
+
+    func appAck(_ conn: Connection, _ p: Params) throws(RPCError) -> JSONValue {
+        guard let app = conn.bundleID else { throw RPCError(.unauthorized, "Unauthorized: app.ack needs an app session") }
+        guard let raw = p["ids"] else { throw .invalidParams("Invalid params: 'ids' is required (an array of event ids)") }
+        guard case .array(let items) = raw else {
+            throw .invalidParams("Invalid params: 'ids' must be an array of event ids, got \(raw.typeName)")
+        }
+        var ids: [String] = []
+        for (i, item) in items.enumerated() {
+            guard case .string(let s) = item else {
+                throw .invalidParams("Invalid params: 'ids[\(i)]' must be a string, got \(item.typeName)")
+            }
+            ids.append(s)
+        }
+        let store = try requireStore()
+        let removed: [String]
+        do { removed = try store.ack(app: app, ids: ids) } catch {
+            throw RPCError(.storageFailure, "Storage failure: \(error.message); nothing was stored")
+        }
+        return ["acked": .int(removed.count)]
+    }
+
+    func sendEvent(_ e: StoredEvent, to conn: Connection) {
+        conn.emit { out in RPCCodec.writeRequest(id: nil, method: "app.event", params: .object(e.body), to: &out) }
+        markDirty(conn)
+    }
+
+    /// After a successful commit: send this turn's events to the live subscribers.
+    func deliverTurnEvents() {
+        guard !turnEvents.isEmpty else { return }
+        let list = turnEvents
+        turnEvents.removeAll(keepingCapacity: true)
+        for e in list {
+            if let conn = subscribers[e.app], connections[conn.id] != nil {
+                sendEvent(e, to: conn)
+            }
+        }
+    }
+
+    func subscriberGone(_ conn: Connection) {
+        if let app = conn.subscribedApp, subscribers[app] === conn { subscribers[app] = nil }
+    }
+
+    // MARK: Launch on demand
+
+    /// Starts the app's `launch` command unless it is running or waiting for a retry.
+    func launchIfNeeded(_ app: String) {
+        guard let manifest = registry.app(app), let argv = manifest.launch, !argv.isEmpty else { return }
+        var state = launches[app] ?? LaunchState()
+        if state.pid != nil { return }  // starting: not again
+        if let retry = state.retryAt, retry > Clock.monotonicNanos() { return }  // backing off
+        state.retryAt = nil
+        state.launches += 1
+        let pid = spawn(argv, app: app)
+        if pid > 0 {
+            state.pid = pid
+            state.startedAt = Clock.monotonicNanos()
+            log.log(.info, "launched \(app) (pid \(pid)): \(argv.joined(separator: " "))")
+        } else {
+            state.failures += 1
+            state.retryAt = Clock.monotonicNanos() + backoff(state.failures)
+            log.log(
+                .warning,
+                "cannot launch \(app): \(argv[0]): \(String(cString: strerror(-pid))); retrying in \(backoff(state.failures) / 1_000_000_000) s")
+        }
+        launches[app] = state
+    }
+
+    func backoff(_ failures: Int) -> UInt64 {
+        let seconds = min(60.0, config.launchRetryBase * Double(1 << min(failures - 1, 10)))
+        return UInt64(seconds * 1e9)
+    }
+
+    /// Spawns a detached child (new session, stdin/stdout on /dev/null, stderr to STATE/logs/APP.log)
+    /// with SHAREBROKER_SOCKET and SHAREBROKER_BUNDLE_ID set. Returns the pid or -errno.
+    func spawn(_ argv: [String], app: String) -> Int32 {
+        try? DefaultPaths.makeDirectories(config.stateDirectory + "/logs")
+        let logPath = config.stateDirectory + "/logs/\(app).log"
+        let errFD = open(logPath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        defer { if errFD >= 0 { FD.close(errFD) } }
+        var env: [String] = []
+        var e = environ
+        while let p = e.pointee {
+            let s = String(cString: p)
+            if !s.hasPrefix("SHAREBROKER_SOCKET=") && !s.hasPrefix("SHAREBROKER_BUNDLE_ID=") { env.append(s) }
+            e += 1
+        }
+        env.append("SHAREBROKER_SOCKET=\(config.socketPath)")
+        env.append("SHAREBROKER_BUNDLE_ID=\(app)")
+        let cArgs = argv.map { strdup($0) } + [nil]
+        let cEnv = env.map { strdup($0) } + [nil]
+        defer {
+            for p in cArgs { free(p) }
+            for p in cEnv { free(p) }
+        }
+        let pid = cArgs.map { UnsafePointer($0) }.withUnsafeBufferPointer { a in
+            cEnv.map { UnsafePointer($0) }.withUnsafeBufferPointer { en in
+                sb_spawn_detached(a.baseAddress, en.baseAddress, errFD)
+            }
+        }
+        return pid > 0 ? pid : -currentErrno()
+    }
+
+    /// Milliseconds until the next timer (launch retries, reaping launched children); -1 when none.
+    func nextTimerMillis() -> Int32 {
+        var next: UInt64? = nil
+        for (_, l) in launches {
+            if l.pid != nil { next = min(next ?? .max, Clock.monotonicNanos() + 200_000_000) }
+            if let r = l.retryAt { next = min(next ?? .max, r) }
+        }
+        guard let next else { return -1 }
+        let now = Clock.monotonicNanos()
+        return next <= now ? 0 : Int32(min(60_000, (next - now) / 1_000_000 + 1))
+    }
+
+    /// Reaps launched children that exited and retries launches whose backoff has passed.
+    func runTimers() {
+        guard !launches.isEmpty else { return }
+        let now = Clock.monotonicNanos()
+        for (app, var l) in launches {
+            if let pid = l.pid {
+                var status: Int32 = 0
+                let r = waitpid(pid, &status, WNOHANG)
+                if r == pid || (r < 0 && currentErrno() == ECHILD) {
+                    l.pid = nil
+                    let subscribed = subscribers[app] != nil
+                    let code = (status & 0x7f) == 0 ? "exit status \((status >> 8) & 0xff)" : "signal \(status & 0x7f)"
+                    if subscribed {
+                        log.log(.info, "\(app) (pid \(pid)) exited (\(code))")
+                    } else if (store?.pendingCount(for: app) ?? 0) > 0 {
+                        l.failures += 1
+                        l.retryAt = now + backoff(l.failures)
+                        log.log(
+                            .warning,
+                            "\(app) (pid \(pid)) exited (\(code)) without subscribing; \(store?.pendingCount(for: app) ?? 0) events wait; "
+                                + "retrying in \(Double(backoff(l.failures)) / 1e9) s")
+                    }
+                }
+            }
+            if l.pid == nil, let r = l.retryAt, r <= now {
+                launches[app] = l
+                if subscribers[app] == nil && (store?.pendingCount(for: app) ?? 0) > 0 {
+                    launchIfNeeded(app)
+                } else {
+                    launches[app]?.retryAt = nil
+                }
+                continue
+            }
+            if l.pid == nil && l.retryAt == nil && l.failures == 0 {
+                launches[app] = nil
+            } else {
+                launches[app] = l
+            }
+        }
+    }
+}

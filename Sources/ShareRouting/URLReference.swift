@@ -1,0 +1,382 @@
+// URLReference: strict RFC 3986 parsing of absolute URLs, without Foundation's URL (no lenient
+// fix-ups, no normalization). Keeps the text as written and splits it into its components;
+// every rejection says exactly what is wrong and where.
+
+/// Why a string is not a URL. `message` is the full text the broker sends with -32602.
+public struct URLParseError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The string that was given, unchanged.
+    public var input: String
+    /// What is wrong, e.g. "space at position 3 must be percent-encoded".
+    public var reason: String
+    /// 0-based position (in Unicode scalars) of the offending character, when there is one.
+    public var position: Int?
+
+    /// Creates an error.
+    public init(input: String, reason: String, position: Int? = nil) {
+        self.input = input
+        self.reason = reason
+        self.position = position
+    }
+
+    /// "invalid URL 'INPUT': REASON" (control characters in INPUT shown escaped, long input shortened).
+    public var message: String { "invalid URL '\(URLParseError.display(input))': \(reason)" }
+    /// Same as `message`.
+    public var description: String { message }
+
+    /// The input as it is safe to show on one line: control characters escaped, at most 200 scalars.
+    static func display(_ s: String) -> String {
+        var out = ""
+        var n = 0
+        for u in s.unicodeScalars {
+            n += 1
+            if n > 200 {
+                out += "…"
+                break
+            }
+            switch u.value {
+            case 0x0A: out += "\\n"
+            case 0x0D: out += "\\r"
+            case 0x09: out += "\\t"
+            case 0..<0x20, 0x7F: out += "\\u{\(String(u.value, radix: 16, uppercase: true))}"
+            default: out.unicodeScalars.append(u)
+            }
+        }
+        return out
+    }
+}
+
+/// An absolute URL (RFC 3986 `URI`: `scheme ":" hier-part [ "?" query ] [ "#" fragment ]`), parsed strictly.
+///
+/// Every component is kept exactly as written (still percent-encoded); only `normalizedScheme` and
+/// `host` are lowercased, for matching. Parsing rejects what RFC 3986 does not allow raw (spaces,
+/// control characters, non-ASCII, `"<>\^`{|}`, malformed `%XX`), a missing or invalid scheme, an
+/// invalid port, and `http`/`https` URLs without a host.
+public struct URLReference: Sendable, Equatable, Hashable, CustomStringConvertible {
+    /// The string as given, unchanged.
+    public let original: String
+    /// The scheme as written (e.g. `DeepLinkingDemo`).
+    public let scheme: String
+    /// The scheme lowercased (schemes compare case-insensitively, RFC 3986 §3.1).
+    public let normalizedScheme: String
+    /// The authority as written (`userinfo@host:port`), nil when the URL has no `//`.
+    public let authority: String?
+    /// The userinfo as written (before `@`), if any.
+    public let userinfo: String?
+    /// The host lowercased (ASCII), for matching; nil without an authority. May be empty (`file:///x`).
+    public let host: String?
+    /// The host exactly as written.
+    public let originalHost: String?
+    /// The port, when one is written and not empty (`http://h:/` has none).
+    public let port: Int?
+    /// The path as written (percent-encoded); may be empty.
+    public let path: String
+    /// The query as written (without `?`); nil when there is no `?`, empty for a bare `?`.
+    public let query: String?
+    /// The fragment as written (without `#`); nil when there is no `#`, empty for a bare `#`.
+    public let fragment: String?
+
+    /// The original string.
+    public var description: String { original }
+
+    /// True for `http` and `https`.
+    public var isWeb: Bool { normalizedScheme == "http" || normalizedScheme == "https" }
+
+    /// The port, or the scheme's default (80 for http, 443 for https), or nil.
+    public var effectivePort: Int? {
+        if let port { return port }
+        switch normalizedScheme {
+        case "http": return 80
+        case "https": return 443
+        default: return nil
+        }
+    }
+
+    /// The query split into items at `&`, each at its first `=` (raw, still percent-encoded;
+    /// `value` is nil for an item without `=`). Empty pieces (`a&&b`) are skipped.
+    public var queryItems: [(name: String, value: String?)] {
+        guard let query, !query.isEmpty else { return [] }
+        var items: [(name: String, value: String?)] = []
+        for piece in query.split(separator: "&", omittingEmptySubsequences: true) {
+            if let eq = piece.firstIndex(of: "=") {
+                items.append((String(piece[..<eq]), String(piece[piece.index(after: eq)...])))
+            } else {
+                items.append((String(piece), nil))
+            }
+        }
+        return items
+    }
+
+    /// Parses `text` as an absolute URL.
+    public init(parsing text: String) throws(URLParseError) {
+        original = text
+        func fail(_ reason: String, at position: Int? = nil) -> URLParseError {
+            URLParseError(input: text, reason: reason, position: position)
+        }
+        if text.isEmpty { throw fail("the URL is empty") }
+
+        // Pass 1: every character must be one RFC 3986 allows raw, and every '%' must start '%XX'.
+        let scalars = Array(text.unicodeScalars)
+        var i = 0
+        while i < scalars.count {
+            let u = scalars[i]
+            let v = u.value
+            if v == 0x20 { throw fail("space at position \(i) must be percent-encoded (%20)", at: i) }
+            if v < 0x20 || v == 0x7F {
+                let hex = String(v, radix: 16, uppercase: true)
+                throw fail(
+                    "control character U+\(String(repeating: "0", count: max(0, 4 - hex.count)))\(hex) at position \(i) must be percent-encoded",
+                    at: i)
+            }
+            if v > 0x7F {
+                let encoded = String(u).utf8.map { "%" + URLReference.hex2($0) }.joined()
+                throw fail("non-ASCII character '\(u)' at position \(i) must be percent-encoded (\(encoded))", at: i)
+            }
+            let c = UInt8(v)
+            if c == UInt8(ascii: "%") {
+                let ok =
+                    i + 2 < scalars.count && URLReference.isHex(scalars[i + 1]) && URLReference.isHex(scalars[i + 2])
+                if !ok {
+                    let shown = String(String.UnicodeScalarView(scalars[i..<min(i + 3, scalars.count)]))
+                    throw fail(
+                        "invalid percent-escape '\(shown)' at position \(i) ('%' must be followed by two hex digits; write '%25' for a literal '%')",
+                        at: i)
+                }
+                i += 3
+                continue
+            }
+            if !URLReference.allowedRaw(c) {
+                throw fail("character '\(u)' at position \(i) is not allowed in a URL and must be percent-encoded (%\(URLReference.hex2(c)))", at: i)
+            }
+            i += 1
+        }
+
+        // From here on the text is ASCII: work on bytes.
+        let b = Array(text.utf8)
+        let n = b.count
+
+        // Scheme: everything before the first ':' that comes before any '/', '?', '#'.
+        var colon: Int? = nil
+        for (k, c) in b.enumerated() {
+            if c == UInt8(ascii: ":") {
+                colon = k
+                break
+            }
+            if c == UInt8(ascii: "/") || c == UInt8(ascii: "?") || c == UInt8(ascii: "#") { break }
+        }
+        guard let colon else { throw fail("missing scheme (expected SCHEME:..., e.g. 'https://example.com/' or 'myapp://open')") }
+        if colon == 0 { throw fail("missing scheme before ':'", at: 0) }
+        let schemeText = String(decoding: b[0..<colon], as: UTF8.self)
+        if !URLScheme.isValid(schemeText) {
+            throw fail("invalid scheme '\(schemeText)' (a letter, then letters, digits, '+', '-' or '.')", at: 0)
+        }
+        scheme = schemeText
+        normalizedScheme = URLScheme.normalize(schemeText)
+
+        // Split off fragment and query (the first '#' ends everything; the first '?' before it starts the query).
+        var p = colon + 1
+        var hierEnd = n
+        var queryStart: Int? = nil
+        var fragmentStart: Int? = nil
+        for k in p..<n {
+            if b[k] == UInt8(ascii: "#") {
+                fragmentStart = k + 1
+                if hierEnd == n { hierEnd = k }
+                break
+            }
+            if b[k] == UInt8(ascii: "?"), queryStart == nil {
+                queryStart = k + 1
+                hierEnd = k
+            }
+        }
+        let queryEnd = fragmentStart.map { $0 - 1 } ?? n
+        if let qs = queryStart {
+            for k in qs..<queryEnd where !URLReference.isQueryOrFragmentChar(b[k]) {
+                throw fail("'\(URLReference.char(b[k]))' at position \(k) is not allowed in the query and must be percent-encoded (%\(URLReference.hex2(b[k])))", at: k)
+            }
+            query = String(decoding: b[qs..<queryEnd], as: UTF8.self)
+        } else {
+            query = nil
+        }
+        if let fs = fragmentStart {
+            for k in fs..<n where !URLReference.isQueryOrFragmentChar(b[k]) {
+                throw fail("'\(URLReference.char(b[k]))' at position \(k) is not allowed in the fragment and must be percent-encoded (%\(URLReference.hex2(b[k])))", at: k)
+            }
+            fragment = String(decoding: b[fs..<n], as: UTF8.self)
+        } else {
+            fragment = nil
+        }
+
+        // Authority.
+        if hierEnd - p >= 2, b[p] == UInt8(ascii: "/"), b[p + 1] == UInt8(ascii: "/") {
+            let aStart = p + 2
+            var aEnd = aStart
+            while aEnd < hierEnd, b[aEnd] != UInt8(ascii: "/") { aEnd += 1 }
+            authority = String(decoding: b[aStart..<aEnd], as: UTF8.self)
+            var hostStart = aStart
+            var ui: String? = nil
+            if let at = b[aStart..<aEnd].lastIndex(of: UInt8(ascii: "@")) {
+                if let first = b[aStart..<at].firstIndex(of: UInt8(ascii: "@")) {
+                    throw fail("'@' at position \(first) in the authority must be percent-encoded (%40)", at: first)
+                }
+                for k in aStart..<at where !(URLReference.isUnreservedOrSubDelim(b[k]) || b[k] == UInt8(ascii: ":") || b[k] == UInt8(ascii: "%")) {
+                    throw fail("'\(URLReference.char(b[k]))' at position \(k) is not allowed in the userinfo", at: k)
+                }
+                ui = String(decoding: b[aStart..<at], as: UTF8.self)
+                hostStart = at + 1
+            }
+            userinfo = ui
+            // Host: IP-literal in brackets, or reg-name / IPv4 up to ':'.
+            var hostEnd = hostStart
+            if hostStart < aEnd, b[hostStart] == UInt8(ascii: "[") {
+                guard let close = b[hostStart..<aEnd].firstIndex(of: UInt8(ascii: "]")) else {
+                    throw fail("unterminated IP literal: '[' at position \(hostStart) has no ']'", at: hostStart)
+                }
+                let inner = b[(hostStart + 1)..<close]
+                let innerOK =
+                    !inner.isEmpty
+                    && inner.allSatisfy {
+                        URLReference.isHex(Unicode.Scalar($0)) || $0 == UInt8(ascii: ":") || $0 == UInt8(ascii: ".")
+                            || $0 == UInt8(ascii: "v") || $0 == UInt8(ascii: "V")
+                            || URLReference.isUnreservedOrSubDelim($0)
+                    }
+                if !innerOK || !inner.contains(UInt8(ascii: ":")) && inner.first != UInt8(ascii: "v") && inner.first != UInt8(ascii: "V") {
+                    throw fail("invalid IP literal '\(String(decoding: b[hostStart...close], as: UTF8.self))'", at: hostStart)
+                }
+                hostEnd = close + 1
+                if hostEnd < aEnd, b[hostEnd] != UInt8(ascii: ":") {
+                    throw fail("unexpected '\(URLReference.char(b[hostEnd]))' at position \(hostEnd) after the IP literal", at: hostEnd)
+                }
+            } else {
+                while hostEnd < aEnd, b[hostEnd] != UInt8(ascii: ":") {
+                    let c = b[hostEnd]
+                    if !(URLReference.isUnreservedOrSubDelim(c) || c == UInt8(ascii: "%")) {
+                        throw fail("'\(URLReference.char(c))' at position \(hostEnd) is not allowed in a host name", at: hostEnd)
+                    }
+                    hostEnd += 1
+                }
+            }
+            let hostText = String(decoding: b[hostStart..<hostEnd], as: UTF8.self)
+            originalHost = hostText
+            host = URLReference.asciiLowercased(hostText)
+            if hostEnd < aEnd {  // ':' port
+                let portStart = hostEnd + 1
+                let portBytes = b[portStart..<aEnd]
+                let portText = String(decoding: portBytes, as: UTF8.self)
+                if portBytes.isEmpty {
+                    port = nil
+                } else if !portBytes.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) {
+                    throw fail("invalid port '\(portText)' (expected a number from 0 to 65535)", at: portStart)
+                } else if portBytes.count > 5 || Int(portText)! > 65535 {
+                    throw fail("invalid port '\(portText)' (must be at most 65535)", at: portStart)
+                } else {
+                    port = Int(portText)!
+                }
+            } else {
+                port = nil
+            }
+            p = aEnd
+        } else {
+            authority = nil
+            userinfo = nil
+            host = nil
+            originalHost = nil
+            port = nil
+        }
+
+        // Path: pchar / "/".
+        for k in p..<hierEnd where !(URLReference.isPChar(b[k]) || b[k] == UInt8(ascii: "/")) {
+            throw fail("'\(URLReference.char(b[k]))' at position \(k) is not allowed in the path and must be percent-encoded (%\(URLReference.hex2(b[k])))", at: k)
+        }
+        path = String(decoding: b[p..<hierEnd], as: UTF8.self)
+
+        if normalizedScheme == "http" || normalizedScheme == "https" {
+            if host == nil || host!.isEmpty {
+                throw fail("an \(normalizedScheme) URL needs a host (e.g. '\(normalizedScheme)://example.com/')")
+            }
+        }
+    }
+
+    /// Parses without throwing: nil when `text` is not a valid URL.
+    public static func parse(_ text: String) -> URLReference? { try? URLReference(parsing: text) }
+
+    // MARK: - Percent decoding
+
+    /// `text` with every `%XX` replaced by its byte, read as UTF-8 (invalid sequences become U+FFFD).
+    /// `+` is left alone (it is form encoding, not RFC 3986).
+    public static func percentDecoded(_ text: String) -> String {
+        guard text.utf8.contains(UInt8(ascii: "%")) else { return text }
+        var out: [UInt8] = []
+        out.reserveCapacity(text.utf8.count)
+        let b = Array(text.utf8)
+        var i = 0
+        while i < b.count {
+            if b[i] == UInt8(ascii: "%"), i + 2 < b.count, let h = hexValue(b[i + 1]), let l = hexValue(b[i + 2]) {
+                out.append(h << 4 | l)
+                i += 3
+            } else {
+                out.append(b[i])
+                i += 1
+            }
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    // MARK: - Character classes (RFC 3986 §2)
+
+    static func hexValue(_ c: UInt8) -> UInt8? {
+        switch c {
+        case 0x30...0x39: return c - 0x30
+        case 0x41...0x46: return c - 0x41 + 10
+        case 0x61...0x66: return c - 0x61 + 10
+        default: return nil
+        }
+    }
+    static func isHex(_ u: Unicode.Scalar) -> Bool { u.isASCII && hexValue(UInt8(u.value)) != nil }
+    static func hex2(_ c: UInt8) -> String {
+        let digits = Array("0123456789ABCDEF")
+        return String([digits[Int(c >> 4)], digits[Int(c & 0xF)]])
+    }
+    static func char(_ c: UInt8) -> String { String(UnicodeScalar(c)) }
+
+    static func isUnreserved(_ c: UInt8) -> Bool {
+        (c >= 0x41 && c <= 0x5A) || (c >= 0x61 && c <= 0x7A) || (c >= 0x30 && c <= 0x39) || c == 0x2D || c == 0x2E
+            || c == 0x5F || c == 0x7E
+    }
+    static func isSubDelim(_ c: UInt8) -> Bool {
+        switch c {
+        case UInt8(ascii: "!"), UInt8(ascii: "$"), UInt8(ascii: "&"), UInt8(ascii: "'"), UInt8(ascii: "("),
+            UInt8(ascii: ")"), UInt8(ascii: "*"), UInt8(ascii: "+"), UInt8(ascii: ","), UInt8(ascii: ";"),
+            UInt8(ascii: "="):
+            return true
+        default: return false
+        }
+    }
+    static func isUnreservedOrSubDelim(_ c: UInt8) -> Bool { isUnreserved(c) || isSubDelim(c) }
+    /// pchar = unreserved / pct-encoded / sub-delims / ":" / "@" ('%' validated in pass 1).
+    static func isPChar(_ c: UInt8) -> Bool {
+        isUnreservedOrSubDelim(c) || c == UInt8(ascii: ":") || c == UInt8(ascii: "@") || c == UInt8(ascii: "%")
+    }
+    /// query / fragment = *( pchar / "/" / "?" ).
+    static func isQueryOrFragmentChar(_ c: UInt8) -> Bool {
+        isPChar(c) || c == UInt8(ascii: "/") || c == UInt8(ascii: "?")
+    }
+    /// Characters that may appear raw somewhere in a URI: unreserved, reserved, '%'.
+    static func allowedRaw(_ c: UInt8) -> Bool {
+        if isUnreservedOrSubDelim(c) { return true }
+        switch c {
+        case UInt8(ascii: ":"), UInt8(ascii: "/"), UInt8(ascii: "?"), UInt8(ascii: "#"), UInt8(ascii: "["),
+            UInt8(ascii: "]"), UInt8(ascii: "@"), UInt8(ascii: "%"):
+            return true
+        default: return false
+        }
+    }
+    static func asciiLowercased(_ s: String) -> String {
+        guard s.utf8.contains(where: { $0 >= 0x41 && $0 <= 0x5A }) else { return s }
+        return String(decoding: s.utf8.map { ($0 >= 0x41 && $0 <= 0x5A) ? $0 + 0x20 : $0 }, as: UTF8.self)
+    }
+
+    /// Equal when the original strings are equal.
+    public static func == (a: URLReference, b: URLReference) -> Bool { a.original == b.original }
+    /// Hashes the original string.
+    public func hash(into hasher: inout Hasher) { hasher.combine(original) }
+}

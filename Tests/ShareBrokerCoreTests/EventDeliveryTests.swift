@@ -1,0 +1,227 @@
+// Durable event delivery through the real socket: url.open, app.subscribe / app.ack, at-least-once
+// redelivery, takeover, universal links, storage failures, and launch on demand.
+
+import Foundation
+import ShareBrokerCore
+import ShareClient
+import ShareProtocol
+import ShareStore
+import XCTest
+
+let deepLinkApp = """
+    {"bundleID": "com.mycompany.myapp", "teamID": "ABCDE12345", "name": "My App",
+     "urlSchemes": ["deeplinkmyapp"], "associatedDomains": ["applinks:example.com"],
+     "appGroups": ["group.com.mycompany.myapp"]}
+    """
+let browserApp = """
+    {"bundleID": "org.example.browser", "urlSchemes": ["https", "http"]}
+    """
+let exampleAASA = """
+    {"applinks": {"apps": [], "details": [{"appID": "ABCDE12345.com.mycompany.myapp", "paths": ["/computers/*", "NOT /private/*"]}]}}
+    """
+
+func rpcCode(_ block: () throws -> Void) -> Int? {
+    do {
+        try block()
+        return nil
+    } catch ClientError.rpc(let e) {
+        return e.code
+    } catch {
+        return -1
+    }
+}
+
+final class EventDeliveryTests: XCTestCase {
+    func makeBroker(_ configure: @escaping (inout BrokerConfiguration) -> Void = { _ in }) throws -> BrokerHarness {
+        let h = BrokerHarness(
+            manifests: ["10-myapp.json": deepLinkApp, "20-browser.json": browserApp],
+            associations: ["example.com": exampleAASA])
+        try h.start(configure)
+        return h
+    }
+
+    func app(_ h: BrokerHarness) throws -> BrokerConnection {
+        let c = try h.connect()
+        try c.hello(role: "app", bundleID: "com.mycompany.myapp")
+        return c
+    }
+
+    func testQueuedEventReachesAppThatSubscribesLaterAndAckRemovesIt() throws {
+        let h = try makeBroker()
+        let tool = try h.tool()
+        let r = try tool.call("url.open", ["url": "deeplinkmyapp://open-from-share?share=42"])
+        XCTAssertEqual(r["app"], "com.mycompany.myapp")
+        XCTAssertEqual(r["via"], "scheme")
+        XCTAssertEqual(r["delivered"], false)
+        XCTAssertEqual(r["queued"], true)
+        let eventID = try XCTUnwrap(r["eventID"]?.stringValue)
+        XCTAssertEqual(try tool.call("broker.status")["pendingEvents"]?.intValue, 1)
+
+        let a = try app(h)
+        XCTAssertEqual(try a.call("app.subscribe")["pending"]?.intValue, 1)
+        let n = try XCTUnwrap(a.nextNotification(timeoutMillis: 5000))
+        XCTAssertEqual(n.method, "app.event")
+        XCTAssertEqual(n.params?["id"]?.stringValue, eventID)
+        XCTAssertEqual(n.params?["kind"], "openURL")
+        XCTAssertEqual(n.params?["url"], "deeplinkmyapp://open-from-share?share=42")
+        XCTAssertNil(n.params?["sourceApp"], "a tool has no bundle ID")
+        XCTAssertEqual(try a.call("app.ack", ["ids": [.string(eventID), "ev-999", .string(eventID)]])["acked"]?.intValue, 1)
+        XCTAssertEqual(try a.call("app.ack", ["ids": [.string(eventID)]])["acked"]?.intValue, 0)
+        XCTAssertEqual(try tool.call("broker.status")["pendingEvents"]?.intValue, 0)
+        h.stop()
+    }
+
+    func testLiveSubscriberGetsEventsInOrderWithSourceApp() throws {
+        let h = try makeBroker()
+        let a = try app(h)
+        XCTAssertEqual(try a.call("app.subscribe")["pending"]?.intValue, 0)
+        let opener = try app(h)  // the app opening its own scheme: sourceApp is its bundle ID
+        var ids: [String] = []
+        for i in 0..<20 {
+            let r = try opener.call("url.open", ["url": .string("DeepLinkMyApp://item?id=\(i)")])
+            XCTAssertEqual(r["delivered"], true)
+            XCTAssertEqual(r["queued"], false)
+            ids.append(r["eventID"]!.stringValue!)
+        }
+        var got: [String] = []
+        for _ in 0..<20 {
+            let n = try XCTUnwrap(a.nextNotification(timeoutMillis: 5000))
+            got.append(n.params!["id"]!.stringValue!)
+            XCTAssertEqual(n.params?["sourceApp"], "com.mycompany.myapp")
+        }
+        XCTAssertEqual(got, ids)
+        h.stop()
+    }
+
+    func testUnackedEventsAreRedeliveredOnResubscribeAndTakeover() throws {
+        let h = try makeBroker()
+        let tool = try h.tool()
+        var ids: [String] = []
+        for i in 0..<3 { ids.append(try tool.call("url.open", ["url": .string("deeplinkmyapp://x/\(i)")])["eventID"]!.stringValue!) }
+        do {
+            let a = try app(h)
+            try a.call("app.subscribe")
+            for _ in 0..<3 { _ = try a.nextNotification(timeoutMillis: 5000) }
+            try a.call("app.ack", ["ids": [.string(ids[0])]])
+        }  // disconnects without acking the others
+        let first = try app(h)
+        XCTAssertEqual(try first.call("app.subscribe")["pending"]?.intValue, 2)
+        XCTAssertEqual(try first.nextNotification(timeoutMillis: 5000)?.params?["id"]?.stringValue, ids[1])
+        XCTAssertEqual(try first.nextNotification(timeoutMillis: 5000)?.params?["id"]?.stringValue, ids[2])
+        // Takeover: the second subscriber gets what is not acked; the first gets nothing more.
+        let second = try app(h)
+        XCTAssertEqual(try second.call("app.subscribe")["pending"]?.intValue, 2)
+        XCTAssertEqual(try second.nextNotification(timeoutMillis: 5000)?.params?["id"]?.stringValue, ids[1])
+        XCTAssertEqual(try second.nextNotification(timeoutMillis: 5000)?.params?["id"]?.stringValue, ids[2])
+        let newID = try tool.call("url.open", ["url": "deeplinkmyapp://new"])["eventID"]!.stringValue!
+        XCTAssertEqual(try second.nextNotification(timeoutMillis: 5000)?.params?["id"]?.stringValue, newID)
+        XCTAssertThrowsError(try first.nextNotification(timeoutMillis: 300)) { e in
+            guard case ClientError.timeout = e else { return XCTFail("\(e)") }
+        }
+        // The old subscriber's acks still count.
+        XCTAssertEqual(try first.call("app.ack", ["ids": [.string(ids[1])]])["acked"]?.intValue, 1)
+        XCTAssertEqual(try tool.call("broker.status")["pendingEvents"]?.intValue, 2)
+        h.stop()
+    }
+
+    func testUniversalLinkBrowserFallbackAndErrors() throws {
+        let h = try makeBroker()
+        let tool = try h.tool()
+        let ul = try tool.call("url.open", ["url": "https://example.com/computers/pi?x=1"])
+        XCTAssertEqual(ul["app"], "com.mycompany.myapp")
+        XCTAssertEqual(ul["via"], "universalLink")
+        let browser = try tool.call("url.open", ["url": "https://example.com/private/a"])
+        XCTAssertEqual(browser["app"], "org.example.browser")
+        XCTAssertEqual(browser["via"], "browser")
+        let http = try tool.call("url.open", ["url": "http://example.com/computers/pi"])
+        XCTAssertEqual(http["via"], "browser", "http skips universal links")
+        let fb = try tool.call("url.open", ["url": "nosuchscheme://x", "fallback": "https://example.com/computers/fallback"])
+        XCTAssertEqual(fb["via"], "fallback")
+        XCTAssertEqual(fb["app"], "com.mycompany.myapp")
+        do {
+            try tool.call("url.open", ["url": "nosuchscheme://x"])
+            XCTFail("expected -32004")
+        } catch ClientError.rpc(let e) {
+            XCTAssertEqual(e.code, -32004)
+            XCTAssertTrue(e.message.contains("nosuchscheme://x"), e.message)
+        }
+        XCTAssertEqual(rpcCode { try tool.call("url.open", ["url": "not a url"]) }, -32602)
+        XCTAssertEqual(rpcCode { try tool.call("url.open", [:]) }, -32602)
+        XCTAssertEqual(rpcCode { try tool.call("url.open", ["url": "deeplinkmyapp://x", "fallback": "bad url"]) }, -32602)
+
+        let a = try app(h)
+        try a.call("app.subscribe")
+        let n = try XCTUnwrap(a.nextNotification(timeoutMillis: 5000))
+        XCTAssertEqual(n.params?["kind"], "continueUserActivity")
+        XCTAssertEqual(n.params?["activityType"], "NSUserActivityTypeBrowsingWeb")
+        XCTAssertEqual(n.params?["webpageURL"], "https://example.com/computers/pi?x=1")
+        let n2 = try XCTUnwrap(a.nextNotification(timeoutMillis: 5000))
+        XCTAssertEqual(n2.params?["kind"], "continueUserActivity", "a fallback through a universal link")
+        XCTAssertEqual(n2.params?["webpageURL"], "https://example.com/computers/fallback")
+
+        let can = try tool.call("url.canOpen", ["url": "https://example.com/computers/x"])
+        XCTAssertEqual(can["canOpen"], true)
+        XCTAssertEqual(can["via"], "universalLink")
+        XCTAssertEqual(try tool.call("url.canOpen", ["url": "zzz://x"])["canOpen"], false)
+        XCTAssertEqual(rpcCode { try tool.call("url.canOpen", ["url": "::"]) }, -32602)
+        let explain = try tool.call("url.explain", ["url": "https://example.com/private/a"])
+        XCTAssertGreaterThan(explain["steps"]?.arrayValue?.count ?? 0, 1)
+        h.stop()
+    }
+
+    func testRolesForAppMethods() throws {
+        let h = try makeBroker()
+        let tool = try h.tool()
+        XCTAssertEqual(rpcCode { try tool.call("app.subscribe") }, -32001)
+        XCTAssertEqual(rpcCode { try tool.call("app.ack", ["ids": []]) }, -32001)
+        let anon = try h.connect()
+        XCTAssertEqual(rpcCode { try anon.call("url.open", ["url": "deeplinkmyapp://x"]) }, -32001)
+        let a = try app(h)
+        XCTAssertEqual(rpcCode { try a.call("app.ack", ["ids": "ev-1"]) }, -32602)
+        XCTAssertEqual(rpcCode { try a.call("app.ack", [:]) }, -32602)
+        h.stop()
+    }
+
+    func testStorageFailureStoresNothing() throws {
+        let faults = FaultSwitch()
+        let h = try makeBroker { $0.storeFaults = faults.injector }
+        let a = try app(h)
+        try a.call("app.subscribe")
+        let tool = try h.tool()
+        for point in [JournalFaultPoint.reserve, .write, .sync] {
+            faults.set(point, ENOSPC)
+            do {
+                try tool.call("url.open", ["url": "deeplinkmyapp://fail"])
+                XCTFail("expected -32005 at \(point)")
+            } catch ClientError.rpc(let e) {
+                XCTAssertEqual(e.code, -32005)
+                XCTAssertTrue(e.message.lowercased().contains("space"), e.message)
+            }
+            faults.set(point, nil)
+        }
+        XCTAssertEqual(try tool.call("broker.status")["pendingEvents"]?.intValue, 0)
+        XCTAssertThrowsError(try a.nextNotification(timeoutMillis: 200), "nothing was delivered")
+        // And the broker works again once the disk has room.
+        XCTAssertEqual(try tool.call("url.open", ["url": "deeplinkmyapp://ok"])["delivered"], true)
+        XCTAssertEqual(try a.nextNotification(timeoutMillis: 5000)?.params?["url"], "deeplinkmyapp://ok")
+        h.stop()
+    }
+}
+
+/// A thread-safe switch the test flips to make the journal fail at one point.
+final class FaultSwitch: @unchecked Sendable {  // guarded by `lock`
+    let lock = NSLock()
+    var failures: [String: Int32] = [:]
+    func set(_ p: JournalFaultPoint, _ errno: Int32?) {
+        lock.lock()
+        failures["\(p)"] = errno
+        lock.unlock()
+    }
+    var injector: @Sendable (JournalFaultPoint) -> Int32? {
+        { [self] p in
+            lock.lock()
+            defer { lock.unlock() }
+            return failures["\(p)"]
+        }
+    }
+}

@@ -1,0 +1,375 @@
+// Framer: newline and Content-Length framing, mode detection, chunking independence, size limits.
+
+import Testing
+
+@testable import ShareProtocol
+
+private func nl(_ bodies: [String]) -> [Frame] { bodies.map { Frame(body: utf8($0), mode: .newline) } }
+private func cl(_ bodies: [String]) -> [Frame] { bodies.map { Frame(body: utf8($0), mode: .contentLength) } }
+
+@Suite("Framer: newline mode")
+struct FramerNewlineTests {
+    @Test func splitsLines() throws {
+        var f = Framer(maxMessage: 1024)
+        #expect(f.mode == .undetermined)
+        let got = try f.feedBytes(utf8("{\"a\":1}\n[2]\n"))
+        #expect(got == nl(["{\"a\":1}", "[2]"]))
+        #expect(f.mode == .newline)
+        #expect(f.bufferedByteCount == 0)
+    }
+
+    @Test func keepsPartialLineUntilNewline() throws {
+        var f = Framer(maxMessage: 1024)
+        #expect(try f.feedBytes(utf8("{\"a\":")) == [])
+        #expect(f.bufferedByteCount == 5)
+        #expect(try f.feedBytes(utf8("1}\n{\"b\"")) == nl(["{\"a\":1}"]))
+        #expect(f.bufferedByteCount == 4)
+        #expect(try f.feedBytes(utf8(":2}\n")) == nl(["{\"b\":2}"]))
+        #expect(f.bufferedByteCount == 0)
+    }
+
+    @Test func stripsCRLF() throws {
+        #expect(try frames(of: utf8("{}\r\n[]\r\n")) == nl(["{}", "[]"]))
+        #expect(try frames(of: utf8("{}\r\n[]\r\n"), chunkSize: 1) == nl(["{}", "[]"]))
+        // Only the CR right before the LF is dropped.
+        #expect(try frames(of: utf8("a\rb\n")) == nl(["a\rb"]))
+    }
+
+    @Test func skipsBlankLines() throws {
+        let stream = utf8("\n\n{\"a\":1}\n   \n\t\r\n\r\n\n[2]\n \n")
+        #expect(try frames(of: stream) == nl(["{\"a\":1}", "[2]"]))
+        #expect(try frames(of: stream, chunkSize: 1) == nl(["{\"a\":1}", "[2]"]))
+        #expect(try frames(of: utf8("\n\n\n")) == [])
+    }
+
+    @Test func emptyChunkIsANoOp() throws {
+        var f = Framer(maxMessage: 16)
+        #expect(try f.feedBytes([]) == [])
+        #expect(f.mode == .undetermined)
+        _ = try f.feedBytes(utf8("{"))
+        #expect(try f.feedBytes([]) == [])
+        #expect(try f.feedBytes(utf8("}\n")) == nl(["{}"]))
+    }
+
+    @Test func manyFramesInOneChunk() throws {
+        let bodies = (0..<1000).map { #"{"jsonrpc":"2.0","id":\#($0),"method":"m"}"# }
+        let stream = utf8(bodies.map { $0 + "\n" }.joined())
+        #expect(try frames(of: stream) == nl(bodies))
+        #expect(try frames(of: stream, chunkSize: 4096) == nl(bodies))
+        #expect(try frames(of: stream, chunkSize: 7) == nl(bodies))
+    }
+
+    @Test func frameExactlyAtLimitIsAccepted() throws {
+        let body = String(repeating: "x", count: 64)
+        #expect(try frames(of: utf8(body + "\n"), maxMessage: 64) == nl([body]))
+        #expect(try frames(of: utf8(body + "\n"), chunkSize: 1, maxMessage: 64) == nl([body]))
+        #expect(try frames(of: utf8(body + "\n" + body + "\n"), chunkSize: 10, maxMessage: 64) == nl([body, body]))
+    }
+
+    @Test func frameExactlyAtLimitWithCRLFIsAccepted() throws {
+        // The CR is framing, not body: a 64-byte body ended by CRLF is within a 64-byte limit.
+        let body = String(repeating: "x", count: 64)
+        let stream = utf8(body + "\r\n")
+        let variants: [(String, [Int])] = [
+            ("all at once", []),
+            ("CR and LF in separate reads", [65]),
+            ("body, then CRLF", [64]),
+            ("one byte at a time", Array(1..<stream.count)),
+        ]
+        for (label, cuts) in variants {
+            do {
+                let got = try frames(of: stream, cuts: cuts, maxMessage: 64)
+                #expect(got == nl([body]), "\(label)")
+            } catch {
+                Issue.record("\(label): 64-byte body + CRLF rejected with \(error) (limit 64)")
+            }
+        }
+    }
+
+    @Test func frameOverLimitIsRejected() {
+        let body = String(repeating: "x", count: 65)
+        #expect(framingError(utf8(body + "\n"), maxMessage: 64) == .tooLarge(limit: 64))
+        #expect(framingError(utf8(body + "\r\n"), maxMessage: 64) == .tooLarge(limit: 64))
+        #expect(framingError(utf8("{}\n" + body + "\n"), chunkSize: 1, maxMessage: 64) == .tooLarge(limit: 64))
+    }
+
+    @Test func frameOverLimitIsRejectedBeforeItsNewline() throws {
+        // No newline yet: still rejected as soon as more than the limit is buffered.
+        #expect(framingError(utf8(String(repeating: "x", count: 65)), maxMessage: 64) == .tooLarge(limit: 64))
+        #expect(framingError(utf8(String(repeating: "x", count: 10_000)), maxMessage: 64) == .tooLarge(limit: 64))
+        var f = Framer(maxMessage: 64)
+        _ = try f.feedBytes(utf8(String(repeating: "x", count: 64)))
+        #expect(f.bufferedByteCount == 64)
+        #expect(throws: FramingError.tooLarge(limit: 64)) { _ = try f.feedBytes(utf8("x")) }
+        // One byte at a time, it is caught at byte 65, not later.
+        var g = Framer(maxMessage: 64)
+        var fed = 0
+        var caught: FramingError? = nil
+        for b in utf8(String(repeating: "y", count: 1000)) {
+            do {
+                _ = try g.feedBytes([b])
+                fed += 1
+            } catch {
+                caught = error
+                break
+            }
+        }
+        #expect(caught == .tooLarge(limit: 64))
+        #expect(fed == 64)
+    }
+
+    @Test func overLimitAfterEarlierFramesInSameChunk() {
+        let stream = utf8("{}\n[]\n" + String(repeating: "z", count: 100))
+        #expect(framingError(stream, maxMessage: 64) == .tooLarge(limit: 64))
+    }
+
+    @Test func appendFrameNewline() {
+        var out: [UInt8] = utf8("x\n")
+        Framer.appendFrame(utf8(#"{"a":"é"}"#), mode: .newline, to: &out)
+        #expect(out == utf8("x\n{\"a\":\"é\"}\n"))
+        var out2: [UInt8] = []
+        Framer.appendFrame(utf8("[]"), mode: .undetermined, to: &out2)
+        #expect(out2 == utf8("[]\n"))
+    }
+}
+
+@Suite("Framer: Content-Length mode")
+struct FramerContentLengthTests {
+    @Test func readsOneFrame() throws {
+        var f = Framer(maxMessage: 1024)
+        let got = try f.feedBytes(lspFrame(#"{"a":1}"#))
+        #expect(got == cl([#"{"a":1}"#]))
+        #expect(f.mode == .contentLength)
+        #expect(f.bufferedByteCount == 0)
+    }
+
+    @Test(arguments: ["Content-Length", "content-length", "CONTENT-LENGTH", "cOnTeNt-LeNgTh"])
+    func detectsHeaderCaseInsensitively(_ name: String) throws {
+        let stream = lspFrame("[1]", headerName: name) + lspFrame("[2]", headerName: name)
+        #expect(try frames(of: stream) == cl(["[1]", "[2]"]))
+        #expect(try frames(of: stream, chunkSize: 1) == cl(["[1]", "[2]"]))
+    }
+
+    @Test func headerWithoutSpaceOrWithTabs() throws {
+        #expect(try frames(of: utf8("Content-Length:2\r\n\r\n{}")) == cl(["{}"]))
+        #expect(try frames(of: utf8("Content-Length:\t 2 \t\r\n\r\n{}")) == cl(["{}"]))
+    }
+
+    @Test func extraHeadersAreIgnored() throws {
+        let first = lspFrame("[1]", extraHeaders: ["Content-Type: application/vscode-jsonrpc; charset=utf-8"])
+        // Later frames may put other headers first.
+        let second = utf8("Content-Type: application/json\r\nX-Thing: a:b\r\nContent-Length: 3\r\n\r\n[2]")
+        let stream = first + second
+        #expect(try frames(of: stream) == cl(["[1]", "[2]"]))
+        #expect(try frames(of: stream, chunkSize: 1) == cl(["[1]", "[2]"]))
+    }
+
+    @Test func bodyMayContainNewlinesAndCRLF() throws {
+        let body = "{\r\n\"a\": \"x\\ny\"\n}\n"
+        #expect(try frames(of: lspFrame(body) + lspFrame("\n")) == cl([body, "\n"]))
+    }
+
+    @Test func unicodeBodyIsCountedInBytes() throws {
+        let body = #"{"t":"é中😀"}"#
+        #expect(body.utf8.count != body.count)
+        let stream = lspFrame(body) + lspFrame(body)
+        #expect(try frames(of: stream) == cl([body, body]))
+        #expect(try frames(of: stream, chunkSize: 1) == cl([body, body]))
+    }
+
+    @Test func manyFramesInOneChunk() throws {
+        let bodies = (0..<500).map { #"{"id":\#($0)}"# }
+        let stream = bodies.flatMap { lspFrame($0) }
+        #expect(try frames(of: stream) == cl(bodies))
+        #expect(try frames(of: stream, chunkSize: 13) == cl(bodies))
+    }
+
+    @Test func zeroLengthBody() throws {
+        let stream = utf8("Content-Length: 0\r\n\r\n") + lspFrame("{}")
+        #expect(try frames(of: stream) == cl(["", "{}"]))
+    }
+
+    @Test func partialBodyIsKept() throws {
+        var f = Framer(maxMessage: 1024)
+        let frame = lspFrame(#"{"hello":"world"}"#)
+        #expect(try f.feedBytes(Array(frame[0..<30])) == [])
+        #expect(try f.feedBytes(Array(frame[30...])) == cl([#"{"hello":"world"}"#]))
+        #expect(f.bufferedByteCount == 0)
+    }
+
+    @Test func missingContentLengthIsBadHeader() throws {
+        var f = Framer(maxMessage: 1024)
+        _ = try f.feedBytes(lspFrame("{}"))
+        #expect(f.mode == .contentLength)
+        #expect(throws: FramingError.self) { _ = try f.feedBytes(utf8("Content-Type: x\r\n\r\n{}")) }
+        var g = Framer(maxMessage: 1024)
+        _ = try g.feedBytes(lspFrame("{}"))
+        do {
+            _ = try g.feedBytes(utf8("Content-Type: x\r\n\r\n{}"))
+            Issue.record("expected badHeader")
+        } catch {
+            guard case .badHeader = error else {
+                Issue.record("expected badHeader, got \(error)")
+                return
+            }
+        }
+    }
+
+    @Test(arguments: [
+        "Content-Length: abc\r\n\r\n{}",
+        "Content-Length: 12x\r\n\r\n{}",
+        "Content-Length: -2\r\n\r\n{}",
+        "Content-Length: 0x10\r\n\r\n{}",
+        "Content-Length: 1.5\r\n\r\n{}",
+        "Content-Length: \r\n\r\n{}",
+        "Content-Length:\r\n\r\n{}",
+        "Content-Length: 2\r\nno colon here\r\n\r\n{}",
+    ])
+    func malformedHeaderIsBadHeader(_ stream: String) {
+        for chunkSize in [0, 1] {
+            let error = framingError(utf8(stream), chunkSize: chunkSize, maxMessage: 1024)
+            guard case .badHeader(let why)? = error else {
+                Issue.record("\(stream.debugDescription) chunk \(chunkSize): expected badHeader, got \(String(describing: error))")
+                continue
+            }
+            #expect(!why.isEmpty)
+        }
+    }
+
+    @Test func headerSectionTooLongIsRejected() {
+        let stream = utf8("Content-Length: 2\r\nX-Pad: " + String(repeating: "p", count: 9000))
+        let error = framingError(stream, maxMessage: 1 << 20)
+        #expect(error != nil)
+        let error1 = framingError(stream, chunkSize: 512, maxMessage: 1 << 20)
+        #expect(error1 != nil)
+    }
+
+    @Test func bodyExactlyAtLimitIsAccepted() throws {
+        let body = String(repeating: "b", count: 100)
+        #expect(try frames(of: lspFrame(body), maxMessage: 100) == cl([body]))
+        #expect(try frames(of: lspFrame(body) + lspFrame(body), chunkSize: 1, maxMessage: 100) == cl([body, body]))
+    }
+
+    @Test func declaredLengthOverLimitFailsBeforeTheBody() throws {
+        // Only the header is sent: the framer must refuse now, not wait for (and buffer) 1 MB.
+        var f = Framer(maxMessage: 100)
+        #expect(throws: FramingError.tooLarge(limit: 100)) {
+            _ = try f.feedBytes(utf8("Content-Length: 101\r\n\r\n"))
+        }
+        var g = Framer(maxMessage: 100)
+        #expect(throws: FramingError.tooLarge(limit: 100)) {
+            _ = try g.feedBytes(utf8("Content-Length: 1048576\r\n\r\n") + [UInt8](repeating: 0x20, count: 10))
+        }
+        // Byte by byte: it fails on the header's final LF.
+        let header = utf8("Content-Length: 5000\r\n\r\n")
+        var h = Framer(maxMessage: 100)
+        for b in header.dropLast() { _ = try h.feedBytes([b]) }
+        #expect(throws: FramingError.tooLarge(limit: 100)) { _ = try h.feedBytes([header.last!]) }
+    }
+
+    @Test func absurdContentLengthIsTooLarge() {
+        let stream = utf8("Content-Length: 99999999999999999999999999\r\n\r\n")
+        #expect(framingError(stream, maxMessage: 100) == .tooLarge(limit: 100))
+    }
+
+    @Test func modeIsReportedPerFrameAndSticks() throws {
+        var f = Framer(maxMessage: 1024)
+        var modes: [FramingMode] = []
+        try lspFrame("[1]").withUnsafeBytes { buf in
+            try f.feed(buf) { _, mode in modes.append(mode) }
+        }
+        #expect(modes == [.contentLength])
+        #expect(f.mode == .contentLength)
+        var g = Framer(maxMessage: 1024)
+        _ = try g.feedBytes(utf8("[1]\n"))
+        // Once newline mode, a later "Content-Length:" line is just a (bad) JSON line.
+        #expect(try g.feedBytes(utf8("Content-Length: 3\n")) == nl(["Content-Length: 3"]))
+        #expect(g.mode == .newline)
+    }
+
+    @Test func modeUndecidedUntilPrefixCompletes() throws {
+        var f = Framer(maxMessage: 1024)
+        _ = try f.feedBytes(utf8("Content-Le"))
+        #expect(f.mode == .undetermined)
+        _ = try f.feedBytes(utf8("ngth: 2\r\n"))
+        #expect(f.mode == .contentLength)
+        #expect(try f.feedBytes(utf8("\r\n{}")) == cl(["{}"]))
+
+        // A prefix that diverges late falls back to newline framing.
+        var g = Framer(maxMessage: 1024)
+        _ = try g.feedBytes(utf8("Content-Lx"))
+        #expect(g.mode == .newline)
+        #expect(try g.feedBytes(utf8("\n")) == nl(["Content-Lx"]))
+    }
+
+    @Test func appendFrameContentLength() throws {
+        var out: [UInt8] = []
+        let body = utf8(#"{"t":"😀"}"#)
+        Framer.appendFrame(body, mode: .contentLength, to: &out)
+        #expect(out == utf8("Content-Length: \(body.count)\r\n\r\n") + body)
+        #expect(text(out).hasPrefix("Content-Length: 12\r\n\r\n"))
+        // What we write, we can read.
+        Framer.appendFrame(utf8("[]"), mode: .contentLength, to: &out)
+        #expect(try frames(of: out) == [Frame(body: body, mode: .contentLength), Frame(body: utf8("[]"), mode: .contentLength)])
+    }
+}
+
+@Suite("Framer: chunking independence")
+struct FramerChunkingTests {
+    static let newlineStream: [UInt8] = utf8(
+        "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"hello\",\"params\":{\"name\":\"é中😀\"}}\n"
+            + "\n"
+            + "[{\"a\":\"\\n\"},2]\r\n"
+            + "{\"emoji\":\"👩‍👩‍👧\"}\n"
+            + "3\n")
+    static let newlineExpected = nl([
+        "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"hello\",\"params\":{\"name\":\"é中😀\"}}",
+        "[{\"a\":\"\\n\"},2]",
+        "{\"emoji\":\"👩‍👩‍👧\"}",
+        "3",
+    ])
+    static let lspBodies = [
+        "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"hello\",\"params\":{\"name\":\"é中😀\"}}",
+        "[1,\n2]",
+        "{\"emoji\":\"👩‍👩‍👧\"}",
+        "",
+        "\r\n\r\n",
+    ]
+    static var lspStream: [UInt8] {
+        lspBodies.enumerated().flatMap { i, b in
+            i == 2 ? lspFrame(b, headerName: "content-length", extraHeaders: ["Content-Type: a"]) : lspFrame(b)
+        }
+    }
+
+    @Test(arguments: [0, 1, 2, 3, 5, 8, 64])
+    func newlineSameFramesForAnyChunkSize(_ chunkSize: Int) throws {
+        #expect(try frames(of: Self.newlineStream, chunkSize: chunkSize) == Self.newlineExpected)
+    }
+
+    @Test(arguments: [0, 1, 2, 3, 5, 8, 64])
+    func contentLengthSameFramesForAnyChunkSize(_ chunkSize: Int) throws {
+        #expect(try frames(of: Self.lspStream, chunkSize: chunkSize) == cl(Self.lspBodies))
+    }
+
+    @Test func randomSplitsGiveTheSameFrames() throws {
+        var rng = SeededRNG(seed: 2024)
+        for stream in [Self.newlineStream, Self.lspStream] {
+            let reference = try frames(of: stream)
+            #expect(!reference.isEmpty)
+            for _ in 0..<200 {
+                let cutCount = Int.random(in: 0...10, using: &rng)
+                let cuts = (0..<cutCount).map { _ in Int.random(in: 0...stream.count, using: &rng) }
+                #expect(try frames(of: stream, cuts: cuts) == reference, "cuts \(cuts.sorted())")
+            }
+        }
+    }
+
+    @Test func everySingleSplitPointGivesTheSameFrames() throws {
+        for stream in [Self.newlineStream, Self.lspStream] {
+            let reference = try frames(of: stream)
+            for cut in 0...stream.count {
+                #expect(try frames(of: stream, cuts: [cut]) == reference, "cut \(cut)")
+            }
+        }
+    }
+}

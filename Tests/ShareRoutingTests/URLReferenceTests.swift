@@ -1,0 +1,141 @@
+// Table-driven tests for strict RFC 3986 URL parsing: components of valid URLs (custom schemes from the
+// seeds included) and the exact messages for invalid ones.
+
+import ShareRouting
+import XCTest
+
+final class URLReferenceTests: XCTestCase {
+    struct Valid {
+        var text: String
+        var scheme: String
+        var host: String?
+        var originalHost: String?
+        var port: Int?
+        var userinfo: String?
+        var path: String
+        var query: String?
+        var fragment: String?
+        var line: UInt = #line
+    }
+
+    func testValidURLs() throws {
+        let cases: [Valid] = [
+            Valid(text: "deeplinkmyapp://open-from-share", scheme: "deeplinkmyapp", host: "open-from-share",
+                  originalHost: "open-from-share", path: ""),
+            Valid(text: "DeepLinkingDemo://customerdetail?id=42", scheme: "DeepLinkingDemo", host: "customerdetail",
+                  originalHost: "customerdetail", path: "", query: "id=42"),
+            Valid(text: "DeepLinkingDemo://customerdetail?id=practice", scheme: "DeepLinkingDemo",
+                  host: "customerdetail", originalHost: "customerdetail", path: "", query: "id=practice"),
+            Valid(text: "stats://watchlist?id=1&name=South%20Korea&iso=KR", scheme: "stats", host: "watchlist",
+                  originalHost: "watchlist", path: "", query: "id=1&name=South%20Korea&iso=KR"),
+            Valid(text: "mailto:x@y", scheme: "mailto", host: nil, path: "x@y"),
+            Valid(text: "HTTPS://Rw-Universal-Links-Final.HerokuApp.com/arduino", scheme: "HTTPS",
+                  host: "rw-universal-links-final.herokuapp.com", originalHost: "Rw-Universal-Links-Final.HerokuApp.com",
+                  path: "/arduino"),
+            Valid(text: "https://user:pw@example.com:8443/a/b?x=1#frag", scheme: "https", host: "example.com",
+                  originalHost: "example.com", port: 8443, userinfo: "user:pw", path: "/a/b", query: "x=1",
+                  fragment: "frag"),
+            Valid(text: "https://example.com", scheme: "https", host: "example.com", originalHost: "example.com",
+                  path: ""),
+            Valid(text: "https://example.com/?", scheme: "https", host: "example.com", originalHost: "example.com",
+                  path: "/", query: ""),
+            Valid(text: "https://example.com/#", scheme: "https", host: "example.com", originalHost: "example.com",
+                  path: "/", fragment: ""),
+            Valid(text: "https://example.com:/p", scheme: "https", host: "example.com", originalHost: "example.com",
+                  path: "/p"),
+            Valid(text: "https://[::1]:8080/x", scheme: "https", host: "[::1]", originalHost: "[::1]", port: 8080,
+                  path: "/x"),
+            Valid(text: "https://example.com/a?b=/c?d#e/f?g", scheme: "https", host: "example.com",
+                  originalHost: "example.com", path: "/a", query: "b=/c?d", fragment: "e/f?g"),
+            Valid(text: "file:///tmp/x.pdf", scheme: "file", host: "", originalHost: "", path: "/tmp/x.pdf"),
+            Valid(text: "urn:isbn:0451450523", scheme: "urn", host: nil, path: "isbn:0451450523"),
+            Valid(text: "my-app+v2.x:rootless/path", scheme: "my-app+v2.x", host: nil, path: "rootless/path"),
+            Valid(text: "https://example.com/%ED%95%9C%EA%B8%80", scheme: "https", host: "example.com",
+                  originalHost: "example.com", path: "/%ED%95%9C%EA%B8%80"),
+        ]
+        for c in cases {
+            let u: URLReference
+            do { u = try URLReference(parsing: c.text) } catch {
+                XCTFail("\(c.text): unexpected error \(error)", line: c.line)
+                continue
+            }
+            XCTAssertEqual(u.original, c.text, line: c.line)
+            XCTAssertEqual(u.scheme, c.scheme, line: c.line)
+            XCTAssertEqual(u.normalizedScheme, c.scheme.lowercased(), line: c.line)
+            XCTAssertEqual(u.host, c.host, "host of \(c.text)", line: c.line)
+            XCTAssertEqual(u.originalHost, c.originalHost, "originalHost of \(c.text)", line: c.line)
+            XCTAssertEqual(u.port, c.port, "port of \(c.text)", line: c.line)
+            XCTAssertEqual(u.userinfo, c.userinfo, "userinfo of \(c.text)", line: c.line)
+            XCTAssertEqual(u.path, c.path, "path of \(c.text)", line: c.line)
+            XCTAssertEqual(u.query, c.query, "query of \(c.text)", line: c.line)
+            XCTAssertEqual(u.fragment, c.fragment, "fragment of \(c.text)", line: c.line)
+        }
+    }
+
+    func testInvalidURLsNameTheProblem() {
+        let cases: [(text: String, message: String, line: UInt)] = [
+            ("foo bar", "invalid URL 'foo bar': space at position 3 must be percent-encoded (%20)", #line),
+            ("", "invalid URL '': the URL is empty", #line),
+            ("example.com/path", "invalid URL 'example.com/path': missing scheme (expected SCHEME:..., e.g. 'https://example.com/' or 'myapp://open')", #line),
+            ("/relative/path", "invalid URL '/relative/path': missing scheme (expected SCHEME:..., e.g. 'https://example.com/' or 'myapp://open')", #line),
+            (":nothing", "invalid URL ':nothing': missing scheme before ':'", #line),
+            ("1app://x", "invalid URL '1app://x': invalid scheme '1app' (a letter, then letters, digits, '+', '-' or '.')", #line),
+            ("my_app://x", "invalid URL 'my_app://x': invalid scheme 'my_app' (a letter, then letters, digits, '+', '-' or '.')", #line),
+            ("https://example.com/%zz", "invalid URL 'https://example.com/%zz': invalid percent-escape '%zz' at position 20 ('%' must be followed by two hex digits; write '%25' for a literal '%')", #line),
+            ("https://example.com/100%", "invalid URL 'https://example.com/100%': invalid percent-escape '%' at position 23 ('%' must be followed by two hex digits; write '%25' for a literal '%')", #line),
+            ("https://example.com:99999/", "invalid URL 'https://example.com:99999/': invalid port '99999' (must be at most 65535)", #line),
+            ("https://example.com:80a/", "invalid URL 'https://example.com:80a/': invalid port '80a' (expected a number from 0 to 65535)", #line),
+            ("https:///path", "invalid URL 'https:///path': an https URL needs a host (e.g. 'https://example.com/')", #line),
+            ("http:example.com", "invalid URL 'http:example.com': an http URL needs a host (e.g. 'http://example.com/')", #line),
+            ("https://", "invalid URL 'https://': an https URL needs a host (e.g. 'https://example.com/')", #line),
+            ("DeepLinkingDemo://customerdetail?id=Hi Deep Linking", "invalid URL 'DeepLinkingDemo://customerdetail?id=Hi Deep Linking': space at position 38 must be percent-encoded (%20)", #line),
+            ("https://example.com/\u{D55C}", "invalid URL 'https://example.com/\u{D55C}': non-ASCII character '\u{D55C}' at position 20 must be percent-encoded (%ED%95%9C)", #line),
+            ("https://example.com/a\nb", "invalid URL 'https://example.com/a\\nb': control character U+000A at position 21 must be percent-encoded", #line),
+            ("https://example.com/a|b", "invalid URL 'https://example.com/a|b': character '|' at position 21 is not allowed in a URL and must be percent-encoded (%7C)", #line),
+            ("https://example.com/a#b#c", "invalid URL 'https://example.com/a#b#c': '#' at position 23 is not allowed in the fragment and must be percent-encoded (%23)", #line),
+            ("https://example.com/a[1]", "invalid URL 'https://example.com/a[1]': '[' at position 21 is not allowed in the path and must be percent-encoded (%5B)", #line),
+            ("https://a@b@example.com/", "invalid URL 'https://a@b@example.com/': '@' at position 9 in the authority must be percent-encoded (%40)", #line),
+            ("https://[::1/", "invalid URL 'https://[::1/': unterminated IP literal: '[' at position 8 has no ']'", #line),
+        ]
+        for c in cases {
+            do {
+                let u = try URLReference(parsing: c.text)
+                XCTFail("'\(c.text)' parsed as \(u) but should be rejected", line: c.line)
+            } catch {
+                XCTAssertEqual(error.message, c.message, line: c.line)
+                XCTAssertEqual(error.input, c.text, line: c.line)
+            }
+        }
+    }
+
+    func testErrorPositionIsReported() {
+        XCTAssertThrowsError(try URLReference(parsing: "foo bar")) { error in
+            XCTAssertEqual((error as? URLParseError)?.position, 3)
+        }
+        XCTAssertNil(URLReference.parse("foo bar"))
+        XCTAssertEqual(URLReference.parse("a:b")?.path, "b")
+    }
+
+    func testQueryItemsArePreservedRaw() throws {
+        let u = try URLReference(parsing: "stats://watchlist?id=1&name=South%20Korea&flag&&iso=KR&empty=")
+        let items = u.queryItems
+        XCTAssertEqual(items.map(\.name), ["id", "name", "flag", "iso", "empty"])
+        XCTAssertEqual(items.map(\.value), ["1", "South%20Korea", nil, "KR", ""])
+    }
+
+    func testPercentDecoding() {
+        XCTAssertEqual(URLReference.percentDecoded("South%20Korea"), "South Korea")
+        XCTAssertEqual(URLReference.percentDecoded("%ED%95%9C%EA%B8%80"), "한글")
+        XCTAssertEqual(URLReference.percentDecoded("a+b%2Fc"), "a+b/c")
+        XCTAssertEqual(URLReference.percentDecoded("no-escapes"), "no-escapes")
+    }
+
+    func testEffectivePortAndWeb() throws {
+        XCTAssertEqual(try URLReference(parsing: "https://h/").effectivePort, 443)
+        XCTAssertEqual(try URLReference(parsing: "http://h/").effectivePort, 80)
+        XCTAssertEqual(try URLReference(parsing: "http://h:8080/").effectivePort, 8080)
+        XCTAssertNil(try URLReference(parsing: "myapp://h/").effectivePort)
+        XCTAssertTrue(try URLReference(parsing: "HTTPS://h/").isWeb)
+        XCTAssertFalse(try URLReference(parsing: "ftp://h/").isWeb)
+    }
+}
