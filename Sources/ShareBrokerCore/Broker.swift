@@ -204,27 +204,18 @@ public final class Broker {
         listenerInode = nil
     }
 
-    /// Re-reads STATE/apps/*.json (and, with routing, the association documents).
+    /// Re-reads STATE/apps/*.json and STATE/associations/*.json and rebuilds the routing tables.
     func reloadManifests(reason: String) {
-        let dir = config.stateDirectory + "/apps"
-        var files: [(name: String, bytes: [UInt8])] = []
-        var readIssues: [ManifestIssue] = []
-        for name in FileIO.listDirectory(dir) ?? [] where name.hasSuffix(".json") && !name.hasPrefix(".") {
-            do {
-                files.append((name, try FileIO.readFile(dir + "/" + name, limit: 4 * 1024 * 1024)))
-            } catch {
-                readIssues.append(ManifestIssue(file: name, field: "", message: "cannot read: \(error)", fatal: true))
-            }
-        }
-        var fresh = AppRegistry(files: files)
-        if !readIssues.isEmpty {
-            fresh = AppRegistry(manifests: fresh.apps, issues: readIssues + fresh.issues)
-        }
-        registry = fresh
+        let loaded = StateFiles.load(stateDirectory: config.stateDirectory)
+        registry = loaded.registry
         for issue in registry.issues {
             log.log(issue.fatal ? .warning : .info, "manifest \(issue.fatal ? "error" : "note"): \(issue)")
         }
-        loadAssociations()
+        associationErrors = loaded.associationErrors
+        for (_, e) in loaded.associationErrors.sorted(by: { $0.key < $1.key }) {
+            log.log(.warning, "association document is malformed and matches nothing: \(e)")
+        }
+        router = loaded.router
         log.log(
             .info,
             "loaded \(registry.apps.count) apps (\(reason)); \(registry.issues.filter(\.fatal).count) manifest errors, "
@@ -234,30 +225,6 @@ public final class Broker {
             conn.subscribedApp = nil
             subscribers[app] = nil
         }
-    }
-
-    /// Re-reads STATE/associations/HOST.json and rebuilds the router.
-    func loadAssociations() {
-        let dir = config.stateDirectory + "/associations"
-        var docs: [String: AssociationDocumentResult] = [:]
-        var errors: [String: String] = [:]
-        for name in FileIO.listDirectory(dir) ?? [] where name.hasSuffix(".json") && !name.hasPrefix(".") {
-            let host = String(name.dropLast(5)).lowercased()
-            do {
-                let result = AssociationDocument.load(try FileIO.readFile(dir + "/" + name, limit: 8 * 1024 * 1024))
-                if case .failure(let e) = result {
-                    errors[host] = "\(name): \(e)"
-                    log.log(.warning, "association document \(name) is malformed and matches nothing: \(e)")
-                }
-                docs[host] = result
-            } catch {
-                errors[host] = "\(name): cannot read: \(error)"
-                log.log(.warning, "association document \(name) cannot be read: \(error)")
-                docs[host] = .failure(AssociationDocumentError(key: "", reason: "cannot read: \(error)"))
-            }
-        }
-        associationErrors = errors
-        router = URLRouter(apps: registry.apps, associations: docs)
     }
 
     // MARK: The loop
@@ -443,7 +410,9 @@ public final class Broker {
             rpcError = RPCError(.parseError, "Parse error: \(why); closing the connection")
         }
         log.log(.warning, "\(rpcError.message)", connection: conn.id)
-        conn.enqueue { RPCCodec.writeError(id: .null, error: rpcError, to: &$0) }
+        // Answer in the framing the peer chose, even when its first frame is the one that failed.
+        if conn.framer.mode == .contentLength { conn.outputMode = .contentLength }
+        conn.emit { RPCCodec.writeError(id: .null, error: rpcError, to: &$0) }
         markDirty(conn)
         beginClosing(conn)
     }

@@ -95,7 +95,9 @@ public struct Framer: Sendable {
                 let rest = UnsafeRawBufferPointer(rebasing: buf[pos...])
                 guard let base = rest.baseAddress, let hit = memchr(base, 0x0A, rest.count) else {
                     // One byte more may be the '\r' of a CRLF ending, which is not part of the body.
-                    if rest.count > maxMessage + 1 { throw .tooLarge(limit: maxMessage) }
+                    if rest.count > maxMessage + 1 || (rest.count == maxMessage + 1 && rest[rest.count - 1] != 0x0D) {
+                        throw .tooLarge(limit: maxMessage)
+                    }
                     return pos
                 }
                 let len = base.distance(to: UnsafeRawPointer(hit))

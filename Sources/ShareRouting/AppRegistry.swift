@@ -27,9 +27,9 @@ public struct AppRegistry: Sendable {
     /// Builds the registry from manifest files, given as (file name, bytes). Files are taken in
     /// file-name order: the first manifest to claim a bundle ID keeps it; a later app manifest with
     /// the same bundle ID is rejected, a later extension with a taken bundle ID is dropped.
-    public init(files: [(name: String, bytes: [UInt8])]) {
+    public init(files: [(name: String, bytes: [UInt8])], extraIssues: [ManifestIssue] = []) {
         var decoded: [AppManifest] = []
-        var found: [ManifestIssue] = []
+        var found: [ManifestIssue] = extraIssues
         for file in files.sorted(by: { $0.name < $1.name }) {
             let (manifest, problems) = ManifestDecoder.decode(bytes: file.bytes, file: file.name)
             found.append(contentsOf: problems)

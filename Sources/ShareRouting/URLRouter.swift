@@ -92,12 +92,13 @@ public struct RouteExplanation: Sendable, Equatable {
     /// The decision (identical to `resolve`'s).
     public var decision: RouteDecision
 
-    /// `{url, fallback?, steps, decision}`.
+    /// `{url, fallback?, steps, decision, text}`.
     public var json: JSONValue {
         var o: JSONObject = ["url": .string(url)]
         if let fallback { o["fallback"] = .string(fallback) }
         o["steps"] = .array(steps.map { .string($0) })
         o["decision"] = decision.json
+        o["text"] = .string(text)
         return .object(o)
     }
 

@@ -37,6 +37,32 @@ let root = CommandSpec(
                 ArgumentSpec("params", help: "Params as a JSON object (or array).", kind: .optional),
             ]),
         CommandSpec(name: "status", abstract: "Show the broker's status."),
+        CommandSpec(
+            name: "open", abstract: "Open a URL: the app that handles it gets an event (url.open).",
+            options: [.option("fallback", valueName: "url", help: "Open this instead when nothing handles URL.")],
+            arguments: [ArgumentSpec("url", help: "The URL, e.g. deeplinkmyapp://open-from-share.")]),
+        CommandSpec(
+            name: "can-open", abstract: "Say whether a URL would open, and where (url.canOpen). Exit 1 when it would not.",
+            arguments: [ArgumentSpec("url", help: "The URL.")]),
+        CommandSpec(
+            name: "explain", abstract: "Explain, step by step, how the broker routes a URL (url.explain).",
+            options: [.option("fallback", valueName: "url", help: "A fallback URL, as url.open takes it.")],
+            arguments: [ArgumentSpec("url", help: "The URL.")]),
+        CommandSpec(
+            name: "listen",
+            abstract: "Subscribe as an app and print its events, one JSON object per line (app.subscribe).",
+            discussion: """
+                The app is --as BUNDLE, else $SHAREBROKER_BUNDLE_ID (set by the broker when it launches an app);
+                the token is --token, else $SHAREBROKER_TOKEN.
+                """,
+            options: [
+                .flag("ack", help: "Acknowledge each event after printing it."),
+                .option("count", valueName: "n", help: "Exit after N events."),
+                .option("timeout", valueName: "seconds", help: "Exit when no event arrives for this long."),
+            ]),
+        CommandSpec(
+            name: "ack", abstract: "Acknowledge events as an app (app.ack).",
+            arguments: [ArgumentSpec("ids", help: "Event ids.", kind: .oneOrMore)]),
         CommandSpec(name: "apps", abstract: "List registered apps, manifest errors and conflicts."),
         CommandSpec(name: "reload", abstract: "Make the broker re-read its manifests (apps.reload)."),
     ])
@@ -129,6 +155,68 @@ func run(_ cmd: ParsedCommand) throws -> Int32 {
             field("manifest errors", "manifestErrors")
             writeOut(lines.joined(separator: "\n") + "\n")
         }
+        return Exit.ok
+    case "open":
+        let s = try connect(cmd)
+        var p: JSONObject = ["url": .string(cmd.argument("url")!)]
+        if let f = cmd.value("fallback") { p["fallback"] = .string(f) }
+        let r = try s.conn.call("url.open", .object(p))
+        if s.json {
+            printJSON(r, compact: true)
+        } else {
+            let state = r["delivered"] == .bool(true) ? "delivered" : "queued"
+            writeOut(
+                "\(r["app"]?.stringValue ?? "?") via \(r["via"]?.stringValue ?? "?"): event \(r["eventID"]?.stringValue ?? "?") \(state)\n")
+        }
+        return Exit.ok
+    case "can-open":
+        let s = try connect(cmd)
+        let r = try s.conn.call("url.canOpen", ["url": .string(cmd.argument("url")!)])
+        if s.json {
+            printJSON(r, compact: true)
+        } else if r["canOpen"] == .bool(true) {
+            writeOut("yes: \(r["app"]?.stringValue ?? "?") via \(r["via"]?.stringValue ?? "?")\n")
+        } else {
+            writeOut("no: nothing opens \(cmd.argument("url")!)\n")
+        }
+        return r["canOpen"] == .bool(true) ? Exit.ok : Exit.remote
+    case "explain":
+        let s = try connect(cmd)
+        var p: JSONObject = ["url": .string(cmd.argument("url")!)]
+        if let f = cmd.value("fallback") { p["fallback"] = .string(f) }
+        let r = try s.conn.call("url.explain", .object(p))
+        if s.json {
+            printJSON(r, compact: true)
+        } else {
+            writeOut((r["text"]?.stringValue ?? r.prettyText()) + "\n")
+        }
+        return Exit.ok
+    case "listen":
+        let bundle = cmd.value("as") ?? ProcessInfoLite.env("SHAREBROKER_BUNDLE_ID")
+        guard let bundle else { throw cmd.usageError("listen needs --as BUNDLE (or $SHAREBROKER_BUNDLE_ID)") }
+        let count = try cmd.int("count")
+        let timeout = try cmd.double("timeout")
+        let conn = try BrokerConnection(socketPath: socketPath(cmd))
+        try conn.hello(role: "app", bundleID: bundle, token: cmd.value("token") ?? ProcessInfoLite.env("SHAREBROKER_TOKEN"))
+        try conn.call("app.subscribe")
+        var seen = 0
+        while count == nil || seen < count! {
+            let result = Result { () throws(ClientError) -> BrokerNotification? in
+                try conn.nextNotification(timeoutMillis: timeout.map { Int32($0 * 1000) } ?? -1)
+            }
+            if case .failure(.timeout) = result { break }
+            let n = try result.get()
+            guard let n else { throw ClientError.connection("the broker closed the connection") }
+            guard n.method == "app.event", let params = n.params else { continue }
+            writeOut(params.compactText + "\n")
+            if cmd.flag("ack"), let id = params["id"] { try conn.call("app.ack", ["ids": [id]]) }
+            seen += 1
+        }
+        return Exit.ok
+    case "ack":
+        let s = try connect(cmd)
+        let r = try s.conn.call("app.ack", ["ids": .array(cmd.arguments("ids").map { .string($0) })])
+        if s.json { printJSON(r, compact: true) } else { writeOut("acked \(r["acked"]?.intValue ?? 0)\n") }
         return Exit.ok
     case "apps", "reload":
         let s = try connect(cmd)

@@ -294,7 +294,8 @@ final class URLRouterTests: XCTestCase {
         XCTAssertEqual(
             e.json.compactText,
             #"{"url":"https://example.com/private/1","steps":["# + e.steps.map { JSONValue.string($0).compactText }.joined(separator: ",")
-                + #"],"decision":{"app":"org.mozilla.browser","via":"browser","kind":"openURL","url":"https://example.com/private/1"}}"#)
+                + #"],"decision":{"app":"org.mozilla.browser","via":"browser","kind":"openURL","url":"https://example.com/private/1"},"text":"#
+                + JSONValue.string(e.text).compactText + "}")
         XCTAssertTrue(e.text.hasSuffix("decision: org.mozilla.browser opens 'https://example.com/private/1' via browser (openURL)"))
     }
 

@@ -1,0 +1,220 @@
+// Manifest loading through the real socket: apps.list shows what was declared (never the token),
+// bad manifests are reported with file and field and do not stop others, duplicate bundle IDs and
+// URL-scheme conflicts are resolved by file-name order, and reloads (apps.reload, SIGHUP-style
+// control.reload) pick up changes.
+
+import Foundation
+import ShareClient
+import ShareProtocol
+import XCTest
+
+final class ConformanceManifestTests: XCTestCase {
+    static let fullManifest = """
+        {
+          "bundleID": "com.mycompany.myapp",
+          "teamID": "ABCDE12345",
+          "name": "My App",
+          "urlSchemes": ["deeplinkmyapp", "MyApp2"],
+          "associatedDomains": ["applinks:example.com", "applinks:*.example.org"],
+          "appGroups": ["group.com.mycompany.myapp"],
+          "token": "super-secret-token-value",
+          "launch": ["/usr/local/bin/myapp", "--from-broker"],
+          "extensions": [
+            {
+              "bundleID": "com.mycompany.myapp.share",
+              "point": "com.apple.share-services",
+              "name": "Send to My App",
+              "appGroups": ["group.com.mycompany.myapp"],
+              "activationRule": { "NSExtensionActivationSupportsWebURLWithMaxCount": 1 }
+            },
+            {
+              "bundleID": "com.mycompany.myapp.action",
+              "point": "com.apple.ui-services",
+              "name": "Open PDF",
+              "appGroups": [],
+              "token": "ext-token-value",
+              "activationRule": "TRUEPREDICATE"
+            },
+            {
+              "bundleID": "com.mycompany.myapp.widget",
+              "point": "com.apple.widgetkit-extension"
+            }
+          ]
+        }
+        """
+
+    func apps(_ list: JSONValue) -> [JSONValue] { list["apps"]?.arrayValue ?? [] }
+    func bundleIDs(_ list: JSONValue) -> [String] { apps(list).compactMap { $0["bundleID"]?.stringValue } }
+    func errors(_ list: JSONValue) -> [JSONValue] { list["errors"]?.arrayValue ?? [] }
+
+    func startedTool(_ h: BrokerHarness) throws -> BrokerConnection {
+        try h.start()
+        return try h.tool()
+    }
+
+    func testValidManifestIsListedExactlyWithoutToken() throws {
+        let h = BrokerHarness(manifests: ["myapp.json": Self.fullManifest])
+        let c = try startedTool(h)
+        defer { h.stop() }
+        let list = try c.call("apps.list")
+        XCTAssertEqual(errors(list).count, 0, "\(list.compactText)")
+        XCTAssertEqual(apps(list).count, 1)
+        let app = try XCTUnwrap(apps(list).first)
+        XCTAssertEqual(app["bundleID"], "com.mycompany.myapp")
+        XCTAssertEqual(app["teamID"], "ABCDE12345")
+        XCTAssertEqual(app["name"], "My App")
+        XCTAssertEqual(app["urlSchemes"], ["deeplinkmyapp", "MyApp2"])
+        XCTAssertEqual(app["associatedDomains"], ["applinks:example.com", "applinks:*.example.org"])
+        XCTAssertEqual(app["appGroups"], ["group.com.mycompany.myapp"])
+        XCTAssertEqual(app["launch"], ["/usr/local/bin/myapp", "--from-broker"])
+        let exts = try XCTUnwrap(app["extensions"]?.arrayValue)
+        XCTAssertEqual(exts.count, 3)
+        guard exts.count == 3 else { return }
+        XCTAssertEqual(exts[0]["bundleID"], "com.mycompany.myapp.share")
+        XCTAssertEqual(exts[0]["point"], "com.apple.share-services")
+        XCTAssertEqual(exts[0]["name"], "Send to My App")
+        XCTAssertEqual(exts[0]["appGroups"], ["group.com.mycompany.myapp"])
+        XCTAssertEqual(exts[0]["activationRule"], ["NSExtensionActivationSupportsWebURLWithMaxCount": 1])
+        XCTAssertEqual(exts[1]["bundleID"], "com.mycompany.myapp.action")
+        XCTAssertEqual(exts[1]["point"], "com.apple.ui-services")
+        XCTAssertEqual(exts[1]["name"], "Open PDF")
+        XCTAssertEqual(exts[1]["appGroups"], [])
+        XCTAssertEqual(exts[1]["activationRule"], "TRUEPREDICATE")
+        XCTAssertEqual(exts[2]["point"], "com.apple.widgetkit-extension")
+        XCTAssertEqual(exts[2]["name"], "com.mycompany.myapp.widget", "name defaults to the bundle ID")
+        XCTAssertNil(exts[2]["activationRule"]?.objectValue)
+
+        // No token anywhere in the listing.
+        XCTAssertNil(app["token"])
+        for e in exts { XCTAssertNil(e["token"]) }
+        let text = list.compactText
+        XCTAssertFalse(text.contains("super-secret-token-value"), "app token leaked in apps.list")
+        XCTAssertFalse(text.contains("ext-token-value"), "extension token leaked in apps.list")
+
+        // apps.reload answers the same shape.
+        let reloaded = try c.call("apps.reload")
+        XCTAssertEqual(reloaded["apps"], list["apps"])
+        XCTAssertFalse(reloaded.compactText.contains("super-secret-token-value"))
+    }
+
+    func testBadManifestsAreReportedWithFileAndFieldAndDoNotStopOthers() throws {
+        let h = BrokerHarness(manifests: [
+            "a-invalid-json.json": #"{"bundleID": "com.example.broken", "#,
+            "b-wrong-type.json": #"{"bundleID": "com.example.wrongtype", "urlSchemes": "x"}"#,
+            "c-ext-no-point.json": #"{"bundleID": "com.example.nopoint", "extensions": [{"bundleID": "com.example.nopoint.share"}]}"#,
+            "d-bad-scheme.json": #"{"bundleID": "com.example.badscheme", "urlSchemes": ["good", "1abc"]}"#,
+            "e-good.json": manifestJSON("com.example.good", schemes: ["goodapp"]),
+            "0-first-good.json": manifestJSON("com.example.first"),
+            "notes.txt": "not a manifest at all",
+        ])
+        let c = try startedTool(h)
+        defer { h.stop() }
+        let list = try c.call("apps.list")
+        XCTAssertEqual(bundleIDs(list), ["com.example.first", "com.example.good"], "\(list.compactText)")
+
+        func errorFor(_ file: String) -> JSONValue? { errors(list).first { $0["file"]?.stringValue == file } }
+
+        let invalid = try XCTUnwrap(errorFor("a-invalid-json.json"), "no error for invalid JSON: \(list.compactText)")
+        XCTAssertTrue(invalid["message"]?.stringValue?.lowercased().contains("json") ?? false, invalid.compactText)
+
+        let wrongType = try XCTUnwrap(errorFor("b-wrong-type.json"), "no error for wrong type: \(list.compactText)")
+        XCTAssertEqual(wrongType["field"], "urlSchemes")
+        XCTAssertTrue(wrongType["message"]?.stringValue?.contains("array") ?? false, wrongType.compactText)
+
+        let noPoint = try XCTUnwrap(errorFor("c-ext-no-point.json"), "no error for missing point: \(list.compactText)")
+        XCTAssertEqual(noPoint["field"], "extensions[0].point")
+
+        let badScheme = try XCTUnwrap(errorFor("d-bad-scheme.json"), "no error for bad scheme: \(list.compactText)")
+        XCTAssertEqual(badScheme["field"], "urlSchemes[1]")
+        XCTAssertTrue(badScheme["message"]?.stringValue?.contains("1abc") ?? false, badScheme.compactText)
+
+        XCTAssertEqual(errors(list).count, 4, "exactly the four bad files: \(errors(list).map(\.compactText))")
+        XCTAssertNil(errorFor("notes.txt"), "non-.json files are not manifests")
+
+        // The rejected bundles are not registered.
+        let app = try h.connect()
+        expectRPCError(-32001) { try app.hello(role: "app", bundleID: "com.example.wrongtype") }
+        XCTAssertEqual(try app.hello(role: "app", bundleID: "com.example.good")["bundleID"]?.stringValue, "com.example.good")
+
+        // broker.status counts the loaded apps.
+        XCTAssertEqual(try c.call("broker.status")["apps"]?.intValue, 2)
+    }
+
+    func testDuplicateBundleIDFirstFileWins() throws {
+        let h = BrokerHarness(manifests: [
+            "zeta.json": manifestJSON("com.example.dup", name: "From Zeta"),
+            "alpha.json": manifestJSON("com.example.dup", name: "From Alpha"),
+        ])
+        let c = try startedTool(h)
+        defer { h.stop() }
+        let list = try c.call("apps.list")
+        XCTAssertEqual(apps(list).count, 1, "\(list.compactText)")
+        XCTAssertEqual(apps(list).first?["name"], "From Alpha")
+        let dupErrors = errors(list).filter { $0["file"]?.stringValue == "zeta.json" }
+        XCTAssertEqual(dupErrors.count, 1, "the losing file is reported: \(list.compactText)")
+        XCTAssertEqual(dupErrors.first?["field"], "bundleID")
+        XCTAssertTrue(dupErrors.first?["message"]?.stringValue?.contains("com.example.dup") ?? false)
+        XCTAssertTrue(errors(list).allSatisfy { $0["file"]?.stringValue != "alpha.json" })
+    }
+
+    func testURLSchemeConflictReportedWithFirstFileAsWinner() throws {
+        let h = BrokerHarness(manifests: [
+            "20-second.json": manifestJSON("com.example.second", schemes: ["shared", "onlysecond"]),
+            "10-first.json": manifestJSON("com.example.first", schemes: ["Shared"]),
+            "30-third.json": manifestJSON("com.example.third", schemes: ["SHARED"]),
+        ])
+        let c = try startedTool(h)
+        defer { h.stop() }
+        let list = try c.call("apps.list")
+        XCTAssertEqual(bundleIDs(list), ["com.example.first", "com.example.second", "com.example.third"])
+        let conflicts = list["conflicts"]?.arrayValue ?? []
+        XCTAssertEqual(conflicts.count, 1, "\(list.compactText)")
+        let conflict = try XCTUnwrap(conflicts.first)
+        XCTAssertEqual(conflict["scheme"]?.stringValue?.lowercased(), "shared")
+        XCTAssertEqual(conflict["winner"], "com.example.first")
+        XCTAssertEqual(conflict["claimants"], ["com.example.first", "com.example.second", "com.example.third"])
+        // A conflict does not reject either app.
+        XCTAssertEqual(errors(list).count, 0)
+    }
+
+    func testAppsReloadPicksUpNewAndDropsRemovedManifests() throws {
+        let h = BrokerHarness(manifests: ["keep.json": manifestJSON("com.example.keep"), "gone.json": manifestJSON("com.example.gone")])
+        let c = try startedTool(h)
+        defer { h.stop() }
+        XCTAssertEqual(bundleIDs(try c.call("apps.list")), ["com.example.gone", "com.example.keep"])
+
+        try FileManager.default.removeItem(atPath: h.state + "/apps/gone.json")
+        h.dir.write("state/apps/new.json", manifestJSON("com.example.new", schemes: ["newapp"]))
+        // apps.list alone does not reload.
+        XCTAssertEqual(bundleIDs(try c.call("apps.list")), ["com.example.gone", "com.example.keep"])
+        let reloaded = try c.call("apps.reload")
+        XCTAssertEqual(bundleIDs(reloaded), ["com.example.keep", "com.example.new"])
+        XCTAssertEqual(bundleIDs(try c.call("apps.list")), ["com.example.keep", "com.example.new"])
+
+        // The registry used by hello follows.
+        let app = try h.connect()
+        expectRPCError(-32001) { try app.hello(role: "app", bundleID: "com.example.gone") }
+        XCTAssertEqual(try app.hello(role: "app", bundleID: "com.example.new")["bundleID"], "com.example.new")
+        XCTAssertEqual(try c.call("broker.status")["apps"]?.intValue, 2)
+
+        // A file that turns bad is reported on reload, and the good ones stay.
+        h.dir.write("state/apps/keep.json", #"{"bundleID": 5}"#)
+        let again = try c.call("apps.reload")
+        XCTAssertEqual(bundleIDs(again), ["com.example.new"])
+        XCTAssertEqual(errors(again).first?["file"], "keep.json")
+        XCTAssertEqual(errors(again).first?["field"], "bundleID")
+    }
+
+    func testControlReloadPicksUpChanges() throws {
+        let h = BrokerHarness(manifests: ["one.json": manifestJSON("com.example.one")])
+        let c = try startedTool(h)
+        defer { h.stop() }
+        XCTAssertEqual(bundleIDs(try c.call("apps.list")), ["com.example.one"])
+        h.dir.write("state/apps/two.json", manifestJSON("com.example.two"))
+        try FileManager.default.removeItem(atPath: h.state + "/apps/one.json")
+        h.control?.reload()
+        XCTAssertTrue(
+            waitUntil { (try? self.bundleIDs(c.call("apps.list"))) == ["com.example.two"] },
+            "control.reload() did not pick up the change: \((try? c.call("apps.list").compactText) ?? "")")
+    }
+}
