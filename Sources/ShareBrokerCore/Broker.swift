@@ -104,8 +104,10 @@ public final class Broker {
     var afterReply: [() -> Void] = []
     /// Launch-on-demand state per app.
     var launches: [String: LaunchState] = [:]
-    /// Appends made to the store so far (a request that changed it waits for the commit).
-    var storeWrites: UInt64 { store?.journal.appendCount ?? 0 }
+    /// The stores changed this turn (group commit at the end of the turn).
+    let turn = TurnLog()
+    /// Work that runs once a store's changes of this turn are durable (e.g. delivering events).
+    var afterCommit: [(ObjectIdentifier, () -> Void)] = []
     var openFileLimit = 0
     let methods: [String: MethodSpec]
 
@@ -276,17 +278,18 @@ public final class Broker {
     /// the replies that waited for it (as -32005 if it failed), delivers new events, then writes
     /// every connection's output.
     func endOfTurn() {
-        if let store, store.hasPending {
-            var failure: RPCError? = nil
-            do { try store.commit() } catch {
-                failure = RPCError(.storageFailure, "Storage failure: \(error.message); nothing was stored")
-                log.log(.error, "commit failed: \(error.message)")
-            }
-            releaseHeld(failure)
-            if failure == nil { deliverTurnEvents() } else { turnEvents.removeAll() }
+        if turn.hasDirty {
+            let failed = turn.commitAll()
+            for (_, e) in failed { log.log(.error, "commit failed: \(e.message)") }
+            releaseHeld(failed)
+            let actions = afterCommit
+            afterCommit.removeAll(keepingCapacity: true)
+            for (participant, action) in actions where failed[participant] == nil { action() }
         } else if !heldConnections.isEmpty {
-            releaseHeld(nil)
+            releaseHeld([:])
         }
+        if !afterCommit.isEmpty { afterCommit.removeAll(keepingCapacity: true) }
+        if !turnEvents.isEmpty { turnEvents.removeAll(keepingCapacity: true) }
         if dirty.isEmpty { return }
         let list = dirty
         dirty.removeAll(keepingCapacity: true)
@@ -297,26 +300,14 @@ public final class Broker {
         }
     }
 
-    func releaseHeld(_ failure: RPCError?) {
+    func releaseHeld(_ failed: [ObjectIdentifier: StoreError]) {
         let list = heldConnections
         heldConnections.removeAll(keepingCapacity: true)
         for c in list {
             guard let held = c.held else { continue }
             c.held = nil
             guard connections[c.id] != nil else { continue }
-            for h in held {
-                switch h {
-                case .bytes(let b): c.enqueue { $0.append(contentsOf: b) }
-                case .deferred(let id, let result):
-                    if let failure {
-                        c.enqueue { RPCCodec.writeError(id: id, error: failure, to: &$0) }
-                    } else {
-                        c.enqueue { RPCCodec.writeResult(id: id, result: result, to: &$0) }
-                    }
-                case .batch(let parts):
-                    c.enqueue { Broker.writeBatch(parts, ok: failure == nil, error: failure, to: &$0) }
-                }
-            }
+            for h in held { c.enqueue { Broker.writeHeld(h, failed: failed, to: &$0) } }
             markDirty(c)
         }
     }
@@ -424,12 +415,11 @@ public final class Broker {
             case .failure(let reply):
                 conn.emit { RPCCodec.writeError(id: reply.id, error: reply.error, to: &$0) }
             case .success(let request):
-                let writesBefore = storeWrites
                 guard let response = dispatch(conn, request) else { break }
                 let id = request.id!
                 switch response {
-                case .success(let result) where storeWrites != writesBefore:
-                    hold(conn, .deferred(id, result))
+                case .success(let result) where !turn.requestTouched.isEmpty:
+                    hold(conn, .deferred(id, result, touched: turn.requestTouched))
                 case .success(let result):
                     conn.emit { RPCCodec.writeResult(id: id, result: result, to: &$0) }
                 case .failure(let error):
@@ -447,11 +437,10 @@ public final class Broker {
                 case .failure(let reply):
                     RPCCodec.writeError(id: reply.id, error: reply.error, to: &part)
                 case .success(let request):
-                    let writesBefore = storeWrites
                     guard let response = dispatch(conn, request) else { continue }
                     switch response {
-                    case .success(let result) where storeWrites != writesBefore:
-                        parts.append(.deferred(request.id!, result))
+                    case .success(let result) where !turn.requestTouched.isEmpty:
+                        parts.append(.deferred(request.id!, result, touched: turn.requestTouched))
                         waits = true
                         continue
                     case .success(let result): RPCCodec.writeResult(id: request.id!, result: result, to: &part)
@@ -464,7 +453,7 @@ public final class Broker {
                 if waits {
                     hold(conn, .batch(parts))
                 } else {
-                    conn.emit { out in Broker.writeBatch(parts, ok: true, error: nil, to: &out) }
+                    conn.emit { out in Broker.writeHeld(.batch(parts), failed: [:], to: &out) }
                 }
                 markDirty(conn)
             }
@@ -481,21 +470,25 @@ public final class Broker {
         conn.held!.append(reply)
     }
 
-    /// Serializes a batch response; deferred members become -32005 when the commit failed.
-    static func writeBatch(_ parts: [HeldReply], ok: Bool, error: RPCError?, to out: inout [UInt8]) {
-        out.append(UInt8(ascii: "["))
-        for (i, p) in parts.enumerated() {
-            if i > 0 { out.append(UInt8(ascii: ",")) }
-            switch p {
-            case .bytes(let b): out.append(contentsOf: b)
-            case .deferred(let id, let result):
-                if ok { RPCCodec.writeResult(id: id, result: result, to: &out) } else {
-                    RPCCodec.writeError(id: id, error: error!, to: &out)
-                }
-            case .batch(let inner): writeBatch(inner, ok: ok, error: error, to: &out)
+    /// Serializes a held reply: deferred results become -32005 when a store they changed failed to commit.
+    static func writeHeld(_ h: HeldReply, failed: [ObjectIdentifier: StoreError], to out: inout [UInt8]) {
+        switch h {
+        case .bytes(let b): out.append(contentsOf: b)
+        case .deferred(let id, let result, let touched):
+            if let e = touched.lazy.compactMap({ failed[$0] }).first {
+                RPCCodec.writeError(
+                    id: id, error: RPCError(.storageFailure, "Storage failure: \(e.message); nothing was stored"), to: &out)
+            } else {
+                RPCCodec.writeResult(id: id, result: result, to: &out)
             }
+        case .batch(let parts):
+            out.append(UInt8(ascii: "["))
+            for (i, p) in parts.enumerated() {
+                if i > 0 { out.append(UInt8(ascii: ",")) }
+                writeHeld(p, failed: failed, to: &out)
+            }
+            out.append(UInt8(ascii: "]"))
         }
-        out.append(UInt8(ascii: "]"))
     }
 
     /// Work a handler asked to run once its reply is queued (e.g. the backlog after `app.subscribe`).
@@ -511,6 +504,7 @@ public final class Broker {
         totalRequests += 1
         conn.requestCount += 1
         let outcome: Result<JSONValue, RPCError>
+        turn.beginRequest()
         if let spec = methods[request.method] {
             do {
                 try spec.authorize(conn)

@@ -41,7 +41,8 @@ extension Broker {
     /// Opens the event store; when it cannot be opened the broker still runs and writes answer -32005.
     func openStore() {
         do {
-            let s = try EventStore(directory: config.stateDirectory + "/queues", segmentLimit: config.journalSegmentLimit)
+            let s = try EventStore(
+                directory: config.stateDirectory + "/queues", segmentLimit: config.journalSegmentLimit, turn: turn)
             store = s
             let r = s.recovery
             log.log(
@@ -93,6 +94,7 @@ extension Broker {
             throw RPCError(.storageFailure, "Storage failure: \(error.message); nothing was stored")
         }
         turnEvents.append(event)
+        afterCommit.append((ObjectIdentifier(store), { [unowned self] in self.deliver(event) }))
         let live = subscribers[app] != nil
         if !live { launchIfNeeded(app) }
         if log.enabled(.debug) {
@@ -167,16 +169,9 @@ extension Broker {
         markDirty(conn)
     }
 
-    /// After a successful commit: send this turn's events to the live subscribers.
-    func deliverTurnEvents() {
-        guard !turnEvents.isEmpty else { return }
-        let list = turnEvents
-        turnEvents.removeAll(keepingCapacity: true)
-        for e in list {
-            if let conn = subscribers[e.app], connections[conn.id] != nil {
-                sendEvent(e, to: conn)
-            }
-        }
+    /// Once the event is durable: send it to the app's live subscriber, if any.
+    func deliver(_ e: StoredEvent) {
+        if let conn = subscribers[e.app], connections[conn.id] != nil { sendEvent(e, to: conn) }
     }
 
     func subscriberGone(_ conn: Connection) {

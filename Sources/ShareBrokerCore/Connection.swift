@@ -99,8 +99,8 @@ final class Connection {
 enum HeldReply {
     /// A message already serialized (JSON only, unframed).
     case bytes([UInt8])
-    /// A success reply that waits for durability.
-    case deferred(RequestID, JSONValue)
+    /// A success reply that waits for durability of the stores it changed (`touched`).
+    case deferred(RequestID, JSONValue, touched: [ObjectIdentifier])
     /// A batch response whose members may wait for durability.
     case batch([HeldReply])
 }

@@ -69,7 +69,7 @@ struct AppQueue {
 }
 
 /// The event queues of every app.
-public final class EventStore {
+public final class EventStore: TurnParticipant {
     enum RecordType: UInt8 {
         case event = 1
         case ack = 2
@@ -94,8 +94,14 @@ public final class EventStore {
     /// Events recovered at start.
     public private(set) var recoveredEvents = 0
 
+    /// The turn log this store reports its changes to (nil: the caller commits by hand).
+    public let turn: TurnLog?
+    /// The participant's name in logs.
+    public var participantName: String { "event queues" }
+
     /// Opens the queues under `directory`, replaying the journal.
-    public init(directory: String, segmentLimit: Int? = nil) throws(StoreError) {
+    public init(directory: String, segmentLimit: Int? = nil, turn: TurnLog? = nil) throws(StoreError) {
+        self.turn = turn
         journal = try Journal(directory: directory, name: "events")
         if let segmentLimit { journal.segmentLimit = segmentLimit }
         var maxSeq: UInt64 = 0
@@ -169,6 +175,7 @@ public final class EventStore {
         liveBySegment[event.segment, default: 0] += 1
         recordsBySegment[event.segment, default: 0] += 1
         undo.append(.removeEvent(app: app, id: id))
+        turn?.touch(self)
         return event
     }
 
@@ -190,8 +197,12 @@ public final class EventStore {
             }
         }
         if queues[app]?.count == 0 { queues[app] = nil }
+        turn?.touch(self)
         return unique
     }
+
+    /// `commit()`, for the turn log.
+    public func commitTurn() throws(StoreError) { try commit() }
 
     /// True when changes wait for `commit`.
     public var hasPending: Bool { journal.hasPending }

@@ -1,0 +1,50 @@
+// Group commit across stores: every store that changes during a loop turn registers here; at the
+// end of the turn the broker commits each one (one fdatasync per dirty journal) and learns which
+// requests touched a store whose commit failed, so exactly those answer -32005.
+
+/// A store whose changes of one turn are committed together.
+public protocol TurnParticipant: AnyObject {
+    /// A name for logs (e.g. "events", "group.com.example.app defaults").
+    var participantName: String { get }
+    /// Makes the turn's changes durable; on failure they are undone and the error thrown.
+    func commitTurn() throws(StoreError)
+}
+
+/// The stores changed during the current loop turn, and by which request.
+public final class TurnLog {
+    /// Stores with uncommitted changes, in the order they were first changed.
+    public private(set) var dirty: [TurnParticipant] = []
+    private var dirtyIDs = Set<ObjectIdentifier>()
+    /// Stores changed by the request being handled (reset by `beginRequest`).
+    public private(set) var requestTouched: [ObjectIdentifier] = []
+
+    /// Creates an empty log.
+    public init() {}
+
+    /// Called by a store when it changes.
+    public func touch(_ p: TurnParticipant) {
+        let id = ObjectIdentifier(p)
+        if dirtyIDs.insert(id).inserted { dirty.append(p) }
+        if !requestTouched.contains(id) { requestTouched.append(id) }
+    }
+
+    /// Starts attributing changes to a new request.
+    public func beginRequest() {
+        if !requestTouched.isEmpty { requestTouched.removeAll(keepingCapacity: true) }
+    }
+
+    /// Commits every dirty store; returns the ids of those that failed, with their errors.
+    public func commitAll() -> [ObjectIdentifier: StoreError] {
+        var failed: [ObjectIdentifier: StoreError] = [:]
+        let list = dirty
+        dirty.removeAll(keepingCapacity: true)
+        dirtyIDs.removeAll(keepingCapacity: true)
+        for p in list {
+            do { try p.commitTurn() } catch { failed[ObjectIdentifier(p)] = error }
+        }
+        return failed
+    }
+
+    /// True when some store waits for a commit.
+    public var hasDirty: Bool { !dirty.isEmpty }
+}
