@@ -38,11 +38,11 @@ let package = Package(
             swiftSettings: strict),
         .executableTarget(
             name: "ShareclientTool",
-            dependencies: ["ShareClient", "ShareCommandLine", "ShareProtocol"],
+            dependencies: ["ShareClient", "ShareCommandLine", "ShareProtocol", "ShareSystem"],
             swiftSettings: strict),
         .executableTarget(
             name: "ShareBench",
-            dependencies: ["ShareClient", "ShareProtocol", "ShareSystem", "ShareCommandLine"],
+            dependencies: ["ShareClient", "ShareProtocol", "ShareSystem", "ShareCommandLine", "ShareRouting", "ShareStore"],
             swiftSettings: strict),
         .testTarget(name: "ShareProtocolTests", dependencies: ["ShareProtocol"], swiftSettings: strict),
         .testTarget(name: "ShareRoutingTests", dependencies: ["ShareRouting"], swiftSettings: strict),

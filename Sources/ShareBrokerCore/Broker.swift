@@ -104,6 +104,8 @@ public final class Broker {
     var afterReply: [() -> Void] = []
     /// Launch-on-demand state per app.
     var launches: [String: LaunchState] = [:]
+    /// Group defaults: stores and watchers.
+    var defaults = DefaultsState()
     /// The stores changed this turn (group commit at the end of the turn).
     let turn = TurnLog()
     /// Work that runs once a store's changes of this turn are durable (e.g. delivering events).
@@ -608,6 +610,7 @@ public final class Broker {
     func connectionClosed(_ conn: Connection) {
         if let role = conn.role { sessionCounts.adjust(role, by: -1) }
         subscriberGone(conn)
+        defaultsConnectionClosed(conn)
     }
 
     // MARK: Signals and shutdown

@@ -110,7 +110,7 @@ extension Broker {
             },
         ]
         var table: [String: MethodSpec] = [:]
-        for s in specs + eventMethods() { table[s.name] = s }
+        for s in specs + eventMethods() + defaultsMethods() { table[s.name] = s }
         return table
     }
 
