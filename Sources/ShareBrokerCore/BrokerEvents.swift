@@ -240,6 +240,7 @@ extension Broker {
 
     /// Milliseconds until the next timer (launch retries, reaping launched children); -1 when none.
     func nextTimerMillis() -> Int32 {
+        guard !launches.isEmpty else { return -1 }
         var next: UInt64? = nil
         for (_, l) in launches {
             if l.pid != nil { next = min(next ?? .max, Clock.monotonicNanos() + 200_000_000) }
@@ -283,11 +284,7 @@ extension Broker {
                 }
                 continue
             }
-            if l.pid == nil && l.retryAt == nil && l.failures == 0 {
-                launches[app] = nil
-            } else {
-                launches[app] = l
-            }
+            launches[app] = l  // kept for broker.status (one entry per app with a launch command)
         }
     }
 }

@@ -8,6 +8,7 @@
 import ShareBrokerCore
 import ShareCommandLine
 import ShareProtocol
+import ShareRouting
 import ShareSystem
 
 let root = CommandSpec(
@@ -35,6 +36,25 @@ let root = CommandSpec(
                     default: "2 x max-message + 1 MiB"),
                 .option("log-level", valueName: "level", help: "trace, debug, info, warning or error.", default: "info"),
             ]),
+        CommandSpec(
+            name: "explain",
+            abstract: "Explain, step by step, which app a URL opens, from the manifests and association documents in the state directory.",
+            discussion: "Works offline (no broker needed). Exit 0 when the URL opens, 1 when nothing handles it, 64 for an invalid URL.",
+            options: [
+                .option("state", valueName: "dir", help: "State directory to read.", default: "as for serve"),
+                .option("fallback", valueName: "url", help: "A fallback URL, as url.open takes it."),
+                .flag("json", help: "Print the explanation as JSON."),
+            ],
+            arguments: [ArgumentSpec("url", help: "The URL to explain.")]),
+        CommandSpec(
+            name: "check-association",
+            abstract: "Validate an apple-app-site-association document and show what URLs it gives to which app.",
+            discussion: "Exit 0 when the document is valid, 1 when it is malformed (the error names the exact key).",
+            options: [
+                .option("url", valueName: "url", help: "Show which app IDs the document gives this URL to.", repeatable: true),
+                .flag("json", help: "Print the result as JSON."),
+            ],
+            arguments: [ArgumentSpec("file", help: "The document (e.g. STATE/associations/example.com.json).")]),
     ])
 
 func serve(_ cmd: ParsedCommand) throws -> Int32 {
@@ -62,6 +82,91 @@ func serve(_ cmd: ParsedCommand) throws -> Int32 {
     return 0
 }
 
+func writeOut(_ s: String) {
+    var bytes = Array(s.utf8)
+    bytes.withUnsafeMutableBytes { buf in
+        var off = 0
+        while off < buf.count {
+            let n = write(1, buf.baseAddress! + off, buf.count - off)
+            if n <= 0 { break }
+            off += n
+        }
+    }
+}
+
+func explain(_ cmd: ParsedCommand) throws -> Int32 {
+    let state = cmd.value("state") ?? DefaultPaths.state()
+    let files = StateFiles.load(stateDirectory: state)
+    let url = cmd.argument("url")!
+    let e = files.router.explain(url, fallback: cmd.value("fallback"))
+    if cmd.flag("json") {
+        writeOut(e.json.compactText + "\n")
+    } else {
+        var header = "state: \(state) (\(files.registry.apps.count) apps, \(files.router.associations.count) association documents)\n"
+        for issue in files.registry.issues where issue.fatal { header += "manifest error: \(issue)\n" }
+        for (_, err) in files.associationErrors.sorted(by: { $0.key < $1.key }) { header += "association error: \(err)\n" }
+        writeOut(header + e.text + "\n")
+    }
+    switch e.decision {
+    case .routed: return 0
+    case .noHandler: return 1
+    case .invalidURL(let err), .invalidFallback(let err):
+        FileHandleLite.stderr("sharebroker: error: \(err.message)\n")
+        return 64
+    }
+}
+
+func checkAssociation(_ cmd: ParsedCommand) throws -> Int32 {
+    let path = cmd.argument("file")!
+    let bytes: [UInt8]
+    do { bytes = try FileIO.readFile(path, limit: 8 * 1024 * 1024) } catch {
+        FileHandleLite.stderr("sharebroker: error: cannot read \(path): \(error)\n")
+        return 66
+    }
+    let doc: AssociationDocument
+    switch AssociationDocument.load(bytes) {
+    case .failure(let err):
+        if cmd.flag("json") {
+            writeOut(JSONValue.object(["valid": false, "file": .string(path), "key": .string(err.key), "reason": .string(err.reason)]).compactText + "\n")
+        } else {
+            writeOut("\(path): malformed: \(err)\n")
+        }
+        return 1
+    case .success(let d): doc = d
+    }
+    var results: [JSONValue] = []
+    var text = "\(path): valid; app IDs: \(doc.appIDs.isEmpty ? "(none)" : doc.appIDs.joined(separator: ", "))\n"
+    for note in doc.notes { text += "note: \(note)\n" }
+    var exit: Int32 = 0
+    for u in cmd.values("url") {
+        let ref: URLReference
+        do { ref = try URLReference(parsing: u) } catch {
+            text += "\(u): \(error.message)\n"
+            results.append(["url": .string(u), "error": .string(error.message)])
+            exit = 64
+            continue
+        }
+        var opens: [String] = []
+        var perApp: [JSONValue] = []
+        text += "\(u):\n"
+        for appID in doc.appIDs {
+            let m = doc.match(url: ref, appID: appID)
+            if m.outcome == .matched { opens.append(appID) }
+            text += "  \(appID): \(m.outcome.rawValue)\(m.pattern.map { " by \($0)" } ?? "")\n"
+            for step in m.trail { text += "    \(step)\n" }
+            perApp.append(["appID": .string(appID), "outcome": .string(m.outcome.rawValue), "trail": .array(m.trail.map { .string($0) })])
+        }
+        text += "  → \(opens.isEmpty ? "no app: opens in the browser" : "opens " + opens[0])\n"
+        results.append(["url": .string(u), "opens": opens.first.map { .string($0) } ?? .null, "apps": .array(perApp)])
+    }
+    if cmd.flag("json") {
+        writeOut(JSONValue.object(["valid": true, "file": .string(path), "appIDs": .array(doc.appIDs.map { .string($0) }), "notes": .array(doc.notes.map { .string($0) }), "urls": .array(results)]).compactText + "\n")
+    } else {
+        writeOut(text)
+    }
+    return exit
+}
+
 enum FileHandleLite {
     static func stderr(_ s: String) {
         var bytes = Array(s.utf8)
@@ -72,6 +177,8 @@ enum FileHandleLite {
 runMain(root: root, version: "sharebroker \(SharebrokerVersion.string)") { cmd in
     switch cmd.subcommand {
     case "serve": return try serve(cmd)
+    case "explain": return try explain(cmd)
+    case "check-association": return try checkAssociation(cmd)
     default: throw cmd.usageError("unknown command")
     }
 }

@@ -1,0 +1,178 @@
+// Crash safety and launch on demand with the real binaries: events answered before a SIGKILL are
+// all delivered after restart, none twice after their ack; apps are launched once, retried with
+// backoff; plus the offline routing tools (explain, check-association).
+
+import Foundation
+import ShareClient
+import ShareProtocol
+import XCTest
+
+final class DurabilityTests: XCTestCase {
+    func writeManifests(_ dir: TempDir, launch: [String]? = nil) {
+        var app: JSONObject = [
+            "bundleID": "com.mycompany.myapp", "teamID": "ABCDE12345", "urlSchemes": ["deeplinkmyapp"],
+            "associatedDomains": ["applinks:example.com"],
+        ]
+        if let launch { app["launch"] = .array(launch.map { .string($0) }) }
+        dir.write("state/apps/myapp.json", JSONValue.object(app).compactText)
+        dir.write(
+            "state/associations/example.com.json",
+            #"{"applinks":{"details":[{"appIDs":["ABCDE12345.com.mycompany.myapp"],"components":[{"/":"/private/*","exclude":true},{"/":"/*"}]}]}}"#)
+    }
+
+    func testEventsSurviveSIGKILLAndAcksStick() throws {
+        let dir = TempDir()
+        writeManifests(dir)
+        let socket = dir.path + "/s.sock"
+        var broker = try BrokerProcess(socket: socket, state: dir.path + "/state", logDir: dir.path)
+        XCTAssertTrue(broker.waitReady())
+
+        // Four openers race; the broker is killed while they are still sending.
+        let answered = Box<[String]>([])
+        let lock = NSLock()
+        let group = DispatchGroup()
+        for t in 0..<4 {
+            group.enter()
+            Thread {
+                defer { group.leave() }
+                guard let c = try? BrokerConnection(socketPath: socket), (try? c.hello(role: "tool")) != nil else { return }
+                for i in 0..<2000 {
+                    guard let r = try? c.call("url.open", ["url": .string("deeplinkmyapp://item?t=\(t)&i=\(i)")]),
+                        let id = r["eventID"]?.stringValue
+                    else { return }
+                    lock.lock()
+                    answered.value.append(id)
+                    lock.unlock()
+                }
+            }.start()
+        }
+        XCTAssertTrue(waitUntil(timeout: 20) {
+            lock.lock()
+            defer { lock.unlock() }
+            return answered.value.count >= 300
+        })
+        broker.signal(SIGKILL)
+        XCTAssertTrue(broker.waitExit())
+        group.wait()
+        lock.lock()
+        let acknowledged = answered.value
+        lock.unlock()
+
+        broker = try BrokerProcess(socket: socket, state: dir.path + "/state", logDir: dir.path)
+        XCTAssertTrue(broker.waitReady(), broker.stderrText)
+        let app = try BrokerConnection(socketPath: socket)
+        try app.hello(role: "app", bundleID: "com.mycompany.myapp")
+        let pending = try XCTUnwrap(app.call("app.subscribe")["pending"]?.intValue)
+        XCTAssertGreaterThanOrEqual(pending, acknowledged.count)
+        var received: [JSONValue] = []
+        for _ in 0..<pending { received.append(try XCTUnwrap(app.nextNotification(timeoutMillis: 5000)?.params)) }
+        let ids = received.compactMap { $0["id"]?.stringValue }
+        XCTAssertEqual(Set(ids).count, ids.count, "no event delivered twice")
+        XCTAssertTrue(Set(acknowledged).isSubset(of: Set(ids)), "every answered event is still there")
+        let seqs = ids.compactMap { Int($0.dropFirst(3)) }
+        XCTAssertEqual(seqs, seqs.sorted(), "oldest first")
+        for e in received {  // whole, never half-written
+            XCTAssertEqual(e["kind"], "openURL")
+            XCTAssertTrue(e["url"]?.stringValue?.hasPrefix("deeplinkmyapp://item?t=") ?? false)
+        }
+
+        // Ack the first half, kill right after the answer: the acked never come back.
+        let half = Array(ids.prefix(ids.count / 2))
+        XCTAssertEqual(try app.call("app.ack", ["ids": .array(half.map { .string($0) })])["acked"]?.intValue, half.count)
+        broker.signal(SIGKILL)
+        XCTAssertTrue(broker.waitExit())
+        broker = try BrokerProcess(socket: socket, state: dir.path + "/state", logDir: dir.path)
+        XCTAssertTrue(broker.waitReady(), broker.stderrText)
+        let again = try BrokerConnection(socketPath: socket)
+        try again.hello(role: "app", bundleID: "com.mycompany.myapp")
+        XCTAssertEqual(try again.call("app.subscribe")["pending"]?.intValue, ids.count - half.count)
+        var rest: [String] = []
+        for _ in 0..<(ids.count - half.count) {
+            rest.append(try XCTUnwrap(again.nextNotification(timeoutMillis: 5000)?.params?["id"]?.stringValue))
+        }
+        XCTAssertEqual(rest, Array(ids.dropFirst(half.count)))
+        broker.signal(SIGTERM)
+        XCTAssertTrue(broker.waitExit())
+    }
+
+    func testLaunchOnDemandStartsTheAppOnceWithItsEnvironment() throws {
+        let dir = TempDir()
+        let envFile = dir.path + "/launched.txt"
+        let script = """
+            echo "$SHAREBROKER_SOCKET $SHAREBROKER_BUNDLE_ID" >> \(envFile)
+            exec "\(Products.shareclient)" listen --ack --count 3 --timeout 10
+            """
+        writeManifests(dir, launch: ["/bin/sh", "-c", script])
+        let socket = dir.path + "/s.sock"
+        let broker = try BrokerProcess(socket: socket, state: dir.path + "/state", logDir: dir.path)
+        XCTAssertTrue(broker.waitReady())
+        let tool = try BrokerConnection(socketPath: socket)
+        try tool.hello(role: "tool")
+        for i in 0..<3 {
+            let r = try tool.call("url.open", ["url": .string("deeplinkmyapp://launch/\(i)")])
+            XCTAssertEqual(r["queued"], true)
+        }
+        XCTAssertTrue(
+            waitUntil(timeout: 15) { (try? tool.call("broker.status"))?["pendingEvents"]?.intValue == 0 },
+            "the launched app received and acked the events; broker log: \(broker.stderrText)")
+        let lines = ((try? String(contentsOfFile: envFile, encoding: .utf8)) ?? "").split(separator: "\n")
+        XCTAssertEqual(lines, ["\(socket) com.mycompany.myapp"], "launched exactly once, with its environment")
+        let launches = try tool.call("broker.status")["launches"]?["com.mycompany.myapp"]
+        XCTAssertEqual(launches?["launches"]?.intValue, 1)
+        broker.signal(SIGTERM)
+        XCTAssertTrue(broker.waitExit())
+    }
+
+    func testFailedLaunchIsRetriedWithBackoffAndTheEventWaits() throws {
+        for launch in [["/nonexistent/myapp"], ["/bin/true"]] {
+            let h = BrokerHarness(
+                manifests: [
+                    "myapp.json": JSONValue.object([
+                        "bundleID": "com.mycompany.myapp", "urlSchemes": ["deeplinkmyapp"],
+                        "launch": .array(launch.map { .string($0) }),
+                    ]).compactText
+                ])
+            try h.start { $0.launchRetryBase = 0.2 }
+            let tool = try h.tool()
+            XCTAssertEqual(try tool.call("url.open", ["url": "deeplinkmyapp://x"])["queued"], true)
+            XCTAssertTrue(
+                waitUntil(timeout: 10) {
+                    ((try? tool.call("broker.status"))?["launches"]?["com.mycompany.myapp"]?["failures"]?.intValue ?? 0) >= 2
+                }, "\(launch) retried")
+            usleep(500_000)
+            let status = try tool.call("broker.status")
+            let launches = status["launches"]?["com.mycompany.myapp"]?["launches"]?.intValue ?? 0
+            // 0.2 s, 0.4 s, 0.8 s ... backoff: a handful of attempts in ~1-2 s, never a tight loop.
+            XCTAssertLessThanOrEqual(launches, 6, "\(launch): \(status.compactText)")
+            XCTAssertEqual(status["pendingEvents"]?.intValue, 1, "a failed launch leaves the event queued")
+            h.stop()
+        }
+    }
+
+    func testExplainAndCheckAssociationTools() throws {
+        let dir = TempDir()
+        writeManifests(dir)
+        let state = dir.path + "/state"
+        let ok = try runProcess(Products.sharebroker, ["explain", "--state", state, "https://example.com/computers/1"])
+        XCTAssertEqual(ok.status, 0, ok.err)
+        XCTAssertTrue(ok.out.contains("via universalLink"), ok.out)
+        let excluded = try runProcess(Products.sharebroker, ["explain", "--state", state, "https://example.com/private/1"])
+        XCTAssertEqual(excluded.status, 1)
+        XCTAssertTrue(excluded.out.contains("excludes"), excluded.out)
+        let bad = try runProcess(Products.sharebroker, ["explain", "--state", state, "not a url"])
+        XCTAssertEqual(bad.status, 64)
+        let json = try runProcess(Products.sharebroker, ["explain", "--json", "--state", state, "deeplinkmyapp://x"])
+        XCTAssertEqual(try JSONParser.parse(json.out.trimmingCharacters(in: .whitespacesAndNewlines))["decision"]?["via"], "scheme")
+
+        let doc = state + "/associations/example.com.json"
+        let check = try runProcess(
+            Products.sharebroker, ["check-association", doc, "--url", "https://example.com/private/a", "--url", "https://example.com/b"])
+        XCTAssertEqual(check.status, 0, check.err)
+        XCTAssertTrue(check.out.contains("excluded"), check.out)
+        XCTAssertTrue(check.out.contains("opens ABCDE12345.com.mycompany.myapp"), check.out)
+        dir.write("bad.json", #"{"applinks":{"details":[{"appIDs":["A.b"],"components":[{"/":"/x","exclude":"yes"}]}]}}"#)
+        let malformed = try runProcess(Products.sharebroker, ["check-association", dir.path + "/bad.json"])
+        XCTAssertEqual(malformed.status, 1)
+        XCTAssertTrue(malformed.out.contains("applinks.details[0].components[0].exclude"), malformed.out)
+    }
+}
