@@ -104,6 +104,8 @@ public final class Broker {
     var afterReply: [() -> Void] = []
     /// Launch-on-demand state per app.
     var launches: [String: LaunchState] = [:]
+    /// Shares, per group (opened on first use).
+    var shareStores: [String: ShareRecordStore] = [:]
     /// Group defaults: stores and watchers.
     var defaults = DefaultsState()
     /// The stores changed this turn (group commit at the end of the turn).
@@ -133,6 +135,7 @@ public final class Broker {
         try prepareStateDirectory()
         openStore()
         reloadManifests(reason: "start")
+        openExistingGroups()
         try bindSocket()
         do {
             try poller.add(listenerFD, interest: .readable, token: Broker.listenerToken)

@@ -23,6 +23,10 @@ public struct BrokerConfiguration: Sendable {
     public var shutdownGraceSeconds: Double = 4.0
     /// Size at which the event journal starts a new segment (nil: the journal's default, 16 MiB).
     public var journalSegmentLimit: Int? = nil
+    /// Largest share (sum of its items' sizes), in bytes.
+    public var maxShareBytes: Int = 256 * 1024 * 1024
+    /// Most items in one share.
+    public var maxFilesPerShare: Int = 64
     /// First retry delay of a failed launch, in seconds; doubles per failure up to 60 s.
     public var launchRetryBase: Double = 1.0
     /// Test seam: injects failures into the event journal (see `JournalFaultPoint`).

@@ -110,7 +110,7 @@ extension Broker {
             },
         ]
         var table: [String: MethodSpec] = [:]
-        for s in specs + eventMethods() + defaultsMethods() { table[s.name] = s }
+        for s in specs + eventMethods() + shareMethods() + defaultsMethods() { table[s.name] = s }
         return table
     }
 
@@ -202,7 +202,7 @@ extension Broker {
             "apps": .int(registry.apps.count),
             "subscribers": .int(subscribers.count),
             "pendingEvents": .int(store?.pendingCount ?? 0),
-            "pendingShares": .int(0),
+            "pendingShares": .int(pendingShareCount),
             "uptimeSeconds": .double((uptimeSeconds * 1000).rounded() / 1000),
             "pid": .number(String(ProcessInfoLite.pid)),
             "socket": .string(config.socketPath),

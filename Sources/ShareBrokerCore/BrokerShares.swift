@@ -1,0 +1,463 @@
+// The share-extension flow: share.targets, share.send, share.list, share.get, share.complete.
+// Items are validated and typed, checked against activation rules, stored with their files as one
+// unit in the group's directory, and (with `open`) announced to the containing app as an event.
+
+#if canImport(Glibc)
+    @preconcurrency import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+import ShareProtocol
+import ShareRouting
+import ShareStore
+import ShareSystem
+
+/// One shared item after validation: what the rules see and what is stored.
+struct PreparedItem {
+    /// The stored form (url/text as given; files as `file`, `name`, `size`), with its `type`.
+    var stored: JSONObject
+    /// The attachment's registeredTypeIdentifiers (primary first).
+    var types: [String]
+    /// The file to store, for data/path items.
+    var file: ShareFile?
+    /// Byte size of the item's content.
+    var size: Int
+}
+
+extension Broker {
+    /// The share.* methods.
+    static func shareMethods() -> [MethodSpec] {
+        [
+            MethodSpec("share.targets") { b, c, p throws(RPCError) in try b.shareTargets(c, p) },
+            MethodSpec("share.send", roles: [.extension, .tool]) { b, c, p throws(RPCError) in try b.shareSend(c, p) },
+            MethodSpec("share.list", roles: [.app, .extension]) { b, c, p throws(RPCError) in try b.shareList(c, p) },
+            MethodSpec("share.get", roles: [.app, .extension]) { b, c, p throws(RPCError) in try b.shareGet(c, p) },
+            MethodSpec("share.complete", roles: [.app, .extension]) { b, c, p throws(RPCError) in try b.shareComplete(c, p) },
+        ]
+    }
+
+    // MARK: Group stores
+
+    /// True for names that are safe as one directory component.
+    static func isSafeGroupName(_ g: String) -> Bool {
+        ManifestDecoder.isValidBundleID(g) && g.utf8.count <= 200
+    }
+
+    /// The share store of a group, opened on first use.
+    func shareStore(_ group: String) throws(RPCError) -> ShareRecordStore {
+        if let s = shareStores[group] { return s }
+        guard Broker.isSafeGroupName(group) else { throw .invalidParams("Invalid params: '\(group)' is not a valid group name") }
+        do {
+            let s = try ShareRecordStore(group: group, directory: groupDirectory(group), turn: turn)
+            if let f = config.storeFaults { s.faultInjector = f }
+            shareStores[group] = s
+            if s.orphansRemoved > 0 { log.log(.info, "\(group): removed \(s.orphansRemoved) orphaned share directories") }
+            for note in s.recovery.notes { log.log(.warning, "recovery (\(group)): \(note)") }
+            return s
+        } catch {
+            throw RPCError(.storageFailure, "Storage failure: \(error.message); nothing was stored")
+        }
+    }
+
+    /// STATE/groups/GROUP: the group's container.
+    func groupDirectory(_ group: String) -> String { config.stateDirectory + "/groups/" + group }
+
+    /// Opens every group that has a directory, so recovery runs at start and counts are right.
+    func openExistingGroups() {
+        for g in FileIO.listDirectory(config.stateDirectory + "/groups") ?? [] where Broker.isSafeGroupName(g) {
+            if FileIO.exists(groupDirectory(g) + "/files") || (FileIO.listDirectory(groupDirectory(g)) ?? []).contains(where: { $0.hasPrefix("shares-") }) {
+                _ = try? shareStore(g)
+            }
+        }
+    }
+
+    var pendingShareCount: Int { shareStores.values.reduce(0) { $0 + $1.count } }
+
+    /// -32001 unless the session's bundle lists `group`.
+    func requireGroupAccess(_ conn: Connection, _ group: String) throws(RPCError) {
+        guard let bundle = conn.bundleID, registry.appGroups(of: bundle).contains(group) else {
+            throw RPCError(.unauthorized, "Unauthorized: \(conn.bundleID ?? "this session") is not entitled to the group '\(group)'")
+        }
+    }
+
+    // MARK: Items
+
+    /// Validates and types the `items` param. With `store`, file contents are read for storing.
+    func prepareItems(_ p: Params, conn: Connection, forStoring: Bool) throws(RPCError) -> [PreparedItem] {
+        guard let raw = p["items"] else { throw .invalidParams("Invalid params: 'items' is required (an array of items)") }
+        guard case .array(let list) = raw else { throw .invalidParams("Invalid params: 'items' must be an array, got \(raw.typeName)") }
+        guard !list.isEmpty else { throw .invalidParams("Invalid params: 'items' is empty: share at least one item") }
+        guard list.count <= config.maxFilesPerShare else {
+            throw .invalidParams("Invalid params: \(list.count) items exceed the limit of \(config.maxFilesPerShare) per share")
+        }
+        var out: [PreparedItem] = []
+        var total = 0
+        var usedNames = Set<String>()
+        var failure: RPCError? = nil
+        for (i, v) in list.enumerated() {
+            do throws(RPCError) {
+                var item = try prepareItem(v, index: i, conn: conn, forStoring: forStoring, usedNames: &usedNames)
+                total += item.size
+                if total > config.maxShareBytes {
+                    if case .descriptor(let fd)? = item.file?.source { FD.close(fd) }
+                    item.file = nil
+                    throw RPCError.invalidParams(
+                        "Invalid params: the share is larger than the limit of \(config.maxShareBytes) bytes")
+                }
+                out.append(item)
+            } catch {
+                failure = error
+                break
+            }
+        }
+        if let failure {
+            for item in out { if case .descriptor(let fd)? = item.file?.source { FD.close(fd) } }
+            throw failure
+        }
+        return out
+    }
+
+    func prepareItem(
+        _ v: JSONValue, index i: Int, conn: Connection, forStoring: Bool, usedNames: inout Set<String>
+    ) throws(RPCError) -> PreparedItem {
+        guard case .object(let o) = v else { throw .invalidParams("Invalid params: items[\(i)] must be an object, got \(v.typeName)") }
+        var givenType: String? = nil
+        if let t = o["type"] {
+            guard case .string(let s) = t, !s.isEmpty else { throw .invalidParams("Invalid params: items[\(i)].type must be a UTI string") }
+            givenType = s
+        }
+        let kinds = ["url", "text", "data", "path"].filter { o[$0] != nil }
+        guard kinds.count == 1 else {
+            throw .invalidParams(
+                "Invalid params: items[\(i)] must have exactly one of url, text, data (+name) or path; got \(kinds.isEmpty ? "none" : kinds.joined(separator: ", "))")
+        }
+        switch kinds[0] {
+        case "url":
+            guard case .string(let url)? = o["url"] else { throw .invalidParams("Invalid params: items[\(i)].url must be a string") }
+            let ref: URLReference
+            do { ref = try URLReference(parsing: url) } catch {
+                throw .invalidParams("Invalid params: items[\(i)].url: \(error.message)")
+            }
+            let types = ShareTyping.urlTypes(ref, given: givenType)
+            return PreparedItem(stored: ["url": .string(url), "type": .string(types[0])], types: types, file: nil, size: url.utf8.count)
+        case "text":
+            guard case .string(let text)? = o["text"] else { throw .invalidParams("Invalid params: items[\(i)].text must be a string") }
+            let types = ShareTyping.textTypes(text, given: givenType)
+            var stored: JSONObject = ["text": .string(text), "type": .string(types[0])]
+            let urls = ShareTyping.urls(in: text)
+            if !urls.isEmpty { stored["urls"] = .array(urls.map { .string($0) }) }
+            return PreparedItem(stored: stored, types: types, file: nil, size: text.utf8.count)
+        case "data":
+            guard case .string(let b64)? = o["data"] else { throw .invalidParams("Invalid params: items[\(i)].data must be a base64 string") }
+            guard let bytes = Base64.decode(b64) else { throw .invalidParams("Invalid params: items[\(i)].data is not valid base64") }
+            var name: String? = nil
+            if let n = o["name"] {
+                guard case .string(let s) = n else { throw .invalidParams("Invalid params: items[\(i)].name must be a string") }
+                name = s
+            }
+            let types = ShareTyping.fileTypes(name: name, head: Array(bytes.prefix(512)), given: givenType)
+            let fileName = ShareTyping.uniqueName(ShareTyping.safeFileName(name, type: types[0]), used: &usedNames)
+            return PreparedItem(
+                stored: ["file": .string(fileName), "name": .string(name ?? fileName), "type": .string(types[0]), "size": .int(bytes.count)],
+                types: types, file: forStoring ? ShareFile(name: fileName, source: .bytes(bytes)) : nil, size: bytes.count)
+        default:
+            guard case .string(let path)? = o["path"] else { throw .invalidParams("Invalid params: items[\(i)].path must be a string") }
+            guard path.hasPrefix("/") else { throw .invalidParams("Invalid params: items[\(i)].path '\(path)' must be absolute") }
+            let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
+            guard fd >= 0 else {
+                let e = currentErrno()
+                throw .invalidParams("Invalid params: items[\(i)].path '\(path)' cannot be read: \(String(cString: strerror(e)))")
+            }
+            var keep = false
+            defer { if !keep { FD.close(fd) } }
+            var st = stat()
+            fstat(fd, &st)
+            guard (st.st_mode & S_IFMT) == S_IFREG else {
+                throw .invalidParams("Invalid params: items[\(i)].path '\(path)' is not a regular file")
+            }
+            if let peer = conn.peer, st.st_uid != peer.uid {
+                throw RPCError(.unauthorized, "Unauthorized: items[\(i)].path '\(path)' does not belong to the calling user (uid \(peer.uid))")
+            }
+            var head = [UInt8](repeating: 0, count: 512)
+            let n = head.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, 0) }
+            head = Array(head.prefix(max(0, n)))
+            _ = fcntl(fd, F_SETFL, 0)
+            let base = String(path.split(separator: "/").last ?? "file")
+            let types = ShareTyping.fileTypes(name: base, head: head, given: givenType)
+            let fileName = ShareTyping.uniqueName(ShareTyping.safeFileName(base, type: types[0]), used: &usedNames)
+            let size = Int(st.st_size)
+            keep = forStoring
+            return PreparedItem(
+                stored: ["file": .string(fileName), "name": .string(base), "type": .string(types[0]), "size": .int(size)],
+                types: types, file: forStoring ? ShareFile(name: fileName, source: .descriptor(fd)) : nil, size: size)
+        }
+    }
+
+    // MARK: Targets
+
+    /// Share targets (share and action extensions) whose rule accepts all the items.
+    func acceptingTargets(_ items: [PreparedItem]) -> [(ext: ExtensionManifest, app: AppManifest)] {
+        var result: [(ExtensionManifest, AppManifest)] = []
+        for app in registry.apps {
+            for ext in app.extensions where ext.isShareTarget {
+                if ShareTyping.accepts(ext.activationRule, items: items).accepted { result.append((ext, app)) }
+            }
+        }
+        return result
+    }
+
+    static func targetJSON(_ t: (ext: ExtensionManifest, app: AppManifest)) -> JSONValue {
+        ["extension": .string(t.ext.bundleID), "app": .string(t.app.bundleID), "name": .string(t.ext.name)]
+    }
+
+    func shareTargets(_ conn: Connection, _ p: Params) throws(RPCError) -> JSONValue {
+        let items = try prepareItems(p, conn: conn, forStoring: false)
+        return ["targets": .array(acceptingTargets(items).map(Broker.targetJSON))]
+    }
+
+    // MARK: share.send
+
+    func shareSend(_ conn: Connection, _ p: Params) throws(RPCError) -> JSONValue {
+        let named = try p.optionalString("extension")
+        let groupParam = try p.optionalString("group")
+        var openURL: String? = nil
+        var openContaining = false
+        switch p["open"] {
+        case nil, .null?, .bool(false)?: break
+        case .bool(true)?: openContaining = true
+        case .string(let u)?: openURL = u
+        case let v?: throw .invalidParams("Invalid params: 'open' must be true, false or a URL string, got \(v.typeName)")
+        }
+        // Who sends: an extension as itself, or a tool as the share sheet.
+        var chosen: (ext: ExtensionManifest, app: AppManifest)
+        var items: [PreparedItem]
+        if conn.role == .extension {
+            guard let me = conn.bundleID, let found = registry.appExtension(me) else {
+                throw RPCError(.unauthorized, "Unauthorized: this extension session has no registered extension")
+            }
+            if let named, named != me {
+                throw RPCError(.unauthorized, "Unauthorized: an extension sends as itself ('\(me)'), not as '\(named)'")
+            }
+            chosen = found
+            items = try prepareItems(p, conn: conn, forStoring: true)
+            let verdict = ShareTyping.accepts(found.ext.activationRule, items: items)
+            guard verdict.accepted else {
+                closeFiles(items)
+                throw RPCError(.notAccepted, "Not accepted: \(me)'s activation rule does not accept these items: \(verdict.reason)")
+            }
+        } else {
+            items = try prepareItems(p, conn: conn, forStoring: true)
+            if let named {
+                guard let found = registry.appExtension(named), found.ext.isShareTarget else {
+                    closeFiles(items)
+                    throw RPCError(.notAccepted, "Not accepted: '\(named)' is not a registered share or action extension")
+                }
+                let verdict = ShareTyping.accepts(found.ext.activationRule, items: items)
+                guard verdict.accepted else {
+                    closeFiles(items)
+                    throw RPCError(.notAccepted, "Not accepted: \(named)'s activation rule does not accept these items: \(verdict.reason)")
+                }
+                chosen = found
+            } else {
+                let candidates = acceptingTargets(items)
+                guard candidates.count == 1 else {
+                    closeFiles(items)
+                    if candidates.isEmpty {
+                        throw RPCError(.notAccepted, "Not accepted: no share or action extension accepts these items")
+                    }
+                    throw RPCError(
+                        .notAccepted,
+                        "Not accepted: \(candidates.count) extensions accept these items; name one with 'extension'",
+                        data: ["candidates": .array(candidates.map(Broker.targetJSON))])
+                }
+                chosen = candidates[0]
+            }
+        }
+        // The group: one of the extension's, default its first.
+        guard let group = groupParam ?? chosen.ext.appGroups.first else {
+            closeFiles(items)
+            throw RPCError(.unauthorized, "Unauthorized: \(chosen.ext.bundleID) is not entitled to any app group")
+        }
+        guard chosen.ext.appGroups.contains(group) else {
+            closeFiles(items)
+            throw RPCError(.unauthorized, "Unauthorized: \(chosen.ext.bundleID) is not entitled to the group '\(group)'")
+        }
+        // The event to queue, validated before anything is stored.
+        var route: (app: String, fields: JSONObject)? = nil
+        let shareID = "sh-" + Broker.randomHex(12)
+        if openContaining {
+            guard let scheme = chosen.app.urlSchemes.first else {
+                closeFiles(items)
+                throw .invalidParams("Invalid params: open: true needs \(chosen.app.bundleID) to declare a URL scheme; pass open: URL instead")
+            }
+            route = (chosen.app.bundleID, ["kind": "openURL", "url": .string("\(scheme)://open-from-share?share=\(shareID)"), "via": "scheme"])
+        } else if let openURL {
+            let d = router.resolve(openURL, fallback: nil)
+            guard case .routed(let app, let via, let kind, let u) = d else {
+                closeFiles(items)
+                throw decisionError(d)
+            }
+            var f: JSONObject = ["kind": .string(kind.rawValue)]
+            if kind == .openURL { f["url"] = .string(u) } else {
+                f["activityType"] = "NSUserActivityTypeBrowsingWeb"
+                f["webpageURL"] = .string(u)
+            }
+            f["via"] = .string(via.rawValue)
+            route = (app, f)
+        }
+        if route != nil { _ = try requireStore() }
+        let store: ShareRecordStore
+        do { store = try shareStore(group) } catch {
+            closeFiles(items)
+            throw error
+        }
+        let files = items.compactMap(\.file)
+        let stored: StoredShare
+        do {
+            stored = try store.add(
+                id: shareID, extensionID: chosen.ext.bundleID, app: chosen.app.bundleID, created: Broker.isoNow(),
+                items: items.map(\.stored), files: files)
+        } catch {
+            throw RPCError(.storageFailure, "Storage failure: \(error.message); nothing was stored")
+        }
+        var result: JSONObject = [
+            "shareID": .string(stored.id), "extension": .string(chosen.ext.bundleID), "app": .string(chosen.app.bundleID),
+            "group": .string(group),
+        ]
+        if var route {
+            route.fields["sourceApp"] = .string(chosen.ext.bundleID)
+            route.fields["shareID"] = .string(stored.id)
+            let events = try requireStore()
+            let event: StoredEvent
+            do { event = try events.enqueue(app: route.app, fields: route.fields) } catch {
+                throw RPCError(.storageFailure, "Storage failure: \(error.message); nothing was stored")
+            }
+            turnEvents.append(event)
+            afterCommit.append((ObjectIdentifier(events), { [unowned self] in self.deliver(event) }))
+            if subscribers[route.app] == nil { launchIfNeeded(route.app) }
+            result["eventID"] = .string(event.id)
+        }
+        log.log(.debug, "share \(stored.id) from \(chosen.ext.bundleID) stored in \(group) (\(items.count) items)", connection: conn.id)
+        return .object(result)
+    }
+
+    func closeFiles(_ items: [PreparedItem]) {
+        for item in items { if case .descriptor(let fd)? = item.file?.source { FD.close(fd) } }
+    }
+
+    // MARK: share.list / get / complete
+
+    func shareJSON(_ s: StoredShare, store: ShareRecordStore) -> JSONValue {
+        var items: [JSONValue] = []
+        for var item in s.items {
+            if let file = item["file"]?.stringValue {
+                item["path"] = .string(store.path(of: s.id, file: file))
+                item["file"] = nil
+            }
+            items.append(.object(item))
+        }
+        return [
+            "shareID": .string(s.id), "extension": .string(s.extensionID), "app": .string(s.app), "group": .string(s.group),
+            "created": .string(s.created), "items": .array(items),
+        ]
+    }
+
+    func shareList(_ conn: Connection, _ p: Params) throws(RPCError) -> JSONValue {
+        let groups: [String]
+        if let g = try p.optionalString("group") {
+            try requireGroupAccess(conn, g)
+            groups = [g]
+        } else {
+            groups = registry.appGroups(of: conn.bundleID ?? "")
+        }
+        var out: [JSONValue] = []
+        for g in groups where Broker.isSafeGroupName(g) {
+            guard let store = shareStores[g] ?? (FileIO.exists(groupDirectory(g)) ? try? shareStore(g) : nil) else { continue }
+            for s in store.all { out.append(shareJSON(s, store: store)) }
+        }
+        return ["shares": .array(out)]
+    }
+
+    func findShare(_ conn: Connection, _ p: Params) throws(RPCError) -> (StoredShare, ShareRecordStore) {
+        let id = try p.string("shareID")
+        for (g, store) in shareStores {
+            if let s = store.share(id) {
+                try requireGroupAccess(conn, g)
+                return (s, store)
+            }
+        }
+        throw RPCError(.notFound, "Not found: no pending share '\(id)'")
+    }
+
+    func shareGet(_ conn: Connection, _ p: Params) throws(RPCError) -> JSONValue {
+        let (s, store) = try findShare(conn, p)
+        return shareJSON(s, store: store)
+    }
+
+    func shareComplete(_ conn: Connection, _ p: Params) throws(RPCError) -> JSONValue {
+        let (s, store) = try findShare(conn, p)
+        do { _ = try store.complete(s.id) } catch {
+            throw RPCError(.storageFailure, "Storage failure: \(error.message); nothing was changed")
+        }
+        return ["completed": true]
+    }
+
+    // MARK: Helpers
+
+    static func randomHex(_ bytes: Int) -> String {
+        var g = SystemRandomNumberGenerator()
+        let digits = Array("0123456789abcdef")
+        var s = ""
+        for _ in 0..<bytes {
+            let b = UInt8.random(in: 0...255, using: &g)
+            s.append(digits[Int(b >> 4)])
+            s.append(digits[Int(b & 15)])
+        }
+        return s
+    }
+
+    static func isoNow() -> String {
+        var ts = timespec()
+        clock_gettime(CLOCK_REALTIME, &ts)
+        var t = time_t(ts.tv_sec)
+        var tmv = tm()
+        gmtime_r(&t, &tmv)
+        func pad(_ v: Int32, _ w: Int) -> String {
+            let s = String(v)
+            return String(repeating: "0", count: max(0, w - s.count)) + s
+        }
+        return "\(pad(tmv.tm_year + 1900, 4))-\(pad(tmv.tm_mon + 1, 2))-\(pad(tmv.tm_mday, 2))T"
+            + "\(pad(tmv.tm_hour, 2)):\(pad(tmv.tm_min, 2)):\(pad(tmv.tm_sec, 2)).\(pad(Int32(ts.tv_nsec / 1_000_000), 3))Z"
+    }
+}
+
+/// Base64 (RFC 4648, standard alphabet; padding optional; whitespace ignored).
+enum Base64 {
+    static func decode(_ s: String) -> [UInt8]? {
+        var table = [Int8](repeating: -1, count: 256)
+        for (i, c) in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8.enumerated() { table[Int(c)] = Int8(i) }
+        var out: [UInt8] = []
+        out.reserveCapacity(s.utf8.count * 3 / 4)
+        var acc: UInt32 = 0
+        var bits = 0
+        var padding = 0
+        for c in s.utf8 {
+            if c == 0x20 || c == 0x0A || c == 0x0D || c == 0x09 { continue }
+            if c == UInt8(ascii: "=") {
+                padding += 1
+                continue
+            }
+            if padding > 0 { return nil }  // data after padding
+            let v = table[Int(c)]
+            if v < 0 { return nil }
+            acc = (acc << 6) | UInt32(v)
+            bits += 6
+            if bits >= 8 {
+                bits -= 8
+                out.append(UInt8((acc >> UInt32(bits)) & 0xFF))
+            }
+        }
+        if padding > 2 || bits >= 6 { return nil }
+        return out
+    }
+}

@@ -1,0 +1,294 @@
+// The shares of one app group, kept inside the group's directory (STATE/groups/GROUP/): records in
+// the `shares` journal, each share's files in files/SHAREID/. A share becomes visible only with its
+// durable record; files without a record are removed at recovery, so a crash leaves no half share.
+
+#if canImport(Glibc)
+    @preconcurrency import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+import ShareProtocol
+import ShareSystem
+
+/// One stored share.
+public struct StoredShare: Sendable, Equatable {
+    /// The share's id, e.g. `sh-5f0c…`.
+    public var id: String
+    /// The extension that sent it.
+    public var extensionID: String
+    /// The containing app.
+    public var app: String
+    /// The group it is stored in.
+    public var group: String
+    /// Creation time, ISO 8601 UTC.
+    public var created: String
+    /// The items as stored: url/text items as given (+type); file items carry `file` (name inside
+    /// the share's directory), `name`, `type`, `size`.
+    public var items: [JSONObject]
+}
+
+/// A file to store with a share: its safe name and its bytes (or a source descriptor to copy).
+public struct ShareFile {
+    /// The file name inside the share's directory (already made safe by the caller).
+    public var name: String
+    /// The source.
+    public var source: Source
+    /// Where the bytes come from.
+    public enum Source {
+        /// Bytes in memory (a `data` item).
+        case bytes([UInt8])
+        /// An open descriptor to copy from (a `path` item); closed by the store.
+        case descriptor(Int32)
+    }
+    /// Creates a file entry.
+    public init(name: String, source: Source) {
+        self.name = name
+        self.source = source
+    }
+}
+
+/// The shares of one group.
+public final class ShareRecordStore: TurnParticipant {
+    enum RecordType: UInt8 {
+        case share = 1
+        case complete = 2
+    }
+
+    enum Undo {
+        case removeShare(String)
+        case restoreShare(StoredShare)
+    }
+
+    /// The group.
+    public let group: String
+    /// The group's directory.
+    public let directory: String
+    let journal: Journal
+    let turn: TurnLog?
+    var shares: [String: StoredShare] = [:]
+    var order: [String] = []
+    var undo: [Undo] = []
+    var createdDirs: [String] = []
+    var completedDirs: [String] = []
+    /// What recovery found.
+    public private(set) var recovery = RecoveryReport()
+    /// Orphaned file directories removed at recovery (files of shares that never became durable).
+    public private(set) var orphansRemoved = 0
+
+    /// The participant's name in logs.
+    public var participantName: String { "shares of \(group)" }
+
+    /// Opens the group's shares (creating the directory), replaying the journal and removing orphans.
+    public init(group: String, directory: String, turn: TurnLog?) throws(StoreError) {
+        self.group = group
+        self.directory = directory
+        self.turn = turn
+        journal = try Journal(directory: directory, name: "shares")
+        do { try DefaultPaths.makeDirectories(directory + "/files") } catch {
+            throw StoreError("cannot create \(directory)/files", error)
+        }
+        recovery = try journal.replay { rec in
+            guard let value = try? JSONParser.parseBuffer(rec.payload), case .object(let o) = value else { return }
+            switch RecordType(rawValue: rec.type) {
+            case .share?:
+                guard let s = ShareRecordStore.decode(o), shares[s.id] == nil else { return }
+                shares[s.id] = s
+                order.append(s.id)
+            case .complete?:
+                if let id = o["id"]?.stringValue, shares.removeValue(forKey: id) != nil {
+                    order.removeAll { $0 == id }
+                }
+            case nil: return
+            }
+        }
+        // Files without a durable record are leftovers of a crash: remove them.
+        for name in FileIO.listDirectory(directory + "/files") ?? [] where shares[name] == nil {
+            ShareRecordStore.removeTree(directory + "/files/" + name)
+            orphansRemoved += 1
+        }
+    }
+
+    static func decode(_ o: JSONObject) -> StoredShare? {
+        guard let id = o["id"]?.stringValue, let ext = o["extension"]?.stringValue, let app = o["app"]?.stringValue,
+            let group = o["group"]?.stringValue, let created = o["created"]?.stringValue,
+            let items = o["items"]?.arrayValue
+        else { return nil }
+        return StoredShare(
+            id: id, extensionID: ext, app: app, group: group, created: created, items: items.compactMap(\.objectValue))
+    }
+
+    /// Pending shares, oldest first.
+    public var all: [StoredShare] { order.compactMap { shares[$0] } }
+
+    /// Number of pending shares.
+    public var count: Int { shares.count }
+
+    /// A share by id.
+    public func share(_ id: String) -> StoredShare? { shares[id] }
+
+    /// The absolute path of a stored file of a share.
+    public func path(of share: String, file: String) -> String { directory + "/files/" + share + "/" + file }
+
+    /// Stores a share: writes and fsyncs its files now, appends its record (durable at the turn's
+    /// commit). On any failure nothing is left behind. `items` reference files by `file` name.
+    public func add(
+        id: String, extensionID: String, app: String, created: String, items: [JSONObject], files: [ShareFile]
+    ) throws(StoreError) -> StoredShare {
+        let dir = directory + "/files/" + id
+        if !files.isEmpty {
+            do { try writeFiles(files, into: dir) } catch {
+                ShareRecordStore.removeTree(dir)
+                throw error
+            }
+        } else {
+            for f in files { if case .descriptor(let fd) = f.source { FD.close(fd) } }
+        }
+        let share = StoredShare(id: id, extensionID: extensionID, app: app, group: group, created: created, items: items)
+        do {
+            try journal.append(type: RecordType.share.rawValue) { out in
+                JSONValue.object([
+                    "id": .string(id), "extension": .string(extensionID), "app": .string(app), "group": .string(group),
+                    "created": .string(created), "items": .array(items.map { .object($0) }),
+                ]).write(to: &out)
+            }
+        } catch {
+            if !files.isEmpty { ShareRecordStore.removeTree(dir) }
+            throw error
+        }
+        if !files.isEmpty { createdDirs.append(dir) }
+        shares[id] = share
+        order.append(id)
+        undo.append(.removeShare(id))
+        turn?.touch(self)
+        return share
+    }
+
+    /// Writes each file with O_EXCL|O_NOFOLLOW relative to the new share directory, then fsyncs.
+    func writeFiles(_ files: [ShareFile], into dir: String) throws(StoreError) {
+        // Never write through a symlink planted in the group directory.
+        var st = stat()
+        let filesDir = directory + "/files"
+        if lstat(filesDir, &st) != 0 || (st.st_mode & S_IFMT) != S_IFDIR || lstat(directory, &st) != 0
+            || (st.st_mode & S_IFMT) != S_IFDIR
+        {
+            for f in files { if case .descriptor(let fd) = f.source { FD.close(fd) } }
+            throw StoreError("\(filesDir) is not a plain directory (a symlink?); refusing to write shares there")
+        }
+        if mkdir(dir, 0o700) != 0 {
+            let e = currentErrno()
+            for f in files { if case .descriptor(let fd) = f.source { FD.close(fd) } }
+            throw StoreError("cannot create \(dir)", SystemError("mkdir", errno: e))
+        }
+        let dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        guard dfd >= 0 else {
+            let e = currentErrno()
+            for f in files { if case .descriptor(let fd) = f.source { FD.close(fd) } }
+            throw StoreError("cannot open \(dir)", SystemError("open", errno: e))
+        }
+        defer { FD.close(dfd) }
+        var failure: StoreError? = nil
+        for f in files {
+            defer { if case .descriptor(let src) = f.source { FD.close(src) } }
+            if failure != nil { continue }
+            let fd = openat(dfd, f.name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+            if fd < 0 {
+                failure = StoreError("cannot create \(dir)/\(f.name)", SystemError("openat", errno: currentErrno()))
+                continue
+            }
+            do {
+                switch f.source {
+                case .bytes(let b): try FD.writeAll(fd, b)
+                case .descriptor(let src): try ShareRecordStore.copy(from: src, to: fd)
+                }
+                _ = try retrying("fsync") { fsync(fd) }
+            } catch {
+                failure = StoreError("cannot write \(dir)/\(f.name)", error)
+            }
+            FD.close(fd)
+        }
+        if let failure { throw failure }
+        fsync(dfd)
+    }
+
+    static func copy(from src: Int32, to dst: Int32) throws(SystemError) {
+        var buf = [UInt8](repeating: 0, count: 256 * 1024)
+        while true {
+            let n = try buf.withUnsafeMutableBytes { b in
+                Result { () throws(SystemError) -> Int in try FD.readBlocking(src, into: b) }
+            }.get()
+            if n == 0 { return }
+            try FD.writeAll(dst, Array(buf[0..<n]))
+        }
+    }
+
+    /// Removes a share (record durable at the commit; its files are deleted after it).
+    public func complete(_ id: String) throws(StoreError) -> Bool {
+        guard let s = shares[id] else { return false }
+        try journal.append(type: RecordType.complete.rawValue) { out in
+            JSONValue.object(["id": .string(id)]).write(to: &out)
+        }
+        shares[id] = nil
+        order.removeAll { $0 == id }
+        undo.append(.restoreShare(s))
+        completedDirs.append(directory + "/files/" + id)
+        turn?.touch(self)
+        return true
+    }
+
+    /// Makes this turn's shares durable: the new file directories' entries, then the records.
+    public func commitTurn() throws(StoreError) {
+        if !createdDirs.isEmpty {
+            let fd = open(directory + "/files", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+            if fd >= 0 {
+                fsync(fd)
+                FD.close(fd)
+            }
+        }
+        do { try journal.commit() } catch {
+            rollback()
+            throw error
+        }
+        createdDirs.removeAll()
+        undo.removeAll()
+        for d in completedDirs { ShareRecordStore.removeTree(d) }
+        completedDirs.removeAll()
+    }
+
+    /// Undoes this turn's changes (memory, files written, records pending).
+    public func rollback() {
+        journal.discardPending()
+        for u in undo.reversed() {
+            switch u {
+            case .removeShare(let id):
+                shares[id] = nil
+                order.removeAll { $0 == id }
+            case .restoreShare(let s):
+                shares[s.id] = s
+                order.append(s.id)
+                order.sort { (shares[$0]?.created ?? "", $0) < (shares[$1]?.created ?? "", $1) }
+            }
+        }
+        for d in createdDirs { ShareRecordStore.removeTree(d) }
+        createdDirs.removeAll()
+        completedDirs.removeAll()
+        undo.removeAll()
+    }
+
+    /// Test seam: failures injected into this group's journal.
+    public var faultInjector: (@Sendable (JournalFaultPoint) -> Int32?)? {
+        get { journal.faultInjector }
+        set { journal.faultInjector = newValue }
+    }
+
+    /// Removes a directory tree without following symlinks.
+    public static func removeTree(_ path: String) {
+        var st = stat()
+        guard lstat(path, &st) == 0 else { return }
+        if (st.st_mode & S_IFMT) == S_IFDIR {
+            for name in FileIO.listDirectory(path) ?? [] { removeTree(path + "/" + name) }
+            rmdir(path)
+        } else {
+            unlink(path)
+        }
+    }
+}

@@ -1,0 +1,258 @@
+// The share-extension flow through the real socket: seed 000 (a YouTube link from a share
+// extension into its app) and seed 002 (PDFs through share/action extensions), rule rejection,
+// file safety, group access, limits, and no half share after a failed or interrupted write.
+
+import Foundation
+import ShareBrokerCore
+import ShareClient
+import ShareProtocol
+import XCTest
+
+let youtubeApp = """
+    {"bundleID": "com.mycompany.myapp", "name": "My App", "urlSchemes": ["deeplinkmyapp"],
+     "appGroups": ["group.com.mycompany.myapp"],
+     "extensions": [{"bundleID": "com.mycompany.myapp.share", "point": "com.apple.share-services",
+                     "name": "Send to My App", "appGroups": ["group.com.mycompany.myapp"],
+                     "activationRule": {"NSExtensionActivationSupportsWebURLWithMaxCount": 1}}]}
+    """
+let pdfApp = """
+    {"bundleID": "com.example.pdfreader", "urlSchemes": ["pdfreader"], "appGroups": ["group.com.example.pdf"],
+     "extensions": [
+       {"bundleID": "com.example.pdfreader.share", "point": "com.apple.share-services", "name": "Import PDF",
+        "appGroups": ["group.com.example.pdf"],
+        "activationRule": "SUBQUERY(extensionItems, $extensionItem, SUBQUERY($extensionItem.attachments, $attachment, ANY $attachment.registeredTypeIdentifiers UTI-CONFORMS-TO \\"com.adobe.pdf\\").@count == $extensionItem.attachments.@count).@count >= 1"},
+       {"bundleID": "com.example.pdfreader.widget", "point": "com.apple.widgetkit-extension", "appGroups": ["group.com.example.pdf"]}
+     ]}
+    """
+
+let pdfBytes: [UInt8] = Array("%PDF-1.4\n1 0 obj<<>>endobj\ntrailer<<>>\n%%EOF\n".utf8)
+
+func base64(_ b: [UInt8]) -> String { Data(b).base64EncodedString() }
+
+/// The RPC error a call fails with, or nil when it succeeds (or fails otherwise).
+func rpcError(_ block: () throws -> Void) -> RPCError? {
+    do {
+        try block()
+        return nil
+    } catch let e as ClientError {
+        if case .rpc(let r) = e { return r }
+        return nil
+    } catch {
+        return nil
+    }
+}
+
+final class ShareFlowTests: XCTestCase {
+    func start(_ configure: @escaping (inout BrokerConfiguration) -> Void = { _ in }) throws -> BrokerHarness {
+        let h = BrokerHarness(manifests: ["10-myapp.json": youtubeApp, "20-pdf.json": pdfApp])
+        try h.start(configure)
+        return h
+    }
+
+    func session(_ h: BrokerHarness, _ role: String, _ bundle: String) throws -> BrokerConnection {
+        let c = try h.connect()
+        try c.hello(role: role, bundleID: bundle)
+        return c
+    }
+
+    func testSeed000YouTubeLinkIntoTheApp() throws {
+        let h = try start()
+        let ext = try session(h, "extension", "com.mycompany.myapp.share")
+        let youtube = "https://youtu.be/dQw4w9WgXcQ?si=abc"
+        let sent = try ext.call("share.send", ["items": [["url": .string(youtube)]], "open": true])
+        let shareID = try XCTUnwrap(sent["shareID"]?.stringValue)
+        XCTAssertEqual(sent["extension"], "com.mycompany.myapp.share")
+        XCTAssertEqual(sent["app"], "com.mycompany.myapp")
+        XCTAssertEqual(sent["group"], "group.com.mycompany.myapp")
+        XCTAssertNotNil(sent["eventID"]?.stringValue)
+
+        let app = try session(h, "app", "com.mycompany.myapp")
+        XCTAssertEqual(try app.call("app.subscribe")["pending"]?.intValue, 1)
+        let event = try XCTUnwrap(app.nextNotification(timeoutMillis: 5000)?.params)
+        XCTAssertEqual(event["url"]?.stringValue, "deeplinkmyapp://open-from-share?share=\(shareID)")
+        XCTAssertEqual(event["sourceApp"], "com.mycompany.myapp.share")
+        let list = try app.call("share.list")["shares"]?.arrayValue ?? []
+        XCTAssertEqual(list.count, 1)
+        XCTAssertEqual(list.first?["shareID"]?.stringValue, shareID)
+        let share = try app.call("share.get", ["shareID": .string(shareID)])
+        XCTAssertEqual(share["items"]?.arrayValue?.first?["url"]?.stringValue, youtube)
+        XCTAssertEqual(share["items"]?.arrayValue?.first?["type"], "public.url")
+        XCTAssertNotNil(share["created"]?.stringValue)
+        XCTAssertEqual(try app.call("share.complete", ["shareID": .string(shareID)])["completed"], true)
+        XCTAssertEqual(rpcCode { try app.call("share.get", ["shareID": .string(shareID)]) }, -32002)
+        XCTAssertEqual(try app.call("app.ack", ["ids": [event["id"]!]])["acked"]?.intValue, 1)
+        XCTAssertEqual(try app.call("broker.status")["pendingShares"]?.intValue, 0)
+        h.stop()
+    }
+
+    func testSeed002PDFFromAToolAndFromAPath() throws {
+        let h = try start()
+        let tool = try h.tool()
+        let targets = try tool.call("share.targets", ["items": [["data": .string(base64(pdfBytes)), "name": "report.pdf"]]])
+        XCTAssertEqual(targets["targets"]?.arrayValue?.compactMap { $0["extension"]?.stringValue }, ["com.example.pdfreader.share"])
+        let noTargets = try tool.call("share.targets", ["items": [["url": "https://example.com"], ["data": .string(base64(pdfBytes))]]])
+        XCTAssertEqual(noTargets["targets"]?.arrayValue?.count, 0, "a URL-only extension is not a target for a URL plus a PDF")
+
+        let sent = try tool.call("share.send", ["items": [["data": .string(base64(pdfBytes)), "name": "report.pdf"]]])
+        XCTAssertEqual(sent["extension"], "com.example.pdfreader.share")
+        let shareID = sent["shareID"]!.stringValue!
+
+        // A path item: copied, never moved.
+        let dir = TempDir()
+        let source = dir.path + "/Quarterly Report.pdf"
+        _ = FileManager.default.createFile(atPath: source, contents: Data(pdfBytes))
+        let sent2 = try tool.call("share.send", ["items": [["path": .string(source)]], "extension": "com.example.pdfreader.share"])
+        XCTAssertTrue(FileManager.default.fileExists(atPath: source), "the source is copied, not moved")
+
+        let app = try session(h, "app", "com.example.pdfreader")
+        for id in [shareID, sent2["shareID"]!.stringValue!] {
+            let share = try app.call("share.get", ["shareID": .string(id)])
+            let item = try XCTUnwrap(share["items"]?.arrayValue?.first)
+            XCTAssertEqual(item["type"], "com.adobe.pdf")
+            let path = try XCTUnwrap(item["path"]?.stringValue)
+            XCTAssertTrue(path.hasPrefix(h.state + "/groups/group.com.example.pdf/"), path)
+            XCTAssertEqual([UInt8](try Data(contentsOf: URL(fileURLWithPath: path))), pdfBytes)
+            XCTAssertEqual(try app.call("share.complete", ["shareID": .string(id)])["completed"], true)
+            XCTAssertTrue(waitUntil { !FileManager.default.fileExists(atPath: path) }, "files are deleted with the share")
+        }
+        h.stop()
+    }
+
+    func testRuleRejectionAndAmbiguity() throws {
+        let second = """
+            {"bundleID": "com.other.app", "appGroups": ["group.other"],
+             "extensions": [{"bundleID": "com.other.app.share", "point": "com.apple.share-services", "appGroups": ["group.other"],
+                             "activationRule": "TRUEPREDICATE"},
+                            {"bundleID": "com.other.app.norule", "point": "com.apple.share-services", "appGroups": ["group.other"]}]}
+            """
+        let h = BrokerHarness(manifests: ["10-myapp.json": youtubeApp, "30-other.json": second])
+        try h.start()
+        let ext = try session(h, "extension", "com.mycompany.myapp.share")
+        XCTAssertEqual(
+            rpcCode { try ext.call("share.send", ["items": [["url": "https://youtu.be/x"], ["data": .string(base64(pdfBytes)), "name": "a.pdf"]]]) },
+            -32003)
+        XCTAssertEqual(rpcCode { try ext.call("share.send", ["items": [["url": "https://youtu.be/x"]], "extension": "com.other.app.share"]) }, -32001)
+        let norule = try session(h, "extension", "com.other.app.norule")
+        XCTAssertEqual(rpcCode { try norule.call("share.send", ["items": [["text": "hi"]]]) }, -32003, "no rule accepts nothing")
+
+        let tool = try h.tool()
+        if let e = rpcError({ try tool.call("share.send", ["items": [["url": "https://youtu.be/x"]]]) }) {
+            XCTAssertEqual(e.code, -32003)
+            let names = e.data?["candidates"]?.arrayValue?.compactMap { $0["extension"]?.stringValue }.sorted()
+            XCTAssertEqual(names, ["com.mycompany.myapp.share", "com.other.app.share"])
+            XCTAssertEqual(e.data?["candidates"]?.arrayValue?.first?["app"]?.stringValue?.isEmpty, false)
+        } else {
+            XCTFail("expected -32003 with candidates")
+        }
+        let chosen = try tool.call("share.send", ["items": [["url": "https://youtu.be/x"]], "extension": "com.mycompany.myapp.share"])
+        XCTAssertEqual(chosen["app"], "com.mycompany.myapp")
+        XCTAssertEqual(rpcCode { try tool.call("share.send", ["items": [["text": "x"]], "extension": "com.nobody"]) }, -32003)
+        XCTAssertEqual(try tool.call("broker.status")["pendingShares"]?.intValue, 1, "rejected shares stored nothing")
+        h.stop()
+    }
+
+    func testFileNamesAreMadeSafeAndDistinct() throws {
+        let h = try start()
+        let tool = try h.tool()
+        let sent = try tool.call(
+            "share.send",
+            [
+                "items": [
+                    ["data": .string(base64(pdfBytes)), "name": "../../../etc/passwd.pdf"],
+                    ["data": .string(base64(pdfBytes)), "name": "passwd.pdf"],
+                    ["data": .string(base64(pdfBytes)), "name": ".hidden.pdf"],
+                    ["data": .string(base64(pdfBytes))],
+                ],
+            ])
+        let app = try session(h, "app", "com.example.pdfreader")
+        let items = try app.call("share.get", ["shareID": sent["shareID"]!])["items"]?.arrayValue ?? []
+        let paths = items.compactMap { $0["path"]?.stringValue }
+        XCTAssertEqual(paths.count, 4)
+        XCTAssertEqual(Set(paths).count, 4, "no item overwrites another")
+        let dir = h.state + "/groups/group.com.example.pdf/files/" + sent["shareID"]!.stringValue! + "/"
+        for p in paths {
+            XCTAssertTrue(p.hasPrefix(dir), p)
+            XCTAssertFalse(p.dropFirst(dir.count).contains("/"), p)
+            XCTAssertFalse(p.dropFirst(dir.count).hasPrefix("."), p)
+        }
+        XCTAssertEqual(items.last?["path"]?.stringValue?.hasSuffix(".pdf"), true, "a nameless file is named from its type")
+        h.stop()
+    }
+
+    func testPathItemsMustExistAndBelongToTheCaller() throws {
+        let h = try start()
+        let tool = try h.tool()
+        let missing = rpcError { try tool.call("share.send", ["items": [["path": "/nonexistent/file.pdf"]]]) }
+        XCTAssertEqual(missing?.code, -32602)
+        XCTAssertTrue(missing?.message.contains("/nonexistent/file.pdf") ?? false, "\(String(describing: missing))")
+        let dir = TempDir()
+        let foreign = dir.path + "/foreign.pdf"
+        _ = FileManager.default.createFile(atPath: foreign, contents: Data(pdfBytes))
+        if getuid() == 0 {
+            XCTAssertEqual(chown(foreign, 65534, 65534), 0)
+            XCTAssertEqual(rpcCode { try tool.call("share.send", ["items": [["path": .string(foreign)]]]) }, -32001)
+        }
+        let link = dir.path + "/link.pdf"
+        symlink(dir.path + "/foreign.pdf", link)
+        XCTAssertEqual(rpcCode { try tool.call("share.send", ["items": [["path": .string(link)]]]) }, -32602, "symlinks are not followed")
+        XCTAssertEqual(rpcCode { try tool.call("share.send", ["items": [["data": "%%%"]]]) }, -32602)
+        XCTAssertEqual(rpcCode { try tool.call("share.send", ["items": []]) }, -32602)
+        XCTAssertEqual(rpcCode { try tool.call("share.send", ["items": [["url": "x", "text": "y"]]]) }, -32602)
+        h.stop()
+    }
+
+    func testOversizedShareFailsCleanly() throws {
+        let h = try start { $0.maxShareBytes = 1000 }
+        let tool = try h.tool()
+        let big = [UInt8](repeating: 0x41, count: 2000)
+        let e = rpcError { try tool.call("share.send", ["items": [["data": .string(base64(big)), "name": "big.pdf", "type": "com.adobe.pdf"]]]) }
+        XCTAssertEqual(e?.code, -32602)
+        XCTAssertTrue(e?.message.contains("1000") ?? false, "\(String(describing: e))")
+        XCTAssertEqual(try tool.call("broker.status")["pendingShares"]?.intValue, 0)
+        h.stop()
+    }
+
+    func testGroupAccess() throws {
+        let h = try start()
+        let tool = try h.tool()
+        let sent = try tool.call("share.send", ["items": [["data": .string(base64(pdfBytes)), "name": "a.pdf"]]])
+        XCTAssertEqual(rpcCode { try tool.call("share.list") }, -32001)
+        let other = try session(h, "app", "com.mycompany.myapp")
+        XCTAssertEqual(rpcCode { try other.call("share.get", ["shareID": sent["shareID"]!]) }, -32001)
+        XCTAssertEqual(rpcCode { try other.call("share.list", ["group": "group.com.example.pdf"]) }, -32001)
+        XCTAssertEqual(try other.call("share.list")["shares"]?.arrayValue?.count, 0)
+        let widget = try session(h, "extension", "com.example.pdfreader.widget")
+        XCTAssertEqual(try widget.call("share.list")["shares"]?.arrayValue?.count, 1, "extensions of the group read it too")
+        XCTAssertEqual(rpcCode { try widget.call("share.get", ["shareID": "sh-nope"]) }, -32002)
+        h.stop()
+    }
+
+    func testFailedCommitLeavesNoHalfShareAndOrphansAreRemoved() throws {
+        let faults = FaultSwitch()
+        let h = try start { $0.storeFaults = faults.injector }
+        let tool = try h.tool()
+        _ = try tool.call("share.send", ["items": [["data": .string(base64(pdfBytes)), "name": "ok.pdf"]]])  // opens the group
+        let filesDir = h.state + "/groups/group.com.example.pdf/files"
+        let before = try FileManager.default.contentsOfDirectory(atPath: filesDir)
+        faults.set(.sync, EIO)
+        XCTAssertEqual(rpcCode { try tool.call("share.send", ["items": [["data": .string(base64(pdfBytes)), "name": "x.pdf"]]]) }, -32005)
+        faults.set(.sync, nil)
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: filesDir), before, "no files of the failed share remain")
+        XCTAssertEqual(try tool.call("broker.status")["pendingShares"]?.intValue, 1)
+        h.stop()
+
+        // A crash between writing files and the record leaves a directory without a record:
+        // recovery removes it, and the durable share is intact.
+        try FileManager.default.createDirectory(atPath: filesDir + "/sh-orphan", withIntermediateDirectories: false)
+        _ = FileManager.default.createFile(atPath: filesDir + "/sh-orphan/half.pdf", contents: Data([1, 2, 3]))
+        let h2 = BrokerHarness()
+        try? FileManager.default.removeItem(atPath: h2.state)
+        try FileManager.default.copyItem(atPath: h.state, toPath: h2.state)
+        try h2.start()
+        let app = try h2.connect()
+        try app.hello(role: "app", bundleID: "com.example.pdfreader")
+        XCTAssertEqual(try app.call("share.list")["shares"]?.arrayValue?.count, 1)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: h2.state + "/groups/group.com.example.pdf/files/sh-orphan"))
+        h2.stop()
+    }
+}
