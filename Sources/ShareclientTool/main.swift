@@ -61,6 +61,41 @@ let root = CommandSpec(
                 .option("timeout", valueName: "seconds", help: "Exit when no event arrives for this long."),
             ]),
         CommandSpec(
+            name: "send",
+            abstract: "Share items: the broker checks the activation rules and stores them for the app (share.send).",
+            discussion: """
+                As a tool (the share sheet) the broker picks the one extension that accepts the items; when several
+                do, they are listed and --to must name one. With --as EXTENSION the extension sends as itself.
+                Items keep the order: URLs, then texts, then files.
+                """,
+            options: [
+                .option("url", valueName: "url", help: "Share a link.", repeatable: true),
+                .option("text", valueName: "text", help: "Share text.", repeatable: true),
+                .option("file", valueName: "path", help: "Share a file (copied by the broker).", repeatable: true),
+                .option("type", valueName: "uti", help: "The UTI of every item (normally inferred)."),
+                .option("to", valueName: "extension", help: "The extension to send to."),
+                .option("group", valueName: "group", help: "The app group to store in (default: the extension's first)."),
+                .flag("open", help: "Also open SCHEME://open-from-share?share=ID on the containing app."),
+                .option("open-url", valueName: "url", help: "Also open this URL (instead of the default one)."),
+            ]),
+        CommandSpec(
+            name: "targets", abstract: "List the share and action extensions that accept the items (share.targets).",
+            options: [
+                .option("url", valueName: "url", help: "Share a link.", repeatable: true),
+                .option("text", valueName: "text", help: "Share text.", repeatable: true),
+                .option("file", valueName: "path", help: "Share a file (copied by the broker).", repeatable: true),
+                .option("type", valueName: "uti", help: "The UTI of every item (normally inferred)."),
+            ]),
+        CommandSpec(
+            name: "shares", abstract: "List pending shares of your groups, as an app or extension (share.list).",
+            options: [.option("group", valueName: "group", help: "Only this group.")]),
+        CommandSpec(
+            name: "get", abstract: "Show one share, with the paths of its files (share.get).",
+            arguments: [ArgumentSpec("share-id", help: "The share's id.")]),
+        CommandSpec(
+            name: "complete", abstract: "Complete a share: its record and files are deleted (share.complete).",
+            arguments: [ArgumentSpec("share-id", help: "The share's id.")]),
+        CommandSpec(
             name: "ack", abstract: "Acknowledge events as an app (app.ack).",
             arguments: [ArgumentSpec("ids", help: "Event ids.", kind: .oneOrMore)]),
         CommandSpec(name: "apps", abstract: "List registered apps, manifest errors and conflicts."),
@@ -98,11 +133,19 @@ struct Session {
 
 func socketPath(_ cmd: ParsedCommand) -> String { cmd.value("socket") ?? DefaultPaths.socket() }
 
-func connect(_ cmd: ParsedCommand, hello: Bool = true) throws -> Session {
+func absolutePath(_ p: String) -> String {
+    if p.hasPrefix("/") { return p }
+    var buf = [CChar](repeating: 0, count: 4096)
+    guard getcwd(&buf, buf.count) != nil else { return p }
+    let bytes = buf.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }
+    return String(decoding: bytes, as: UTF8.self) + "/" + p
+}
+
+func connect(_ cmd: ParsedCommand, hello: Bool = true, defaultRoleWithBundle: String = "app") throws -> Session {
     let conn = try BrokerConnection(socketPath: socketPath(cmd))
     if hello {
         let bundle = cmd.value("as")
-        let role = cmd.value("role") ?? (bundle == nil ? "tool" : "app")
+        let role = cmd.value("role") ?? (bundle == nil ? "tool" : defaultRoleWithBundle)
         guard ["app", "extension", "tool"].contains(role) else {
             throw cmd.usageError("option '--role' must be app, extension or tool; got '\(role)'")
         }
@@ -212,6 +255,76 @@ func run(_ cmd: ParsedCommand) throws -> Int32 {
             if cmd.flag("ack"), let id = params["id"] { try conn.call("app.ack", ["ids": [id]]) }
             seen += 1
         }
+        return Exit.ok
+    case "send", "targets":
+        var items: [JSONValue] = []
+        let type = cmd.value("type")
+        func add(_ o: JSONObject) {
+            var o = o
+            if let type { o["type"] = .string(type) }
+            items.append(.object(o))
+        }
+        for u in cmd.values("url") { add(["url": .string(u)]) }
+        for t in cmd.values("text") { add(["text": .string(t)]) }
+        for f in cmd.values("file") { add(["path": .string(absolutePath(f))]) }
+        guard !items.isEmpty else { throw cmd.usageError("give at least one item: --url, --text or --file") }
+        if cmd.subcommand == "targets" {
+            let s = try connect(cmd)
+            let r = try s.conn.call("share.targets", ["items": .array(items)])
+            if s.json {
+                printJSON(r, compact: true)
+            } else {
+                let list = r["targets"]?.arrayValue ?? []
+                if list.isEmpty { writeOut("no extension accepts these items\n") }
+                for t in list {
+                    writeOut("\(t["extension"]?.stringValue ?? "?")  \(t["name"]?.stringValue ?? "")  (app \(t["app"]?.stringValue ?? "?"))\n")
+                }
+            }
+            return Exit.ok
+        }
+        var p: JSONObject = ["items": .array(items)]
+        if let to = cmd.value("to") { p["extension"] = .string(to) }
+        if let g = cmd.value("group") { p["group"] = .string(g) }
+        if let u = cmd.value("open-url") { p["open"] = .string(u) } else if cmd.flag("open") { p["open"] = true }
+        let s = try connect(cmd, defaultRoleWithBundle: "extension")
+        let result = Result { () throws(ClientError) -> JSONValue in try s.conn.call("share.send", .object(p)) }
+        if case .failure(.rpc(let rpc)) = result, rpc.code == ErrorCode.notAccepted.rawValue,
+            let c = rpc.data?["candidates"]?.arrayValue
+        {
+            var msg = "shareclient: several extensions accept these items; choose one with --to:\n"
+            for t in c { msg += "  \(t["extension"]?.stringValue ?? "?")  \(t["name"]?.stringValue ?? "")  (app \(t["app"]?.stringValue ?? "?"))\n" }
+            writeErr(msg)
+            return Exit.remote
+        }
+        let r = try result.get()
+        if s.json {
+            printJSON(r, compact: true)
+        } else {
+            var line = "share \(r["shareID"]?.stringValue ?? "?") sent to \(r["extension"]?.stringValue ?? "?") (app \(r["app"]?.stringValue ?? "?"), group \(r["group"]?.stringValue ?? "?"))"
+            if let ev = r["eventID"]?.stringValue { line += "; event \(ev) queued for the app" }
+            writeOut(line + "\n")
+        }
+        return Exit.ok
+    case "shares":
+        let s = try connect(cmd)
+        var p = JSONObject()
+        if let g = cmd.value("group") { p["group"] = .string(g) }
+        let r = try s.conn.call("share.list", .object(p))
+        if s.json {
+            printJSON(r, compact: true)
+        } else {
+            let list = r["shares"]?.arrayValue ?? []
+            if list.isEmpty { writeOut("no pending shares\n") }
+            for sh in list {
+                let kinds = (sh["items"]?.arrayValue ?? []).map { $0["type"]?.stringValue ?? "?" }.joined(separator: ", ")
+                writeOut("\(sh["shareID"]?.stringValue ?? "?")  \(sh["created"]?.stringValue ?? "")  from \(sh["extension"]?.stringValue ?? "?")  [\(kinds)]\n")
+            }
+        }
+        return Exit.ok
+    case "get", "complete":
+        let s = try connect(cmd)
+        let r = try s.conn.call(cmd.subcommand == "get" ? "share.get" : "share.complete", ["shareID": .string(cmd.argument("share-id")!)])
+        printJSON(r, compact: s.json)
         return Exit.ok
     case "ack":
         let s = try connect(cmd)
