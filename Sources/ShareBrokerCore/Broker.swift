@@ -184,6 +184,17 @@ public final class Broker {
                     throw BrokerStartError("cannot create the socket directory \(dir): \(error)")
                 }
             }
+            // The private directory under /tmp must really be ours: another user could have made it first.
+            if dir == DefaultPaths.privateTempDirectory() {
+                var st = stat()
+                guard lstat(dir, &st) == 0, (st.st_mode & S_IFMT) == S_IFDIR, st.st_uid == getuid(),
+                    (st.st_mode & 0o077) == 0
+                else {
+                    throw BrokerStartError(
+                        "\(dir) is not a private directory of this user (it must be a directory owned by uid \(getuid()) with mode 0700); "
+                            + "remove it or pass --socket PATH")
+                }
+            }
         }
     }
 
