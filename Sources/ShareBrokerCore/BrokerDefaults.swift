@@ -1,16 +1,332 @@
-// Group defaults (defaults.*): placeholder hooks, filled in by the group-defaults work.
+// Group defaults (defaults.*): a shared key-value suite per App Group, like
+// UserDefaults(suiteName: "group...") shared by an app and its extensions, with a version counter,
+// compare-and-set, and defaults.changed notifications sent to watchers once a change is durable.
 
 import ShareProtocol
+import ShareRouting
+import ShareStore
+import ShareSystem
 
-/// Per-broker state of group defaults (stores, watchers).
+/// One session's watch of one group.
+struct DefaultsWatch {
+    /// The watching connection.
+    let conn: Connection
+    /// Only these keys (nil: every key).
+    var keys: Set<String>?
+    /// The change sequence number when the watch was (last) set: older changes are not sent.
+    var since: UInt64
+}
+
+/// Per-broker state of group defaults: the open stores and the watchers.
 struct DefaultsState {
+    /// Open stores by group (opened on first use).
+    var stores: [String: DefaultsStore] = [:]
+    /// Watches by group, then by connection id.
+    var watchers: [String: [UInt64: DefaultsWatch]] = [:]
+    /// Groups each connection watches (for clean-up).
+    var watchedGroups: [UInt64: Set<String>] = [:]
+    /// Counts every change made (never goes back, unlike a group's version after a failed commit).
+    var changeSequence: UInt64 = 0
+    /// defaults.changed notifications queued to watchers.
+    var notificationsSent: UInt64 = 0
+    /// Watchers dropped because they did not read their notifications.
+    var droppedWatchers: UInt64 = 0
     init() {}
 }
 
 extension Broker {
-    /// The defaults.* methods.
-    static func defaultsMethods() -> [MethodSpec] { [] }
+    /// The error code of a failed compare-and-set (`ifVersion` did not match); `data.version` is the
+    /// group's current version. (Not in the contract's table, which stops at -32005.)
+    static let versionConflictCode = -32006
+
+    /// The defaults.* methods: for app and extension sessions (tools get -32001).
+    static func defaultsMethods() -> [MethodSpec] {
+        let roles: Set<SessionRole> = [.app, .extension]
+        return [
+            MethodSpec("defaults.get", roles: roles) { b, c, p throws(RPCError) in try b.defaultsGet(c, p) },
+            MethodSpec("defaults.set", roles: roles) { b, c, p throws(RPCError) in try b.defaultsSet(c, p) },
+            MethodSpec("defaults.remove", roles: roles) { b, c, p throws(RPCError) in try b.defaultsRemove(c, p) },
+            MethodSpec("defaults.list", roles: roles) { b, c, p throws(RPCError) in try b.defaultsList(c, p) },
+            MethodSpec("defaults.watch", roles: roles) { b, c, p throws(RPCError) in try b.defaultsWatch(c, p) },
+        ]
+    }
+
+    /// Backlog a watcher may have unread before it is dropped: 1 MiB, or the output cap if lower.
+    var defaultsWatcherBacklogLimit: Int { min(1 << 20, config.effectiveMaxOutputBuffer) }
+
+    /// True for a group name usable as one directory name: bundle-ID characters (letters, digits,
+    /// '-', '_', '.'), no leading/trailing '.' or '..', at most 200 bytes (the rule shares use).
+    static func isUsableGroupName(_ g: String) -> Bool {
+        ManifestDecoder.isValidBundleID(g) && g.utf8.count <= 200
+    }
+
+    /// The group named in `params`, checked: the session's bundle lists it in its appGroups (-32001
+    /// otherwise) and it is usable as a directory name (-32602 otherwise).
+    func entitledGroup(_ conn: Connection, _ p: Params) throws(RPCError) -> String {
+        let group = try p.string("group")
+        guard let bundle = conn.bundleID else {
+            throw RPCError(.unauthorized, "Unauthorized: '\(p.method)' needs an app or extension session of the group")
+        }
+        guard registry.appGroups(of: bundle).contains(group) else {
+            throw RPCError(
+                .unauthorized,
+                "Unauthorized: '\(bundle)' is not entitled to the group '\(group)' (it is not in its appGroups)")
+        }
+        guard Broker.isUsableGroupName(group) else {
+            throw .invalidParams(
+                "Invalid params: the group name '\(group)' cannot name a directory (letters, digits, '-', '_', '.'; no '..'; at most 200 bytes)"
+            )
+        }
+        return group
+    }
+
+    /// The group's store, opened (and recovered) on first use; -32005 when it cannot be opened.
+    func defaultsStore(_ group: String) throws(RPCError) -> DefaultsStore {
+        if let s = defaults.stores[group] { return s }
+        let directory = config.stateDirectory + "/groups/" + group
+        do {
+            let s = try DefaultsStore(
+                directory: directory, group: group, segmentLimit: config.journalSegmentLimit, turn: turn)
+            if let inject = config.storeFaults { s.journal.faultInjector = inject }
+            defaults.stores[group] = s
+            let r = s.recovery
+            log.log(
+                r.records > 0 ? .info : .debug,
+                "defaults of \(group) opened: \(s.count) keys at version \(s.version) from \(r.records) records in \(r.segments) segments"
+                    + (r.quarantined > 0 ? ", \(r.quarantined) damaged records quarantined" : "")
+                    + (r.truncatedBytes > 0 ? ", torn tail of \(r.truncatedBytes) bytes truncated" : ""))
+            for note in r.notes { log.log(.warning, "recovery (\(group) defaults): \(note)") }
+            return s
+        } catch {
+            log.log(.error, "cannot open the defaults of \(group) in \(directory): \(error.message)")
+            throw RPCError(
+                .storageFailure, "Storage failure: cannot open the defaults of group '\(group)': \(error.message)")
+        }
+    }
+
+    func defaultsKey(_ p: Params) throws(RPCError) -> String {
+        let key = try p.string("key")
+        if key.isEmpty { throw .invalidParams("Invalid params: 'key' must not be empty") }
+        return key
+    }
+
+    /// `ifVersion`: absent/null, or a non-negative integer.
+    func defaultsIfVersion(_ p: Params) throws(RPCError) -> UInt64? {
+        guard let v = p["ifVersion"], !v.isNull else { return nil }
+        if case .number(let s) = v, let n = UInt64(s) { return n }
+        if let i = v.intValue, i >= 0 { return UInt64(i) }
+        throw .invalidParams(
+            "Invalid params: 'ifVersion' must be a non-negative integer (a group version), got \(v.typeName)")
+    }
+
+    /// Maps a refused change to its JSON-RPC error.
+    func defaultsError(_ e: DefaultsError, group: String, key: String, ifVersion: UInt64?) -> RPCError {
+        switch e {
+        case .versionConflict(let current):
+            return RPCError(
+                code: Broker.versionConflictCode,
+                message:
+                    "Version conflict: the defaults of group '\(group)' are at version \(current), not \(ifVersion ?? 0) "
+                    + "(ifVersion); nothing was stored",
+                data: ["version": .number(String(current)), "group": .string(group)])
+        case .valueTooLarge(let bytes, let limit):
+            return .invalidParams("Invalid params: 'value' is \(bytes) bytes of JSON; the limit is \(limit) bytes")
+        case .valueTooDeep(let limit):
+            return .invalidParams("Invalid params: 'value' nests arrays/objects deeper than \(limit) levels")
+        case .badKey(let limit):
+            return .invalidParams("Invalid params: 'key' must be 1 to \(limit) bytes of UTF-8, got \(key.utf8.count)")
+        case .suiteFull(let bytes, let limit):
+            return RPCError(
+                .storageFailure,
+                "Storage failure: the defaults of group '\(group)' would grow to \(bytes) bytes, over the limit of \(limit) bytes; "
+                    + "nothing was stored")
+        case .storage(let s):
+            return RPCError(.storageFailure, "Storage failure: \(s.message); nothing was stored")
+        }
+    }
+
+    func versionJSON(_ v: UInt64) -> JSONValue { .number(String(v)) }
+
+    // MARK: Methods
+
+    func defaultsGet(_ conn: Connection, _ p: Params) throws(RPCError) -> JSONValue {
+        let group = try entitledGroup(conn, p)
+        let key = try defaultsKey(p)
+        let store = try defaultsStore(group)
+        store.joinPendingCommit()
+        let value = store.value(forKey: key)
+        return ["exists": .bool(value != nil), "value": value ?? .null, "version": versionJSON(store.version)]
+    }
+
+    func defaultsSet(_ conn: Connection, _ p: Params) throws(RPCError) -> JSONValue {
+        let group = try entitledGroup(conn, p)
+        let key = try defaultsKey(p)
+        guard let value = p["value"] else {
+            throw .invalidParams("Invalid params: 'value' is required (any JSON value)")
+        }
+        let ifVersion = try defaultsIfVersion(p)
+        let store = try defaultsStore(group)
+        let version: UInt64
+        do { version = try store.set(key, value, ifVersion: ifVersion) } catch {
+            throw defaultsError(error, group: group, key: key, ifVersion: ifVersion)
+        }
+        defaultsChanged(store, key: key, value: value, version: version)
+        if log.enabled(.trace) {
+            log.log(.trace, "defaults.set \(group) \(key) → version \(version)", connection: conn.id)
+        }
+        return ["version": versionJSON(version)]
+    }
+
+    func defaultsRemove(_ conn: Connection, _ p: Params) throws(RPCError) -> JSONValue {
+        let group = try entitledGroup(conn, p)
+        let key = try defaultsKey(p)
+        let ifVersion = try defaultsIfVersion(p)
+        let store = try defaultsStore(group)
+        let outcome: (removed: Bool, version: UInt64)
+        do { outcome = try store.remove(key, ifVersion: ifVersion) } catch {
+            throw defaultsError(error, group: group, key: key, ifVersion: ifVersion)
+        }
+        if outcome.removed {
+            defaultsChanged(store, key: key, value: nil, version: outcome.version)
+        } else {
+            store.joinPendingCommit()  // the version answered may be uncommitted
+        }
+        return ["removed": .bool(outcome.removed), "version": versionJSON(outcome.version)]
+    }
+
+    func defaultsList(_ conn: Connection, _ p: Params) throws(RPCError) -> JSONValue {
+        let group = try entitledGroup(conn, p)
+        let store = try defaultsStore(group)
+        store.joinPendingCommit()
+        return ["values": .object(store.valuesObject()), "version": versionJSON(store.version)]
+    }
+
+    func defaultsWatch(_ conn: Connection, _ p: Params) throws(RPCError) -> JSONValue {
+        let group = try entitledGroup(conn, p)
+        var keys: Set<String>? = nil
+        if let raw = p["keys"], !raw.isNull {
+            guard case .array(let items) = raw else {
+                throw .invalidParams("Invalid params: 'keys' must be an array of key names, got \(raw.typeName)")
+            }
+            if items.isEmpty {
+                throw .invalidParams("Invalid params: 'keys' must not be empty; leave it out to watch every key")
+            }
+            var set = Set<String>()
+            for (i, item) in items.enumerated() {
+                guard case .string(let k) = item else {
+                    throw .invalidParams("Invalid params: 'keys[\(i)]' must be a string, got \(item.typeName)")
+                }
+                set.insert(k)
+            }
+            keys = set
+        }
+        let store = try defaultsStore(group)
+        store.joinPendingCommit()  // the version answered may be uncommitted
+        defaults.watchers[group, default: [:]][conn.id] = DefaultsWatch(
+            conn: conn, keys: keys, since: defaults.changeSequence)
+        defaults.watchedGroups[conn.id, default: []].insert(group)
+        if log.enabled(.debug) {
+            log.log(
+                .debug,
+                "watching the defaults of \(group)"
+                    + (keys.map { " (keys: \($0.sorted().joined(separator: ", ")))" } ?? ""), connection: conn.id)
+        }
+        var result: JSONObject = ["watching": true, "version": versionJSON(store.version)]
+        if let keys { result["keys"] = .array(keys.sorted().map { .string($0) }) }
+        return .object(result)
+    }
+
+    // MARK: Notifications
+
+    /// Records a change; once the store's commit succeeds, `defaults.changed` goes to the watchers
+    /// of the group (in version order: after-commit actions run in the order they were added).
+    func defaultsChanged(_ store: DefaultsStore, key: String, value: JSONValue?, version: UInt64) {
+        defaults.changeSequence += 1
+        let sequence = defaults.changeSequence
+        let group = store.group
+        guard let watching = defaults.watchers[group], !watching.isEmpty else { return }
+        afterCommit.append(
+            (
+                ObjectIdentifier(store),
+                { [unowned self] in
+                    self.sendDefaultsChanged(group: group, key: key, value: value, version: version, sequence: sequence)
+                }
+            ))
+    }
+
+    /// Sends one `defaults.changed` to every watcher of `group` that wants `key` (serialized once).
+    /// A watcher with more than `defaultsWatcherBacklogLimit` bytes unread is dropped instead, so a
+    /// slow reader never holds back writers or other watchers.
+    func sendDefaultsChanged(group: String, key: String, value: JSONValue?, version: UInt64, sequence: UInt64) {
+        guard let watching = defaults.watchers[group], !watching.isEmpty else { return }
+        var message: [UInt8] = []
+        var slow: [Connection] = []
+        var revoked: [Connection] = []
+        let limit = defaultsWatcherBacklogLimit
+        for (id, w) in watching {
+            guard w.since < sequence, w.keys?.contains(key) ?? true, connections[id] != nil else { continue }
+            guard let bundle = w.conn.bundleID, registry.appGroups(of: bundle).contains(group) else {
+                revoked.append(w.conn)  // the manifest no longer lists the group
+                continue
+            }
+            if w.conn.pendingOutput > limit {
+                slow.append(w.conn)
+                continue
+            }
+            if message.isEmpty {
+                var params: JSONObject = ["group": .string(group), "key": .string(key)]
+                if let value { params["value"] = value } else { params["removed"] = true }
+                params["version"] = versionJSON(version)
+                RPCCodec.writeRequest(id: nil, method: "defaults.changed", params: .object(params), to: &message)
+            }
+            w.conn.emit { $0.append(contentsOf: message) }
+            markDirty(w.conn)
+            defaults.notificationsSent += 1
+        }
+        for c in revoked {
+            log.log(.info, "\(c.identity) no longer lists \(group) in its appGroups; its watch ended", connection: c.id)
+            removeDefaultsWatch(c.id, group: group)
+        }
+        for c in slow {
+            defaults.droppedWatchers += 1
+            droppedSlowClients += 1
+            log.log(
+                .warning,
+                "dropping slow defaults watcher \(c.identity) of \(group): \(c.pendingOutput) bytes of notifications not read "
+                    + "(limit \(limit))",
+                connection: c.id)
+            closeNow(c, reason: "defaults watcher too slow")
+        }
+    }
+
+    func removeDefaultsWatch(_ id: UInt64, group: String) {
+        defaults.watchers[group]?[id] = nil
+        if defaults.watchers[group]?.isEmpty == true { defaults.watchers[group] = nil }
+        defaults.watchedGroups[id]?.remove(group)
+        if defaults.watchedGroups[id]?.isEmpty == true { defaults.watchedGroups[id] = nil }
+    }
 
     /// Clean-up when a connection closes (its watches).
-    func defaultsConnectionClosed(_ conn: Connection) {}
+    func defaultsConnectionClosed(_ conn: Connection) {
+        guard let groups = defaults.watchedGroups.removeValue(forKey: conn.id) else { return }
+        for g in groups {
+            defaults.watchers[g]?[conn.id] = nil
+            if defaults.watchers[g]?.isEmpty == true { defaults.watchers[g] = nil }
+        }
+    }
+
+    /// Group defaults in `broker.status`: open groups, watches, notifications and dropped watchers.
+    var defaultsStatus: JSONValue {
+        var watches = 0
+        for (_, w) in defaults.watchers { watches += w.count }
+        var compactionErrors = 0
+        for (_, s) in defaults.stores where s.lastCompactionError != nil { compactionErrors += 1 }
+        return [
+            "groupsOpen": .int(defaults.stores.count),
+            "watches": .int(watches),
+            "notificationsSent": .number(String(defaults.notificationsSent)),
+            "droppedWatchers": .number(String(defaults.droppedWatchers)),
+            "compactionErrors": .int(compactionErrors),
+        ]
+    }
 }

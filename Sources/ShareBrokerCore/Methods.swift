@@ -218,6 +218,7 @@ extension Broker {
             "associationErrors": .int(associationErrors.count),
             "store": storeStatus,
             "launches": launchStatus,
+            "defaults": defaultsStatus,
             "openFileLimit": .int(openFileLimit),
         ]
         return .object(o)

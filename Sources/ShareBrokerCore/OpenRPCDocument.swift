@@ -504,6 +504,596 @@ let openRPCDocumentText = ####"""
           "message": "Storage failure"
         }
       ]
+    },
+    {
+      "name": "defaults.get",
+      "summary": "Read one key of a group's shared defaults (like UserDefaults(suiteName:)).",
+      "description": "An absent key gives exists false and value null; a stored JSON null gives exists true and value null. Values come back exactly as set (number lexemes, unicode, nesting). A value is answered only once it is durable.",
+      "paramStructure": "by-name",
+      "params": [
+        {
+          "name": "group",
+          "required": true,
+          "description": "An app group the session's bundle lists in its appGroups.",
+          "schema": {
+            "type": "string"
+          }
+        },
+        {
+          "name": "key",
+          "required": true,
+          "schema": {
+            "type": "string",
+            "minLength": 1
+          }
+        }
+      ],
+      "result": {
+        "name": "entry",
+        "schema": {
+          "type": "object",
+          "required": [
+            "exists",
+            "value"
+          ],
+          "properties": {
+            "exists": {
+              "type": "boolean"
+            },
+            "value": {
+              "description": "Any JSON value; null when absent."
+            },
+            "version": {
+              "type": "integer",
+              "minimum": 0,
+              "description": "The group's version: 0 for a fresh group, +1 per set and per remove that removed something; never goes back."
+            }
+          }
+        }
+      },
+      "errors": [
+        {
+          "code": -32001,
+          "message": "Unauthorized: not entitled to the group (tools, anonymous sessions and bundles that do not list the group)"
+        },
+        {
+          "code": -32602,
+          "message": "Invalid params"
+        },
+        {
+          "code": -32005,
+          "message": "Storage failure: nothing was stored"
+        }
+      ]
+    },
+    {
+      "name": "defaults.set",
+      "summary": "Set one key of a group's shared defaults to any JSON value; durable before the answer.",
+      "description": "The value is kept exactly (at most 1 MiB of JSON, nested at most 200 levels; a suite holds at most 16 MiB). Watchers get defaults.changed once the change is durable. With ifVersion it is a compare-and-set.",
+      "paramStructure": "by-name",
+      "params": [
+        {
+          "name": "group",
+          "required": true,
+          "description": "An app group the session's bundle lists in its appGroups.",
+          "schema": {
+            "type": "string"
+          }
+        },
+        {
+          "name": "key",
+          "required": true,
+          "schema": {
+            "type": "string",
+            "minLength": 1
+          }
+        },
+        {
+          "name": "value",
+          "required": true,
+          "description": "Any JSON value (null included).",
+          "schema": {}
+        },
+        {
+          "name": "ifVersion",
+          "required": false,
+          "description": "Compare-and-set: change only when the group is at this version; otherwise -32006 with data.version, the current version.",
+          "schema": {
+            "type": "integer",
+            "minimum": 0
+          }
+        }
+      ],
+      "result": {
+        "name": "set",
+        "schema": {
+          "type": "object",
+          "required": [
+            "version"
+          ],
+          "properties": {
+            "version": {
+              "type": "integer",
+              "minimum": 0,
+              "description": "The group's version: 0 for a fresh group, +1 per set and per remove that removed something; never goes back."
+            }
+          }
+        }
+      },
+      "errors": [
+        {
+          "code": -32001,
+          "message": "Unauthorized: not entitled to the group (tools, anonymous sessions and bundles that do not list the group)"
+        },
+        {
+          "code": -32602,
+          "message": "Invalid params"
+        },
+        {
+          "code": -32005,
+          "message": "Storage failure: nothing was stored"
+        },
+        {
+          "code": -32006,
+          "message": "Version conflict: ifVersion does not match; data.version is the current version"
+        }
+      ]
+    },
+    {
+      "name": "defaults.remove",
+      "summary": "Remove one key of a group's shared defaults; durable before the answer.",
+      "description": "removed false when there was no such key: then nothing changes (same version, no notification).",
+      "paramStructure": "by-name",
+      "params": [
+        {
+          "name": "group",
+          "required": true,
+          "description": "An app group the session's bundle lists in its appGroups.",
+          "schema": {
+            "type": "string"
+          }
+        },
+        {
+          "name": "key",
+          "required": true,
+          "schema": {
+            "type": "string",
+            "minLength": 1
+          }
+        },
+        {
+          "name": "ifVersion",
+          "required": false,
+          "description": "Compare-and-set: change only when the group is at this version; otherwise -32006 with data.version, the current version.",
+          "schema": {
+            "type": "integer",
+            "minimum": 0
+          }
+        }
+      ],
+      "result": {
+        "name": "removal",
+        "schema": {
+          "type": "object",
+          "required": [
+            "removed",
+            "version"
+          ],
+          "properties": {
+            "removed": {
+              "type": "boolean"
+            },
+            "version": {
+              "type": "integer",
+              "minimum": 0,
+              "description": "The group's version: 0 for a fresh group, +1 per set and per remove that removed something; never goes back."
+            }
+          }
+        }
+      },
+      "errors": [
+        {
+          "code": -32001,
+          "message": "Unauthorized: not entitled to the group (tools, anonymous sessions and bundles that do not list the group)"
+        },
+        {
+          "code": -32602,
+          "message": "Invalid params"
+        },
+        {
+          "code": -32005,
+          "message": "Storage failure: nothing was stored"
+        },
+        {
+          "code": -32006,
+          "message": "Version conflict: ifVersion does not match; data.version is the current version"
+        }
+      ]
+    },
+    {
+      "name": "defaults.list",
+      "summary": "Read a group's whole defaults suite and its version.",
+      "paramStructure": "by-name",
+      "params": [
+        {
+          "name": "group",
+          "required": true,
+          "description": "An app group the session's bundle lists in its appGroups.",
+          "schema": {
+            "type": "string"
+          }
+        }
+      ],
+      "result": {
+        "name": "suite",
+        "schema": {
+          "type": "object",
+          "required": [
+            "values",
+            "version"
+          ],
+          "properties": {
+            "values": {
+              "type": "object",
+              "description": "Every key with its value, keys sorted."
+            },
+            "version": {
+              "type": "integer",
+              "minimum": 0,
+              "description": "The group's version: 0 for a fresh group, +1 per set and per remove that removed something; never goes back."
+            }
+          }
+        }
+      },
+      "errors": [
+        {
+          "code": -32001,
+          "message": "Unauthorized: not entitled to the group (tools, anonymous sessions and bundles that do not list the group)"
+        },
+        {
+          "code": -32602,
+          "message": "Invalid params"
+        },
+        {
+          "code": -32005,
+          "message": "Storage failure: nothing was stored"
+        }
+      ]
+    },
+    {
+      "name": "defaults.watch",
+      "summary": "Receive defaults.changed notifications for a group (optionally only for some keys).",
+      "description": "Changes made after the answer's version are sent, in version order, once durable. Watching the same group again replaces the key filter. A watcher that leaves more than 1 MiB of notifications unread is disconnected rather than slowing writers. The watch ends when the connection closes.",
+      "paramStructure": "by-name",
+      "params": [
+        {
+          "name": "group",
+          "required": true,
+          "description": "An app group the session's bundle lists in its appGroups.",
+          "schema": {
+            "type": "string"
+          }
+        },
+        {
+          "name": "keys",
+          "required": false,
+          "description": "Only these keys (a non-empty array); every key when left out.",
+          "schema": {
+            "type": "array",
+            "items": {
+              "type": "string"
+            },
+            "minItems": 1
+          }
+        }
+      ],
+      "result": {
+        "name": "watching",
+        "schema": {
+          "type": "object",
+          "required": [
+            "watching"
+          ],
+          "properties": {
+            "watching": {
+              "type": "boolean",
+              "const": true
+            },
+            "version": {
+              "type": "integer",
+              "minimum": 0,
+              "description": "The group's version: 0 for a fresh group, +1 per set and per remove that removed something; never goes back."
+            },
+            "keys": {
+              "type": "array",
+              "items": {
+                "type": "string"
+              },
+              "description": "The key filter, when one was given."
+            }
+          }
+        }
+      },
+      "errors": [
+        {
+          "code": -32001,
+          "message": "Unauthorized: not entitled to the group (tools, anonymous sessions and bundles that do not list the group)"
+        },
+        {
+          "code": -32602,
+          "message": "Invalid params"
+        },
+        {
+          "code": -32005,
+          "message": "Storage failure: nothing was stored"
+        }
+      ]
+    },
+    {
+      "name": "share.targets",
+      "summary": "Share and action extensions whose activation rule accepts the items as a whole.",
+      "paramStructure": "by-name",
+      "params": [
+        {
+          "name": "items",
+          "required": true,
+          "description": "What is shared, in order.",
+          "schema": {
+            "type": "array",
+            "minItems": 1,
+            "items": {
+              "$ref": "#/components/schemas/Item"
+            }
+          }
+        }
+      ],
+      "result": {
+        "name": "targets",
+        "schema": {
+          "type": "object",
+          "required": [
+            "targets"
+          ],
+          "properties": {
+            "targets": {
+              "type": "array",
+              "items": {
+                "type": "object",
+                "required": [
+                  "extension",
+                  "app",
+                  "name"
+                ],
+                "properties": {
+                  "extension": {
+                    "type": "string"
+                  },
+                  "app": {
+                    "type": "string"
+                  },
+                  "name": {
+                    "type": "string"
+                  }
+                }
+              }
+            }
+          }
+        }
+      },
+      "errors": [
+        {
+          "code": -32602,
+          "message": "Invalid params: an item is malformed, a path cannot be read"
+        }
+      ]
+    },
+    {
+      "name": "share.send",
+      "summary": "Store a share durably in the extension's group (and optionally open the containing app).",
+      "description": "Role extension (as itself) or tool (as the share sheet). Answers only after the share (record and files) is durable; after a crash a share is whole or absent.",
+      "paramStructure": "by-name",
+      "params": [
+        {
+          "name": "items",
+          "required": true,
+          "description": "What is shared, in order.",
+          "schema": {
+            "type": "array",
+            "minItems": 1,
+            "items": {
+              "$ref": "#/components/schemas/Item"
+            }
+          }
+        },
+        {
+          "name": "extension",
+          "required": false,
+          "description": "Role tool: the extension to send to. Role extension: must be itself.",
+          "schema": {
+            "type": "string"
+          }
+        },
+        {
+          "name": "group",
+          "required": false,
+          "description": "One of the extension's appGroups (default: its first).",
+          "schema": {
+            "type": "string"
+          }
+        },
+        {
+          "name": "open",
+          "required": false,
+          "description": "true: queue SCHEME://open-from-share?share=SHAREID for the containing app; a URL string: open that URL instead.",
+          "schema": {
+            "oneOf": [
+              {
+                "type": "boolean"
+              },
+              {
+                "type": "string"
+              }
+            ]
+          }
+        }
+      ],
+      "result": {
+        "name": "sent",
+        "schema": {
+          "type": "object",
+          "required": [
+            "shareID",
+            "extension",
+            "app",
+            "group"
+          ],
+          "properties": {
+            "shareID": {
+              "type": "string"
+            },
+            "extension": {
+              "type": "string"
+            },
+            "app": {
+              "type": "string"
+            },
+            "group": {
+              "type": "string"
+            },
+            "eventID": {
+              "type": "string"
+            }
+          }
+        }
+      },
+      "errors": [
+        {
+          "code": -32001,
+          "message": "Unauthorized: naming another extension, or not entitled to the group"
+        },
+        {
+          "code": -32003,
+          "message": "Not accepted: no rule accepts the items; data.candidates when several would and none was named"
+        },
+        {
+          "code": -32602,
+          "message": "Invalid params"
+        },
+        {
+          "code": -32005,
+          "message": "Storage failure: nothing was stored"
+        }
+      ]
+    },
+    {
+      "name": "share.list",
+      "summary": "Pending shares of the caller's groups (or of one group).",
+      "paramStructure": "by-name",
+      "params": [
+        {
+          "name": "group",
+          "required": false,
+          "schema": {
+            "type": "string"
+          }
+        }
+      ],
+      "result": {
+        "name": "shares",
+        "schema": {
+          "type": "object",
+          "required": [
+            "shares"
+          ],
+          "properties": {
+            "shares": {
+              "type": "array",
+              "items": {
+                "$ref": "#/components/schemas/Share"
+              }
+            }
+          }
+        }
+      },
+      "errors": [
+        {
+          "code": -32001,
+          "message": "Unauthorized: not entitled to the group"
+        }
+      ]
+    },
+    {
+      "name": "share.get",
+      "summary": "One pending share; file items carry the absolute path of the copy in the group directory.",
+      "paramStructure": "by-name",
+      "params": [
+        {
+          "name": "shareID",
+          "required": true,
+          "schema": {
+            "type": "string"
+          }
+        }
+      ],
+      "result": {
+        "name": "share",
+        "schema": {
+          "$ref": "#/components/schemas/Share"
+        }
+      },
+      "errors": [
+        {
+          "code": -32001,
+          "message": "Unauthorized: not entitled to the group"
+        },
+        {
+          "code": -32002,
+          "message": "Not found: no pending share"
+        }
+      ]
+    },
+    {
+      "name": "share.complete",
+      "summary": "Delete a share's record and files.",
+      "paramStructure": "by-name",
+      "params": [
+        {
+          "name": "shareID",
+          "required": true,
+          "schema": {
+            "type": "string"
+          }
+        }
+      ],
+      "result": {
+        "name": "completed",
+        "schema": {
+          "type": "object",
+          "required": [
+            "completed"
+          ],
+          "properties": {
+            "completed": {
+              "type": "boolean",
+              "const": true
+            }
+          }
+        }
+      },
+      "errors": [
+        {
+          "code": -32001,
+          "message": "Unauthorized: not entitled to the group"
+        },
+        {
+          "code": -32002,
+          "message": "Not found: no pending share"
+        },
+        {
+          "code": -32005,
+          "message": "Storage failure"
+        }
+      ]
     }
   ],
   "components": {
@@ -617,6 +1207,67 @@ let openRPCDocumentText = ####"""
             "type": "boolean"
           }
         }
+      },
+      "Item": {
+        "type": "object",
+        "description": "Exactly one of url, text, data (+name) or path, with an optional UTI type.",
+        "properties": {
+          "url": {
+            "type": "string"
+          },
+          "text": {
+            "type": "string"
+          },
+          "data": {
+            "type": "string",
+            "contentEncoding": "base64"
+          },
+          "name": {
+            "type": "string"
+          },
+          "path": {
+            "type": "string"
+          },
+          "type": {
+            "type": "string",
+            "description": "A UTI, e.g. public.url, com.adobe.pdf; inferred when absent."
+          }
+        }
+      },
+      "Share": {
+        "type": "object",
+        "required": [
+          "shareID",
+          "extension",
+          "group",
+          "created",
+          "items"
+        ],
+        "properties": {
+          "shareID": {
+            "type": "string"
+          },
+          "extension": {
+            "type": "string"
+          },
+          "app": {
+            "type": "string"
+          },
+          "group": {
+            "type": "string"
+          },
+          "created": {
+            "type": "string",
+            "format": "date-time"
+          },
+          "items": {
+            "type": "array",
+            "items": {
+              "type": "object",
+              "description": "url/text items as sent (+type, urls found in text); file items: path, name, type, size."
+            }
+          }
+        }
       }
     }
   },
@@ -655,6 +1306,36 @@ let openRPCDocumentText = ####"""
           },
           "via": {
             "type": "string"
+          }
+        }
+      }
+    },
+    {
+      "name": "defaults.changed",
+      "description": "Sent to the watchers of a group after a change is durable, in version order. A set carries value; a removal carries removed: true and no value.",
+      "params": {
+        "type": "object",
+        "required": [
+          "group",
+          "key",
+          "version"
+        ],
+        "properties": {
+          "group": {
+            "type": "string"
+          },
+          "key": {
+            "type": "string"
+          },
+          "value": {
+            "description": "The new value (any JSON value); absent for a removal."
+          },
+          "removed": {
+            "type": "boolean",
+            "const": true
+          },
+          "version": {
+            "type": "integer"
           }
         }
       }

@@ -44,8 +44,8 @@ public struct JSONObject: Sendable, Equatable, ExpressibleByDictionaryLiteral, S
     public init(dictionaryLiteral elements: (String, JSONValue)...) {
         self.init(elements)
     }
-    /// Internal fast path for the parser: members known to be unique.
-    init(uniqueMembers: [(key: String, value: JSONValue)]) { members = uniqueMembers }
+    /// An object from members whose keys are known to be unique (not checked): linear time.
+    public init(uniqueMembers: [(key: String, value: JSONValue)]) { members = uniqueMembers }
 
     /// Number of members.
     public var count: Int { members.count }

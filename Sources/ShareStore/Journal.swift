@@ -268,7 +268,9 @@ public final class Journal {
         }
         activeSize += pending.count
         if pending.capacity > 4 << 20 { pending = [] } else { pending.removeAll(keepingCapacity: true) }
-        if activeSize >= segmentLimit { try roll() }
+        // The batch is durable now; failing to start the next segment must not undo it: keep
+        // appending to this one and try again at the next commit.
+        if activeSize >= segmentLimit { try? roll() }
     }
 
     /// Seals the active segment and starts the next one.

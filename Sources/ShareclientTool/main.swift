@@ -100,6 +100,7 @@ let root = CommandSpec(
             arguments: [ArgumentSpec("ids", help: "Event ids.", kind: .oneOrMore)]),
         CommandSpec(name: "apps", abstract: "List registered apps, manifest errors and conflicts."),
         CommandSpec(name: "reload", abstract: "Make the broker re-read its manifests (apps.reload)."),
+        defaultsCommandSpec,
     ])
 
 enum Exit {
@@ -159,6 +160,7 @@ func printJSON(_ v: JSONValue, compact: Bool) {
 }
 
 func run(_ cmd: ParsedCommand) throws -> Int32 {
+    if cmd.path.count > 1 && cmd.path[1] == "defaults" { return try runDefaults(cmd, socket: socketPath(cmd)) }
     switch cmd.subcommand {
     case "call":
         let method = cmd.argument("method")!

@@ -1,0 +1,405 @@
+// Group defaults: one App Group's key-value suite (any JSON value per key) on a journal in the
+// group's directory (STATE/groups/GROUP/defaults-NNNNNN.log), with a version that rises with every
+// change and never goes back, rollback of a failed turn, and whole-suite snapshot compaction.
+
+#if canImport(Glibc)
+    @preconcurrency import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+import ShareProtocol
+import ShareSystem
+
+/// Why a defaults change was refused. Nothing of a refused change was stored.
+public enum DefaultsError: Error, Sendable, Equatable {
+    /// `ifVersion` did not match: the group is at `current`.
+    case versionConflict(current: UInt64)
+    /// The value's compact JSON text is `bytes` long, over `limit`.
+    case valueTooLarge(bytes: Int, limit: Int)
+    /// The value nests arrays/objects deeper than `limit` levels.
+    case valueTooDeep(limit: Int)
+    /// The key is empty or longer than `limit` UTF-8 bytes.
+    case badKey(limit: Int)
+    /// The suite would grow to `bytes` (keys plus values), over `limit`.
+    case suiteFull(bytes: Int, limit: Int)
+    /// The journal could not take the record (e.g. the disk is full).
+    case storage(StoreError)
+
+    /// Equal when the same case with the same numbers (storage errors compare by message).
+    public static func == (a: DefaultsError, b: DefaultsError) -> Bool {
+        switch (a, b) {
+        case (.versionConflict(let x), .versionConflict(let y)): return x == y
+        case (.valueTooLarge(let x, let l), .valueTooLarge(let y, let m)): return x == y && l == m
+        case (.valueTooDeep(let x), .valueTooDeep(let y)): return x == y
+        case (.badKey(let x), .badKey(let y)): return x == y
+        case (.suiteFull(let x, let l), .suiteFull(let y, let m)): return x == y && l == m
+        case (.storage(let x), .storage(let y)): return x.message == y.message
+        default: return false
+        }
+    }
+}
+
+/// Size limits and compaction thresholds of a defaults suite.
+public struct DefaultsLimits: Sendable, Equatable {
+    /// Largest value, as compact JSON bytes (1 MiB).
+    public var maxValueBytes = 1 << 20
+    /// Largest suite: the UTF-8 bytes of every key plus the compact JSON bytes of every value (16 MiB).
+    public var maxSuiteBytes = 16 << 20
+    /// Longest key, in UTF-8 bytes.
+    public var maxKeyBytes = 4096
+    /// Deepest nesting of arrays/objects in a value (keeps every answer parseable by a 256-deep parser).
+    public var maxValueDepth = 200
+    /// Compaction waits until superseded records take at least this many bytes.
+    public var compactMinBytes = 1 << 20
+    /// ... and until they take more than this many times the live records' bytes.
+    public var compactRatio = 2
+    /// The defaults above.
+    public init() {}
+}
+
+/// One group's defaults suite. Changes are visible at once, durable at the next `commit()` (the
+/// broker's end-of-turn group commit), and undone when that commit fails.
+///
+/// Records (JSON payloads): set `{key, value, version}`, remove `{key, version}`, and snapshot
+/// `{version, values}` (the whole suite in one checksummed record, so it is never half-written).
+public final class DefaultsStore: TurnParticipant {
+    enum RecordType: UInt8 {
+        case set = 1
+        case remove = 2
+        case snapshot = 3
+    }
+
+    struct Entry {
+        var value: JSONValue
+        /// Bytes of the value's compact JSON text.
+        var size: Int
+    }
+
+    /// Approximate bytes a live key costs in a record besides its key and value text.
+    static let recordOverhead = Journal.headerSize + 32
+
+    /// The group's name.
+    public let group: String
+    /// The journal (exposed for fault injection and segment settings in tests).
+    public let journal: Journal
+    /// Size limits and compaction thresholds.
+    public var limits: DefaultsLimits
+    /// The turn log this store reports its changes to (nil: the caller commits by hand).
+    public let turn: TurnLog?
+    /// The group's version: 0 for a fresh group, +1 per set and per remove that removed something.
+    public private(set) var version: UInt64 = 0
+    /// Bytes of the suite: UTF-8 bytes of the keys plus compact JSON bytes of the values.
+    public private(set) var suiteBytes = 0
+    /// Bytes of records in the journal's segments (live and superseded).
+    public private(set) var journalBytes = 0
+    /// What recovery found when the store was opened.
+    public private(set) var recovery = RecoveryReport()
+    /// Snapshot compactions done since the store was opened.
+    public private(set) var compactions = 0
+    /// Why the last compaction failed (nil after a success); the suite is unaffected either way.
+    public private(set) var lastCompactionError: String? = nil
+
+    var values: [String: Entry] = [:]
+    var undo: [(key: String, previous: Entry?)] = []
+    var turnStart: (version: UInt64, suiteBytes: Int, journalBytes: Int)? = nil
+    /// After a failed compaction, the journal size to wait for before trying again.
+    var retryCompactionAt = 0
+    var scratch: [UInt8] = []
+
+    /// A name for logs.
+    public var participantName: String { "defaults of group \(group)" }
+
+    /// Opens (creating if needed) the suite in `directory` and replays its journal.
+    public init(
+        directory: String, group: String, limits: DefaultsLimits = DefaultsLimits(), segmentLimit: Int? = nil,
+        turn: TurnLog? = nil
+    ) throws(StoreError) {
+        self.group = group
+        self.limits = limits
+        self.turn = turn
+        let created = !FileIO.exists(directory)
+        journal = try Journal(directory: directory, name: "defaults")
+        if created { DefaultsStore.syncParents(of: directory) }
+        if let segmentLimit { journal.segmentLimit = segmentLimit }
+        var maxVersion: UInt64 = 0
+        recovery = try journal.replay { rec in
+            journalBytes += Journal.headerSize + rec.payload.count
+            guard let parsed = try? JSONParser.parseBuffer(rec.payload), case .object(let o) = parsed,
+                case .number(let vtext)? = o["version"], let v = UInt64(vtext)
+            else { return }
+            maxVersion = max(maxVersion, v)
+            switch RecordType(rawValue: rec.type) {
+            case .set?:
+                guard let key = o["key"]?.stringValue, let value = o["value"] else { return }
+                put(key, value)
+            case .remove?:
+                guard let key = o["key"]?.stringValue, let old = values.removeValue(forKey: key) else { return }
+                suiteBytes -= key.utf8.count + old.size
+            case .snapshot?:
+                guard case .object(let all)? = o["values"] else { return }
+                values.removeAll(keepingCapacity: true)
+                suiteBytes = 0
+                values.reserveCapacity(all.count)
+                for m in all { put(m.key, m.value) }
+            case nil:
+                return
+            }
+        }
+        version = maxVersion
+        scratch = []
+    }
+
+    /// Sets `key` during replay, measuring the value.
+    func put(_ key: String, _ value: JSONValue) {
+        scratch.removeAll(keepingCapacity: true)
+        value.write(to: &scratch)
+        if let old = values[key] { suiteBytes -= key.utf8.count + old.size }
+        values[key] = Entry(value: value, size: scratch.count)
+        suiteBytes += key.utf8.count + scratch.count
+    }
+
+    /// fsyncs the directories above a newly created one, so the group directory survives a crash.
+    static func syncParents(of directory: String) {
+        var dir = directory
+        for _ in 0..<2 {
+            guard let slash = dir.lastIndex(of: "/"), slash != dir.startIndex else { return }
+            dir = String(dir[..<slash])
+            let fd = open(dir, O_RDONLY | O_CLOEXEC)
+            if fd >= 0 {
+                fsync(fd)
+                FD.close(fd)
+            }
+        }
+    }
+
+    // MARK: Reading
+
+    /// Number of keys.
+    public var count: Int { values.count }
+
+    /// The keys, sorted.
+    public var keys: [String] { values.keys.sorted() }
+
+    /// The value of `key`, or nil when there is none (a stored JSON `null` is `.null`).
+    public func value(forKey key: String) -> JSONValue? { values[key]?.value }
+
+    /// Appends the suite as a compact JSON object, keys sorted, to `out`.
+    public func writeValues(to out: inout [UInt8]) {
+        out.append(UInt8(ascii: "{"))
+        var first = true
+        for key in values.keys.sorted() {
+            if !first { out.append(UInt8(ascii: ",")) }
+            first = false
+            JSONValue.writeString(key, to: &out)
+            out.append(UInt8(ascii: ":"))
+            values[key]!.value.write(to: &out)
+        }
+        out.append(UInt8(ascii: "}"))
+    }
+
+    /// The suite as a JSON object, keys sorted (built in linear time, also for large suites).
+    public func valuesObject() -> JSONObject {
+        JSONObject(uniqueMembers: values.keys.sorted().map { (key: $0, value: values[$0]!.value) })
+    }
+
+    /// True when changes wait for `commit`.
+    public var hasPending: Bool { journal.hasPending }
+
+    /// Makes the current request wait for this store's commit when it has uncommitted changes, so
+    /// that an answer built from them (a read, a version) is not sent before they are durable, and
+    /// becomes a storage failure if they are not.
+    public func joinPendingCommit() {
+        if journal.hasPending { turn?.touch(self) }
+    }
+
+    // MARK: Changing
+
+    func checkKey(_ key: String) throws(DefaultsError) {
+        let n = key.utf8.count
+        if n == 0 || n > limits.maxKeyBytes { throw .badKey(limit: limits.maxKeyBytes) }
+    }
+
+    static func depth(_ v: JSONValue, limit: Int) -> Bool {
+        // Iterative, so a deep value cannot exhaust the stack.
+        var stack: [(JSONValue, Int)] = [(v, 0)]
+        while let (x, d) = stack.popLast() {
+            switch x {
+            case .array(let items):
+                if d + 1 > limit { return false }
+                for i in items { stack.append((i, d + 1)) }
+            case .object(let o):
+                if d + 1 > limit { return false }
+                for m in o { stack.append((m.value, d + 1)) }
+            default: break
+            }
+        }
+        return true
+    }
+
+    func beginChange() {
+        if turnStart == nil { turnStart = (version, suiteBytes, journalBytes) }
+    }
+
+    /// Sets `key` to `value` (any JSON value, kept exactly). With `ifVersion`, only when the group is
+    /// at that version (compare-and-set). Returns the new version.
+    @discardableResult
+    public func set(_ key: String, _ value: JSONValue, ifVersion: UInt64? = nil) throws(DefaultsError) -> UInt64 {
+        if let want = ifVersion, want != version { throw .versionConflict(current: version) }
+        try checkKey(key)
+        scratch.removeAll(keepingCapacity: true)
+        value.write(to: &scratch)
+        let size = scratch.count
+        if size > limits.maxValueBytes { throw .valueTooLarge(bytes: size, limit: limits.maxValueBytes) }
+        if !DefaultsStore.depth(value, limit: limits.maxValueDepth) { throw .valueTooDeep(limit: limits.maxValueDepth) }
+        let old = values[key]
+        let keyBytes = key.utf8.count
+        let newSuite = suiteBytes - (old.map { keyBytes + $0.size } ?? 0) + keyBytes + size
+        if newSuite > limits.maxSuiteBytes && newSuite > suiteBytes {
+            throw .suiteFull(bytes: newSuite, limit: limits.maxSuiteBytes)
+        }
+        let newVersion = version + 1
+        let before = journal.pending.count
+        do {
+            try journal.append(type: RecordType.set.rawValue) { out in
+                out.append(contentsOf: #"{"key":"#.utf8)
+                JSONValue.writeString(key, to: &out)
+                out.append(contentsOf: #","value":"#.utf8)
+                out.append(contentsOf: scratch)
+                out.append(contentsOf: #","version":"#.utf8)
+                out.append(contentsOf: String(newVersion).utf8)
+                out.append(UInt8(ascii: "}"))
+            }
+        } catch {
+            throw .storage(error)
+        }
+        if scratch.capacity > 4 << 20 { scratch = [] }
+        beginChange()
+        journalBytes += journal.pending.count - before
+        undo.append((key, old))
+        values[key] = Entry(value: value, size: size)
+        suiteBytes = newSuite
+        version = newVersion
+        turn?.touch(self)
+        return newVersion
+    }
+
+    /// Removes `key`. A removal that removes nothing changes nothing (same version, no record).
+    /// With `ifVersion`, only when the group is at that version.
+    @discardableResult
+    public func remove(_ key: String, ifVersion: UInt64? = nil) throws(DefaultsError) -> (
+        removed: Bool, version: UInt64
+    ) {
+        if let want = ifVersion, want != version { throw .versionConflict(current: version) }
+        guard let old = values[key] else { return (false, version) }
+        let newVersion = version + 1
+        let before = journal.pending.count
+        do {
+            try journal.append(type: RecordType.remove.rawValue) { out in
+                out.append(contentsOf: #"{"key":"#.utf8)
+                JSONValue.writeString(key, to: &out)
+                out.append(contentsOf: #","version":"#.utf8)
+                out.append(contentsOf: String(newVersion).utf8)
+                out.append(UInt8(ascii: "}"))
+            }
+        } catch {
+            throw .storage(error)
+        }
+        beginChange()
+        journalBytes += journal.pending.count - before
+        undo.append((key, old))
+        values[key] = nil
+        suiteBytes -= key.utf8.count + old.size
+        version = newVersion
+        turn?.touch(self)
+        return (true, newVersion)
+    }
+
+    // MARK: Durability
+
+    /// `commit()`, for the turn log.
+    public func commitTurn() throws(StoreError) { try commit() }
+
+    /// Makes the changes since the last commit durable (one write, one fdatasync); on failure they
+    /// are undone in memory and the error is thrown. Compacts afterwards when that pays.
+    public func commit() throws(StoreError) {
+        let sizeBefore = journal.activeSize
+        let segmentBefore = journal.activeSegment
+        let hadPending = journal.hasPending
+        do {
+            try journal.commit()
+        } catch {
+            // The journal throws also when the batch is durable but starting the next segment
+            // failed; the batch then counts as committed (it is on disk and replays).
+            let written =
+                hadPending && !journal.hasPending && journal.activeSegment == segmentBefore
+                && journal.activeSize > sizeBefore
+            if !written {
+                rollback()
+                throw error
+            }
+        }
+        undo.removeAll(keepingCapacity: true)
+        turnStart = nil
+        compactIfUseful()
+    }
+
+    /// Undoes the uncommitted changes in memory and drops their journal records.
+    public func rollback() {
+        journal.discardPending()
+        for u in undo.reversed() { values[u.key] = u.previous }
+        if let s = turnStart {
+            version = s.version
+            suiteBytes = s.suiteBytes
+            journalBytes = s.journalBytes
+        }
+        undo.removeAll(keepingCapacity: true)
+        turnStart = nil
+    }
+
+    /// Bytes the live keys would take as records.
+    var liveRecordBytes: Int { suiteBytes + values.count * DefaultsStore.recordOverhead }
+
+    /// True when superseded records dominate the journal (more than `compactRatio` × the live
+    /// records and at least `compactMinBytes`).
+    public var compactionDue: Bool {
+        let live = liveRecordBytes
+        let dead = journalBytes - live
+        return dead >= limits.compactMinBytes && dead > limits.compactRatio * live && journalBytes >= retryCompactionAt
+    }
+
+    func compactIfUseful() {
+        guard compactionDue, !journal.hasPending else { return }
+        try? compact()
+    }
+
+    /// Writes the whole suite and its version as one snapshot record at the start of a new segment,
+    /// makes it durable, then deletes the older segments. A crash at any point leaves either the
+    /// old segments (the snapshot is torn or absent) or a complete snapshot that replaces them.
+    public func compact() throws(StoreError) {
+        precondition(!journal.hasPending, "compact() with uncommitted changes")
+        let through = journal.activeSegment
+        do {
+            try journal.roll()
+            let before = journal.pending.count
+            try journal.append(type: RecordType.snapshot.rawValue) { out in
+                out.append(contentsOf: #"{"version":"#.utf8)
+                out.append(contentsOf: String(version).utf8)
+                out.append(contentsOf: #","values":"#.utf8)
+                writeValues(to: &out)
+                out.append(UInt8(ascii: "}"))
+            }
+            let size = journal.pending.count - before
+            try journal.commit()
+            journal.deleteSegments(through: through)
+            journalBytes = size
+            compactions += 1
+            lastCompactionError = nil
+            retryCompactionAt = 0
+        } catch {
+            journal.discardPending()
+            lastCompactionError = error.message
+            retryCompactionAt = journalBytes + limits.compactMinBytes
+            throw error
+        }
+    }
+}
