@@ -104,6 +104,8 @@ public final class Broker {
     var afterReply: [() -> Void] = []
     /// Launch-on-demand state per app.
     var launches: [String: LaunchState] = [:]
+    /// Parsed activation rules by extension bundle ID (rebuilt on reload).
+    var activationRules: [String: Result<ActivationRule, ActivationRuleError>] = [:]
     /// Shares, per group (opened on first use).
     var shareStores: [String: ShareRecordStore] = [:]
     /// Group defaults: stores and watchers.
@@ -234,6 +236,15 @@ public final class Broker {
             log.log(.warning, "association document is malformed and matches nothing: \(e)")
         }
         router = loaded.router
+        activationRules = [:]
+        for app in registry.apps {
+            for ext in app.extensions {
+                guard let rule = ext.activationRule else { continue }
+                activationRules[ext.bundleID] = Result { () throws(ActivationRuleError) -> ActivationRule in
+                    try ActivationRule(json: rule)
+                }
+            }
+        }
         log.log(
             .info,
             "loaded \(registry.apps.count) apps (\(reason)); \(registry.issues.filter(\.fatal).count) manifest errors, "

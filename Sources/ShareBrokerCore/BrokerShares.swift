@@ -16,8 +16,8 @@ import ShareSystem
 struct PreparedItem {
     /// The stored form (url/text as given; files as `file`, `name`, `size`), with its `type`.
     var stored: JSONObject
-    /// The attachment's registeredTypeIdentifiers (primary first).
-    var types: [String]
+    /// The attachment the activation rules see (registeredTypeIdentifiers, primary first).
+    var attachment: Attachment
     /// The file to store, for data/path items.
     var file: ShareFile?
     /// Byte size of the item's content.
@@ -138,15 +138,17 @@ extension Broker {
             do { ref = try URLReference(parsing: url) } catch {
                 throw .invalidParams("Invalid params: items[\(i)].url: \(error.message)")
             }
-            let types = ShareTyping.urlTypes(ref, given: givenType)
-            return PreparedItem(stored: ["url": .string(url), "type": .string(types[0])], types: types, file: nil, size: url.utf8.count)
+            _ = ref
+            let a = ShareTyping.urlAttachment(url, given: givenType)
+            return PreparedItem(stored: ["url": .string(url), "type": .string(a.primaryType)], attachment: a, file: nil, size: url.utf8.count)
         case "text":
             guard case .string(let text)? = o["text"] else { throw .invalidParams("Invalid params: items[\(i)].text must be a string") }
-            let types = ShareTyping.textTypes(text, given: givenType)
-            var stored: JSONObject = ["text": .string(text), "type": .string(types[0])]
-            let urls = ShareTyping.urls(in: text)
+            let a = ShareTyping.textAttachment(text, given: givenType)
+            var stored: JSONObject = ["text": .string(text), "type": .string(a.primaryType)]
+            if a.registeredTypeIdentifiers.count > 1 { stored["types"] = .array(a.registeredTypeIdentifiers.map { .string($0) }) }
+            let urls = a.carriedURLs.isEmpty ? ShareTyping.urls(in: text) : a.carriedURLs
             if !urls.isEmpty { stored["urls"] = .array(urls.map { .string($0) }) }
-            return PreparedItem(stored: stored, types: types, file: nil, size: text.utf8.count)
+            return PreparedItem(stored: stored, attachment: a, file: nil, size: text.utf8.count)
         case "data":
             guard case .string(let b64)? = o["data"] else { throw .invalidParams("Invalid params: items[\(i)].data must be a base64 string") }
             guard let bytes = Base64.decode(b64) else { throw .invalidParams("Invalid params: items[\(i)].data is not valid base64") }
@@ -155,11 +157,11 @@ extension Broker {
                 guard case .string(let s) = n else { throw .invalidParams("Invalid params: items[\(i)].name must be a string") }
                 name = s
             }
-            let types = ShareTyping.fileTypes(name: name, head: Array(bytes.prefix(512)), given: givenType)
-            let fileName = ShareTyping.uniqueName(ShareTyping.safeFileName(name, type: types[0]), used: &usedNames)
+            let a = ShareTyping.fileAttachment(name: name, head: Array(bytes.prefix(4096)), given: givenType)
+            let fileName = ShareTyping.uniqueName(ShareTyping.safeFileName(name, type: a.primaryType), used: &usedNames)
             return PreparedItem(
-                stored: ["file": .string(fileName), "name": .string(name ?? fileName), "type": .string(types[0]), "size": .int(bytes.count)],
-                types: types, file: forStoring ? ShareFile(name: fileName, source: .bytes(bytes)) : nil, size: bytes.count)
+                stored: ["file": .string(fileName), "name": .string(name ?? fileName), "type": .string(a.primaryType), "size": .int(bytes.count)],
+                attachment: a, file: forStoring ? ShareFile(name: fileName, source: .bytes(bytes)) : nil, size: bytes.count)
         default:
             guard case .string(let path)? = o["path"] else { throw .invalidParams("Invalid params: items[\(i)].path must be a string") }
             guard path.hasPrefix("/") else { throw .invalidParams("Invalid params: items[\(i)].path '\(path)' must be absolute") }
@@ -178,18 +180,19 @@ extension Broker {
             if let peer = conn.peer, st.st_uid != peer.uid {
                 throw RPCError(.unauthorized, "Unauthorized: items[\(i)].path '\(path)' does not belong to the calling user (uid \(peer.uid))")
             }
-            var head = [UInt8](repeating: 0, count: 512)
+            var head = [UInt8](repeating: 0, count: 4096)
             let n = head.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, 0) }
             head = Array(head.prefix(max(0, n)))
             _ = fcntl(fd, F_SETFL, 0)
             let base = String(path.split(separator: "/").last ?? "file")
-            let types = ShareTyping.fileTypes(name: base, head: head, given: givenType)
-            let fileName = ShareTyping.uniqueName(ShareTyping.safeFileName(base, type: types[0]), used: &usedNames)
+            var a = ShareTyping.fileAttachment(name: base, head: head, given: givenType)
+            a.kind = .file
+            let fileName = ShareTyping.uniqueName(ShareTyping.safeFileName(base, type: a.primaryType), used: &usedNames)
             let size = Int(st.st_size)
             keep = forStoring
             return PreparedItem(
-                stored: ["file": .string(fileName), "name": .string(base), "type": .string(types[0]), "size": .int(size)],
-                types: types, file: forStoring ? ShareFile(name: fileName, source: .descriptor(fd)) : nil, size: size)
+                stored: ["file": .string(fileName), "name": .string(base), "type": .string(a.primaryType), "size": .int(size)],
+                attachment: a, file: forStoring ? ShareFile(name: fileName, source: .descriptor(fd)) : nil, size: size)
         }
     }
 
@@ -200,7 +203,7 @@ extension Broker {
         var result: [(ExtensionManifest, AppManifest)] = []
         for app in registry.apps {
             for ext in app.extensions where ext.isShareTarget {
-                if ShareTyping.accepts(ext.activationRule, items: items).accepted { result.append((ext, app)) }
+                if ShareTyping.accepts(activationRules[ext.bundleID], items: items).accepted { result.append((ext, app)) }
             }
         }
         return result
@@ -240,7 +243,7 @@ extension Broker {
             }
             chosen = found
             items = try prepareItems(p, conn: conn, forStoring: true)
-            let verdict = ShareTyping.accepts(found.ext.activationRule, items: items)
+            let verdict = ShareTyping.accepts(activationRules[found.ext.bundleID], items: items)
             guard verdict.accepted else {
                 closeFiles(items)
                 throw RPCError(.notAccepted, "Not accepted: \(me)'s activation rule does not accept these items: \(verdict.reason)")
@@ -252,7 +255,7 @@ extension Broker {
                     closeFiles(items)
                     throw RPCError(.notAccepted, "Not accepted: '\(named)' is not a registered share or action extension")
                 }
-                let verdict = ShareTyping.accepts(found.ext.activationRule, items: items)
+                let verdict = ShareTyping.accepts(activationRules[found.ext.bundleID], items: items)
                 guard verdict.accepted else {
                     closeFiles(items)
                     throw RPCError(.notAccepted, "Not accepted: \(named)'s activation rule does not accept these items: \(verdict.reason)")

@@ -5,72 +5,37 @@ import ShareProtocol
 import ShareRouting
 
 enum ShareTyping {
-    // MARK: Types (interim table; replaced by the UTI core)
+    // MARK: Types (the UTI table of ShareRouting)
 
-    static func urlTypes(_ ref: URLReference, given: String?) -> [String] {
-        if let given { return [given] }
-        return ref.normalizedScheme == "file" ? ["public.file-url", "public.url"] : ["public.url"]
+    static let table = UTITable.system
+
+    static func urlAttachment(_ url: String, given: String?) -> Attachment {
+        table.attachment(for: .url(url, type: given))
     }
 
-    static func textTypes(_ text: String, given: String?) -> [String] {
-        if let given { return [given] }
-        let trimmed = text.trimmingSpaces()
-        if let ref = try? URLReference(parsing: trimmed), ref.authority != nil || ref.normalizedScheme == "mailto" {
-            return ["public.plain-text", "public.url"]
-        }
-        return ["public.plain-text"]
+    static func textAttachment(_ text: String, given: String?) -> Attachment {
+        table.attachment(for: .text(text, type: given))
     }
 
-    static func urls(in text: String) -> [String] {
-        var out: [String] = []
-        for word in text.split(whereSeparator: { $0 == " " || $0 == "\n" || $0 == "\t" || $0 == "\r" }) {
-            let w = String(word).trimmingCharacters(in: "()<>\"',.;")
-            if (w.hasPrefix("http://") || w.hasPrefix("https://")), (try? URLReference(parsing: w)) != nil { out.append(w) }
-        }
-        return out
+    static func urls(in text: String) -> [String] { urlsFoundIn(text) }
+
+    /// Types of a file from its name and first bytes (data and path items).
+    static func fileAttachment(name: String?, head: [UInt8], given: String?) -> Attachment {
+        table.attachment(for: .data(head, name: name, type: given))
     }
 
-    static func fileTypes(name: String?, head: [UInt8], given: String?) -> [String] {
-        if let given { return [given] }
-        let ext = name.flatMap { n -> String? in
-            guard let dot = n.lastIndex(of: "."), dot != n.startIndex else { return nil }
-            return String(n[n.index(after: dot)...]).lowercased()
-        }
-        switch ext {
-        case "pdf"?: return ["com.adobe.pdf"]
-        case "png"?: return ["public.png"]
-        case "jpg"?, "jpeg"?: return ["public.jpeg"]
-        case "txt"?: return ["public.plain-text"]
-        default: break
-        }
-        if head.starts(with: Array("%PDF-".utf8)) { return ["com.adobe.pdf"] }
-        if head.starts(with: [0x89, 0x50, 0x4E, 0x47]) { return ["public.png"] }
-        if head.starts(with: [0xFF, 0xD8, 0xFF]) { return ["public.jpeg"] }
-        return ["public.data"]
-    }
+    static func preferredExtension(for type: String) -> String? { table.preferredExtension(for: type) }
 
-    static func preferredExtension(for type: String) -> String? {
-        switch type {
-        case "com.adobe.pdf": return "pdf"
-        case "public.png": return "png"
-        case "public.jpeg": return "jpg"
-        case "public.plain-text": return "txt"
-        default: return nil
-        }
-    }
+    // MARK: Acceptance
 
-    // MARK: Acceptance (interim; replaced by the activation-rule core)
-
-    static func accepts(_ rule: JSONValue?, items: [PreparedItem]) -> (accepted: Bool, reason: String) {
-        guard let rule else { return (false, "the extension has no activation rule, so it accepts nothing") }
+    /// Whether a parsed rule (nil: no rule, or a rule that failed to parse) accepts the attachments.
+    static func accepts(_ rule: Result<ActivationRule, ActivationRuleError>?, items: [PreparedItem]) -> (accepted: Bool, reason: String) {
         switch rule {
-        case .string(let s) where s.trimmingSpaces() == "TRUEPREDICATE": return (true, "TRUEPREDICATE")
-        case .object(let o):
-            let webMax = o["NSExtensionActivationSupportsWebURLWithMaxCount"]?.intValue ?? 0
-            let urls = items.filter { $0.types.contains("public.url") }.count
-            if urls == items.count && urls <= webMax { return (true, "web URLs within the maximum") }
-            return (false, "only \(webMax) web URL(s) accepted")
-        default: return (false, "unsupported rule")
+        case nil: return (false, "the extension has no activation rule, so it accepts nothing")
+        case .failure(let e)?: return (false, "its activation rule is invalid (\(e)), so it accepts nothing")
+        case .success(let r)?:
+            let result = r.evaluate(items.map(\.attachment), table: table)
+            return (result.accepted, result.reason)
         }
     }
 

@@ -243,7 +243,13 @@ public enum ManifestDecoder {
                     var rule: JSONValue? = nil
                     if let r = e["activationRule"] {
                         switch r {
-                        case .object, .string: rule = r
+                        case .object, .string:
+                            rule = r
+                            for issue in ActivationRule.validate(r) {
+                                let field = "\(path).activationRule" + (issue.key.isEmpty ? "" : ".\(issue.key)")
+                                let text = issue.position.map { "\(issue.message) (at position \($0))" } ?? issue.message
+                                if issue.severity == .error { fail(field, text) } else { note(field, text) }
+                            }
                         default: fail("\(path).activationRule", "expected a dictionary or a predicate string, got \(r.typeName)")
                         }
                     }

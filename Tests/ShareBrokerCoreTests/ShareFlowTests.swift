@@ -118,6 +118,49 @@ final class ShareFlowTests: XCTestCase {
         h.stop()
     }
 
+    func testSeed000YouTubeFilterIsASharebrokerExtensionKey() throws {
+        let seedPlistRule = """
+            {"bundleID": "com.mycompany.myapp", "urlSchemes": ["deeplinkmyapp"], "appGroups": ["group.com.mycompany.myapp"],
+             "extensions": [{"bundleID": "com.mycompany.myapp.share", "point": "com.apple.share-services",
+               "appGroups": ["group.com.mycompany.myapp"],
+               "activationRule": {"NSExtensionActivationSupportsWebURLWithMaxCount": 1,
+                 "NSExtensionActivationWebURLPredicate": "SUBQUERY(absoluteURL, $url, $url CONTAINS 'youtube.com' OR $url CONTAINS 'youtu.be').@count > 0"}}]}
+            """
+        let h = BrokerHarness(manifests: ["myapp.json": seedPlistRule])
+        try h.start()
+        let tool = try h.tool()
+        let warnings = try tool.call("apps.list")["warnings"]?.arrayValue ?? []
+        XCTAssertTrue(
+            warnings.contains { ($0["message"]?.stringValue ?? "").contains("NSExtensionActivationWebURLPredicate is not an Apple key") },
+            "\(warnings)")
+        XCTAssertEqual(try tool.call("apps.list")["apps"]?.arrayValue?.count, 1, "a note, not an error")
+        let ext = try session(h, "extension", "com.mycompany.myapp.share")
+        XCTAssertNotNil(try ext.call("share.send", ["items": [["url": "https://www.youtube.com/watch?v=dQw4w9WgXcQ"]]])["shareID"])
+        XCTAssertNotNil(try ext.call("share.send", ["items": [["url": "https://youtu.be/dQw4w9WgXcQ"]]])["shareID"])
+        XCTAssertEqual(rpcCode { try ext.call("share.send", ["items": [["url": "https://example.com/video"]]]) }, -32003)
+        XCTAssertEqual(rpcCode { try ext.call("share.send", ["items": [["url": "https://youtu.be/a"], ["url": "https://youtu.be/b"]]]) }, -32003)
+        // The seed's extension dug the link out of shared text: a text that is exactly a URL also carries public.url.
+        let targets = try tool.call("share.targets", ["items": [["text": "https://youtu.be/dQw4w9WgXcQ"]]])
+        XCTAssertEqual(targets["targets"]?.arrayValue?.count, 1)
+        h.stop()
+    }
+
+    func testInvalidRuleIsReportedWithItsPosition() throws {
+        let broken = """
+            {"bundleID": "com.broken.app", "extensions": [{"bundleID": "com.broken.app.share", "point": "com.apple.share-services",
+              "activationRule": "SUBQUERY(extensionItems, $e, ANY $e.attachments.registeredTypeIdentifiers UTI-CONFORMS-TO \\"public.url\\".@count >= 1"}]}
+            """
+        let h = BrokerHarness(manifests: ["broken.json": broken, "10-myapp.json": youtubeApp])
+        try h.start()
+        let list = try h.tool().call("apps.list")
+        let err = list["errors"]?.arrayValue?.first
+        XCTAssertEqual(err?["file"], "broken.json")
+        XCTAssertTrue(err?["field"]?.stringValue?.hasPrefix("extensions[0].activationRule") ?? false, "\(String(describing: err))")
+        XCTAssertTrue(err?["message"]?.stringValue?.contains("position") ?? false, "\(String(describing: err))")
+        XCTAssertEqual(list["apps"]?.arrayValue?.count, 1, "the other manifest still loads")
+        h.stop()
+    }
+
     func testRuleRejectionAndAmbiguity() throws {
         let second = """
             {"bundleID": "com.other.app", "appGroups": ["group.other"],
