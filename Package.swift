@@ -47,6 +47,9 @@ let package = Package(
         .testTarget(name: "ShareProtocolTests", dependencies: ["ShareProtocol"], swiftSettings: strict),
         .testTarget(name: "ShareRoutingTests", dependencies: ["ShareRouting"], swiftSettings: strict),
         .testTarget(name: "ShareStoreTests", dependencies: ["ShareStore", "ShareProtocol", "ShareSystem"], swiftSettings: strict),
+        .testTarget(
+            name: "ShareClientTests", dependencies: ["ShareClient", "ShareProtocol", "ShareBrokerCore", "ShareSystem"],
+            swiftSettings: strict),
         .testTarget(name: "ShareCommandLineTests", dependencies: ["ShareCommandLine"], swiftSettings: strict),
         .testTarget(
             name: "ShareBrokerCoreTests",

@@ -1,0 +1,1 @@
+// Tests of the Swift client library (being written).
