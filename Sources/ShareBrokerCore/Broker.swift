@@ -178,6 +178,20 @@ public final class Broker {
         } catch {
             throw BrokerStartError("cannot create the state directory \(config.stateDirectory): \(error)")
         }
+        // Other apps' data lives here: refuse a directory another user owns or others may write.
+        var st = stat()
+        if stat(config.stateDirectory, &st) != 0 || (st.st_mode & S_IFMT) != S_IFDIR {
+            throw BrokerStartError("the state directory \(config.stateDirectory) is not a directory")
+        }
+        if st.st_uid != getuid() {
+            throw BrokerStartError(
+                "the state directory \(config.stateDirectory) belongs to uid \(st.st_uid), not to this user (uid \(getuid())); refusing to use it")
+        }
+        if (st.st_mode & 0o022) != 0 {
+            throw BrokerStartError(
+                "the state directory \(config.stateDirectory) is writable by other users (mode \(String(st.st_mode & 0o777, radix: 8))); "
+                    + "run 'chmod go-w \(config.stateDirectory)' first")
+        }
         var dir = config.socketPath
         if let slash = dir.lastIndex(of: "/") {
             dir = String(dir[..<slash])

@@ -102,7 +102,14 @@ extension Broker {
         let specs: [MethodSpec] = [
             MethodSpec("hello", needsHello: false) { b, c, p throws(RPCError) in try b.hello(c, p) },
             MethodSpec("rpc.discover", needsHello: false) { _, _, _ throws(RPCError) in try OpenRPC.document() },
-            MethodSpec("broker.status", needsHello: false) { b, _, _ in b.statusJSON() },
+            MethodSpec("broker.status", needsHello: false) { b, _, p throws(RPCError) in
+                var status = b.statusJSON()
+                if try p.optionalBool("verbose") == true, case .object(var o) = status {
+                    o["clients"] = b.clientsJSON()
+                    status = .object(o)
+                }
+                return status
+            },
             MethodSpec("apps.list") { b, _, _ in b.registry.listJSON },
             MethodSpec("apps.reload") { b, _, _ in
                 b.reloadManifests(reason: "apps.reload")
@@ -153,6 +160,7 @@ extension Broker {
                     throw RPCError(.unauthorized, "Unauthorized: \(token == nil ? "a token is required" : "bad token") for '\(bundleID)'")
                 }
             }
+            try checkIdentity(conn, bundleID)
             acceptedBundle = bundleID
         }
         conn.role = role
@@ -160,6 +168,33 @@ extension Broker {
         sessionCounts.adjust(role, by: 1)
         log.log(.debug, "hello: \(conn.identity)", connection: conn.id)
         return helloResult(conn)
+    }
+
+    /// The kernel's word on who is calling must match the manifest: by default only the broker's
+    /// own user (and root) may act as an app or extension; `uids` widens that, `executable` pins the
+    /// program (through /proc/PID/exe on Linux).
+    func checkIdentity(_ conn: Connection, _ bundleID: String) throws(RPCError) {
+        guard let peer = conn.peer else {
+            throw RPCError(.unauthorized, "Unauthorized: the kernel did not say who is calling; refusing to act as '\(bundleID)'")
+        }
+        let rule = registry.identityRule(for: bundleID)
+        if let uids = rule.uids {
+            guard uids.contains(peer.uid) else {
+                log.log(.warning, "hello refused for \(bundleID): uid \(peer.uid) is not in its manifest's uids", connection: conn.id)
+                throw RPCError(.unauthorized, "Unauthorized: uid \(peer.uid) may not act as '\(bundleID)'")
+            }
+        } else if peer.uid != ProcessInfoLite.uid && peer.uid != 0 {
+            log.log(.warning, "hello refused for \(bundleID): uid \(peer.uid) is another user", connection: conn.id)
+            throw RPCError(.unauthorized, "Unauthorized: uid \(peer.uid) is not the broker's user; list it in the manifest's uids to allow it")
+        }
+        if let exe = rule.executable {
+            let actual = ProcessInfoLite.executablePath(of: peer.pid)
+            guard actual == exe else {
+                log.log(.warning, "hello refused for \(bundleID): pid \(peer.pid) runs \(actual ?? "an unknown program")", connection: conn.id)
+                throw RPCError(
+                    .unauthorized, "Unauthorized: '\(bundleID)' must be \(exe); the calling process runs \(actual ?? "an unknown program")")
+            }
+        }
     }
 
     func helloResult(_ conn: Connection) -> JSONValue {
@@ -191,6 +226,25 @@ extension Broker {
             ]
         }
         return .object(o)
+    }
+
+    /// Every connection with its session and the kernel's peer credentials (`broker.status {verbose: true}`).
+    func clientsJSON() -> JSONValue {
+        var list: [JSONValue] = []
+        for c in connections.values.sorted(by: { $0.id < $1.id }) {
+            var o: JSONObject = ["session": .number(String(c.id)), "role": c.role.map { .string($0.rawValue) } ?? .null]
+            if let b = c.bundleID { o["bundleID"] = .string(b) }
+            if let p = c.peer {
+                o["pid"] = .number(String(p.pid))
+                o["uid"] = .number(String(p.uid))
+                o["gid"] = .number(String(p.gid))
+            }
+            if let app = c.subscribedApp { o["subscribedTo"] = .string(app) }
+            o["requests"] = .number(String(c.requestCount))
+            o["pendingOutput"] = .int(c.pendingOutput)
+            list.append(.object(o))
+        }
+        return .array(list)
     }
 
     func statusJSON() -> JSONValue {

@@ -131,6 +131,17 @@ public struct AppRegistry: Sendable {
         }
     }
 
+    /// Who may act as a bundle: its allowed uids (nil: the broker's own user) and executable.
+    public func identityRule(for bundleID: String) -> (uids: [UInt32]?, executable: String?) {
+        switch bundles[bundleID] {
+        case .app(let i)?: return (apps[i].uids, apps[i].executable)
+        case .appExtension(let a, let e)?:
+            let ext = apps[a].extensions[e]
+            return (ext.uids ?? apps[a].uids, ext.executable)
+        case nil: return (nil, nil)
+        }
+    }
+
     /// The app groups of a registered bundle (empty when unknown).
     public func appGroups(of bundleID: String) -> [String] {
         switch bundles[bundleID] {

@@ -17,11 +17,15 @@ public struct ExtensionManifest: Sendable, Equatable {
     public var activationRule: JSONValue?
     /// The extension's own token; nil means the containing app's token applies.
     public var token: String?
+    /// User ids allowed to act as this extension; nil means the containing app's rule applies.
+    public var uids: [UInt32]?
+    /// The executable a session must be running to act as this extension (checked through the peer's pid).
+    public var executable: String?
 
     /// Creates an extension manifest.
     public init(
         bundleID: String, point: String, name: String? = nil, appGroups: [String] = [],
-        activationRule: JSONValue? = nil, token: String? = nil
+        activationRule: JSONValue? = nil, token: String? = nil, uids: [UInt32]? = nil, executable: String? = nil
     ) {
         self.bundleID = bundleID
         self.point = point
@@ -29,6 +33,8 @@ public struct ExtensionManifest: Sendable, Equatable {
         self.appGroups = appGroups
         self.activationRule = activationRule
         self.token = token
+        self.uids = uids
+        self.executable = executable
     }
 
     /// Share (`com.apple.share-services`) and action (`com.apple.ui-services`) extensions are share targets.
@@ -55,6 +61,11 @@ public struct AppManifest: Sendable, Equatable {
     public var launch: [String]?
     /// The app's extensions.
     public var extensions: [ExtensionManifest]
+    /// User ids allowed to act as this app (and its extensions without their own list); nil means
+    /// the broker's own user (and root) only.
+    public var uids: [UInt32]?
+    /// The executable a session must be running to act as this app (checked through the peer's pid).
+    public var executable: String?
     /// The file it was loaded from (name only, e.g. `myapp.json`).
     public var file: String
 
@@ -62,8 +73,11 @@ public struct AppManifest: Sendable, Equatable {
     public init(
         bundleID: String, teamID: String? = nil, name: String? = nil, urlSchemes: [String] = [],
         associatedDomains: [String] = [], appGroups: [String] = [], token: String? = nil,
-        launch: [String]? = nil, extensions: [ExtensionManifest] = [], file: String = ""
+        launch: [String]? = nil, extensions: [ExtensionManifest] = [], file: String = "",
+        uids: [UInt32]? = nil, executable: String? = nil
     ) {
+        self.uids = uids
+        self.executable = executable
         self.bundleID = bundleID
         self.teamID = teamID
         self.name = name ?? bundleID
@@ -88,6 +102,8 @@ public struct AppManifest: Sendable, Equatable {
         o["associatedDomains"] = .array(associatedDomains.map { .string($0) })
         o["appGroups"] = .array(appGroups.map { .string($0) })
         if let launch { o["launch"] = .array(launch.map { .string($0) }) }
+        if let uids { o["uids"] = .array(uids.map { .int(Int($0)) }) }
+        if let executable { o["executable"] = .string(executable) }
         o["hasToken"] = .bool(token != nil)
         o["extensions"] = .array(
             extensions.map { e in
@@ -96,6 +112,8 @@ public struct AppManifest: Sendable, Equatable {
                     "appGroups": .array(e.appGroups.map { .string($0) }),
                 ]
                 if let rule = e.activationRule { x["activationRule"] = rule }
+                if let uids = e.uids { x["uids"] = .array(uids.map { .int(Int($0)) }) }
+                if let exe = e.executable { x["executable"] = .string(exe) }
                 x["hasToken"] = .bool(e.token != nil)
                 return .object(x)
             })
@@ -136,9 +154,12 @@ public struct ManifestIssue: Sendable, Equatable, CustomStringConvertible {
 public enum ManifestDecoder {
     static let appKeys: Set<String> = [
         "bundleID", "teamID", "name", "urlSchemes", "associatedDomains", "appGroups", "token", "launch", "extensions",
+        "uids", "executable",
         "$schema", "comment",
     ]
-    static let extensionKeys: Set<String> = ["bundleID", "point", "name", "appGroups", "activationRule", "token", "comment"]
+    static let extensionKeys: Set<String> = [
+        "bundleID", "point", "name", "appGroups", "activationRule", "token", "comment", "uids", "executable",
+    ]
 
     /// Decodes a manifest file's bytes. Returns the manifest (nil when rejected) and every issue found.
     public static func decode(bytes: [UInt8], file: String) -> (AppManifest?, [ManifestIssue]) {
@@ -210,6 +231,29 @@ public enum ManifestDecoder {
         for (i, d) in domains.enumerated() {
             if let problem = AssociatedDomainEntry.problem(in: d) { fail("associatedDomains[\(i)]", problem) }
         }
+        func uidList(_ o: JSONObject, _ path: String) -> [UInt32]? {
+            guard let v = o["uids"] else { return nil }
+            guard case .array(let items) = v else {
+                fail(path, "expected an array of user ids, got \(v.typeName)")
+                return nil
+            }
+            var out: [UInt32] = []
+            for (i, item) in items.enumerated() {
+                guard let n = item.intValue, n >= 0, n <= Int(UInt32.max) else {
+                    fail("\(path)[\(i)]", "expected a user id (a non-negative integer), got \(item.compactText)")
+                    continue
+                }
+                out.append(UInt32(n))
+            }
+            return out
+        }
+        func executablePath(_ o: JSONObject, _ path: String) -> String? {
+            guard let e = string(o, "executable", path, required: false) else { return nil }
+            if !e.hasPrefix("/") { fail(path, "'\(e)' must be an absolute path") }
+            return e
+        }
+        let uids = uidList(obj, "uids")
+        let executable = executablePath(obj, "executable")
         let groups = strings(obj, "appGroups", "appGroups") ?? []
         let token = string(obj, "token", "token", required: false)
         var launch: [String]? = nil
@@ -254,11 +298,13 @@ public enum ManifestDecoder {
                         }
                     }
                     let etoken = string(e, "token", "\(path).token", required: false)
+                    let euids = uidList(e, "\(path).uids")
+                    let eexe = executablePath(e, "\(path).executable")
                     if let eid, let point {
                         extensions.append(
                             ExtensionManifest(
                                 bundleID: eid, point: point, name: ename, appGroups: egroups, activationRule: rule,
-                                token: etoken))
+                                token: etoken, uids: euids, executable: eexe))
                     }
                 }
             } else {
@@ -269,7 +315,8 @@ public enum ManifestDecoder {
         guard let bundleID else { return (nil, issues) }
         let manifest = AppManifest(
             bundleID: bundleID, teamID: teamID, name: name, urlSchemes: schemes, associatedDomains: domains,
-            appGroups: groups, token: token, launch: launch, extensions: extensions, file: file)
+            appGroups: groups, token: token, launch: launch, extensions: extensions, file: file, uids: uids,
+            executable: executable)
         return (manifest, issues)
     }
 
