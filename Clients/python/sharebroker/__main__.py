@@ -1,0 +1,54 @@
+"""``python3 -m sharebroker [options] METHOD [PARAMS-JSON]``: call one method, print the result.
+
+Options: ``--socket PATH``, ``--role ROLE`` (default ``tool``; ``none``: no hello),
+``--as BUNDLE`` (the bundle ID; the role then defaults to ``app``), ``--token TOKEN``,
+``--listen SECONDS`` (after the call, print notifications as JSON lines for that long).
+Exit status: 0 ok, 1 the broker answered an error, 64 usage error, 69 broker unreachable.
+"""
+
+import argparse
+import json
+import sys
+
+from .client import Client
+from .errors import BrokerConnectionError, BrokerError
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python3 -m sharebroker", description=__doc__.split("\n")[0])
+    ap.add_argument("method")
+    ap.add_argument("params", nargs="?", help="a JSON object (default: {})")
+    ap.add_argument("--socket", help="socket path (default: $SHAREBROKER_SOCKET, ...)")
+    ap.add_argument("--role", help="tool (default), app, extension, or none for no hello")
+    ap.add_argument("--as", dest="bundle_id", help="bundle ID for role app or extension")
+    ap.add_argument("--token")
+    ap.add_argument("--listen", type=float, default=0.0, metavar="SECONDS")
+    try:
+        args = ap.parse_args(argv)
+    except SystemExit as e:
+        return 0 if e.code == 0 else 64
+    try:
+        params = json.loads(args.params) if args.params else {}
+    except ValueError as e:
+        print(f"sharebroker: PARAMS is not JSON: {e}", file=sys.stderr)
+        return 64
+    role = args.role or ("app" if args.bundle_id else "tool")
+    try:
+        with Client(args.socket, connect=True) as c:
+            if role != "none":
+                c.hello(role, args.bundle_id, args.token)
+            print(json.dumps(c.call(args.method, params), ensure_ascii=False))
+            if args.listen > 0:
+                for n in c.events(timeout=args.listen):
+                    print(json.dumps({"method": n.method, "params": n.params}, ensure_ascii=False), flush=True)
+    except BrokerError as e:
+        print(f"sharebroker: {e}", file=sys.stderr)
+        return 1
+    except BrokerConnectionError as e:
+        print(f"sharebroker: {e}", file=sys.stderr)
+        return 69
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

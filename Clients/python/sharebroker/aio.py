@@ -1,0 +1,203 @@
+"""An asyncio sharebroker client (same methods as :class:`sharebroker.Client`, awaited).
+
+    async with AsyncClient(role="app", bundle_id="com.mycompany.myapp") as c:
+        await c.app_subscribe()
+        async for n in c.events(method="app.event"):
+            await c.app_ack(n.params["id"])
+"""
+
+import asyncio
+import collections
+from typing import Any, AsyncIterator, Deque, Dict, Optional, Union
+
+from . import framing as _framing
+from .client import Notification, _is_notification, default_socket_path, result_or_error
+from .errors import BrokerConnectionError, ConnectionClosed
+from .methods import BrokerMethods
+
+_DEFAULT = object()
+
+
+class AsyncClient(BrokerMethods):
+    """An asyncio connection to the broker. A background task reads the socket: responses go to
+    their callers, notifications to a queue (:meth:`next_notification`, :meth:`events`).
+    Concurrent calls from several tasks are fine."""
+
+    def __init__(self, path: Optional[str] = None, *, timeout: Optional[float] = 30.0,
+                 framing: str = _framing.NEWLINE, role: Optional[str] = None,
+                 bundle_id: Optional[str] = None, token: Optional[str] = None):
+        self.path = path or default_socket_path()
+        self.timeout = timeout
+        self.framing = framing
+        self.hello_result: Optional[Dict[str, Any]] = None
+        self._hello = (role, bundle_id, token) if role is not None else None
+        self._reader: Optional[asyncio.StreamReader] = None
+        self._writer: Optional[asyncio.StreamWriter] = None
+        self._task: Optional["asyncio.Task[None]"] = None
+        self._futures: Dict[int, "asyncio.Future[Any]"] = {}
+        self._notifications: Deque[Notification] = collections.deque()
+        # Created in connect(): before Python 3.10 they bind to the loop current at creation.
+        self._replies: "Optional[asyncio.Queue[Any]]" = None
+        self._changed: Optional[asyncio.Event] = None
+        self._next_id = 0
+        self._closed_error: Optional[BaseException] = None
+
+    async def connect(self) -> "AsyncClient":
+        """Connect (and say ``hello`` when a role was given)."""
+        if self._writer is not None:
+            return self
+        try:
+            self._reader, self._writer = await asyncio.wait_for(
+                asyncio.open_unix_connection(self.path), self.timeout)
+        except (OSError, asyncio.TimeoutError) as e:
+            raise BrokerConnectionError(f"cannot connect to sharebroker at {self.path}: {e}") from e
+        self._closed_error = None
+        self._replies = asyncio.Queue()
+        self._changed = asyncio.Event()
+        self._task = asyncio.ensure_future(self._read_loop())
+        if self._hello is not None:
+            try:
+                await self.hello(*self._hello)
+            except BaseException:
+                await self.close()
+                raise
+        return self
+
+    async def close(self) -> None:
+        """Close the connection (idempotent)."""
+        if self._writer is not None:
+            self._writer.close()
+            try:
+                await self._writer.wait_closed()
+            except OSError:
+                pass
+            self._writer = None
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except (asyncio.CancelledError, Exception):
+                pass
+            self._task = None
+
+    async def __aenter__(self) -> "AsyncClient":
+        return await self.connect()
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
+
+    async def _read_loop(self) -> None:
+        decoder = _framing.FrameDecoder(self.framing)
+        assert self._reader is not None
+        error: BaseException = ConnectionClosed(f"sharebroker at {self.path} closed the connection")
+        try:
+            while True:
+                data = await self._reader.read(1 << 16)
+                if not data:
+                    break
+                for msg in decoder.feed(data):
+                    if _is_notification(msg):
+                        self._notifications.append(Notification(msg["method"], msg.get("params")))
+                        self._changed.set()
+                    elif isinstance(msg, dict) and msg.get("id") in self._futures:
+                        fut = self._futures.pop(msg["id"])
+                        if not fut.done():
+                            fut.set_result(msg)
+                    else:
+                        self._replies.put_nowait(msg)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # connection reset, protocol error
+            error = e
+        finally:
+            self._closed_error = error
+            for fut in self._futures.values():
+                if not fut.done():
+                    fut.set_exception(error)
+            self._futures.clear()
+            self._changed.set()
+
+    def _send(self, message: Any) -> None:
+        if self._writer is None:
+            raise BrokerConnectionError(f"not connected to sharebroker at {self.path}")
+        if self._closed_error is not None:
+            raise ConnectionClosed(str(self._closed_error))
+        self._writer.write(_framing.encode(message, self.framing))
+
+    async def send_raw(self, message: Union[Any, str, bytes]) -> None:
+        """Send one message as is (a JSON value, or a JSON text)."""
+        self._send(message)
+        assert self._writer is not None
+        await self._writer.drain()
+
+    async def receive(self, timeout: Any = _DEFAULT) -> Any:
+        """The next message that answers no pending call (e.g. a batch's list)."""
+        if self._replies is None:
+            raise BrokerConnectionError(f"not connected to sharebroker at {self.path}")
+        return await asyncio.wait_for(self._replies.get(), self.timeout if timeout is _DEFAULT else timeout)
+
+    async def call(self, method: str, params: Optional[Dict[str, Any]] = None, *, timeout: Any = _DEFAULT) -> Any:
+        """Call any method and return its result; raise :class:`BrokerError` for an error."""
+        self._next_id += 1
+        rid = self._next_id
+        request: Dict[str, Any] = {"jsonrpc": "2.0", "id": rid, "method": method}
+        if params is not None:
+            request["params"] = params
+        fut: "asyncio.Future[Any]" = asyncio.get_running_loop().create_future()
+        self._futures[rid] = fut
+        try:
+            await self.send_raw(request)
+            msg = await asyncio.wait_for(fut, self.timeout if timeout is _DEFAULT else timeout)
+        finally:
+            self._futures.pop(rid, None)
+        result = result_or_error(msg, method)
+        if method == "hello" and isinstance(result, dict):
+            self.hello_result = result
+        return result
+
+    async def notify(self, method: str, params: Optional[Dict[str, Any]] = None) -> None:
+        """Send a notification (no id, never answered)."""
+        message: Dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            message["params"] = params
+        await self.send_raw(message)
+
+    async def next_notification(self, timeout: Optional[float] = None,
+                                method: Optional[str] = None) -> Optional[Notification]:
+        """The next notification (of ``method``), or ``None`` after ``timeout`` seconds."""
+        if self._changed is None:
+            raise BrokerConnectionError(f"not connected to sharebroker at {self.path}")
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        while True:
+            for i, n in enumerate(self._notifications):
+                if method is None or n.method == method:
+                    del self._notifications[i]
+                    return n
+            if self._closed_error is not None:
+                raise ConnectionClosed(str(self._closed_error))
+            self._changed.clear()
+            remaining = None if deadline is None else deadline - loop.time()
+            if remaining is not None and remaining <= 0:
+                return None
+            try:
+                await asyncio.wait_for(self._changed.wait(), remaining)
+            except asyncio.TimeoutError:
+                return None
+
+    async def next_event(self, timeout: Optional[float] = None) -> Optional[Dict[str, Any]]:
+        """The params of the next ``app.event``, or ``None`` on timeout."""
+        n = await self.next_notification(timeout, "app.event")
+        return None if n is None else n.params
+
+    async def events(self, timeout: Optional[float] = None,
+                     method: Optional[str] = None) -> AsyncIterator[Notification]:
+        """Notifications as they arrive; ends after ``timeout`` idle seconds or at close."""
+        while True:
+            try:
+                n = await self.next_notification(timeout, method)
+            except ConnectionClosed:
+                return
+            if n is None:
+                return
+            yield n

@@ -1,0 +1,339 @@
+"""The synchronous sharebroker client."""
+
+import collections
+import os
+import socket
+import time
+from typing import Any, Deque, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
+
+from . import framing as _framing
+from .errors import BrokerConnectionError, BrokerError, ConnectionClosed
+from .methods import BrokerMethods
+
+_DEFAULT = object()
+
+
+def default_socket_path() -> str:
+    """The broker's default socket, as the broker computes it.
+
+    ``$SHAREBROKER_SOCKET``, else ``$XDG_RUNTIME_DIR/sharebroker.sock``, else
+    ``$TMPDIR/sharebroker-UID/sharebroker.sock`` (``/tmp`` without ``TMPDIR``). Empty variables
+    count as unset.
+    """
+    sock = os.environ.get("SHAREBROKER_SOCKET")
+    if sock:
+        return sock
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if runtime:
+        return runtime + "/sharebroker.sock"
+    tmp = os.environ.get("TMPDIR") or "/tmp"
+    while len(tmp) > 1 and tmp.endswith("/"):
+        tmp = tmp[:-1]
+    return f"{tmp}/sharebroker-{os.getuid()}/sharebroker.sock"
+
+
+class Notification(NamedTuple):
+    """A message from the broker without an id: ``app.event`` or ``defaults.changed``."""
+
+    method: str
+    params: Any
+
+
+def _is_notification(msg: Any) -> bool:
+    return isinstance(msg, dict) and "method" in msg and "id" not in msg
+
+
+def result_or_error(response: Any, method: Optional[str] = None) -> Any:
+    """The ``result`` of a response object, or raise its ``error`` as :class:`BrokerError`."""
+    if not isinstance(response, dict):
+        raise BrokerError(-32603, f"not a response object: {response!r}", None, method)
+    if "error" in response:
+        raise BrokerError.from_error_object(response["error"], method)
+    return response.get("result")
+
+
+class Client(BrokerMethods):
+    """A synchronous connection to the broker (one session).
+
+    >>> with Client() as c:                                     # doctest: +SKIP
+    ...     c.hello("tool")
+    ...     c.url_open("deeplinkmyapp://item?id=42")
+
+    Args:
+        path: the socket path (default: :func:`default_socket_path`).
+        timeout: seconds to wait for each response (``None``: forever); per call overridable.
+        framing: ``"newline"`` (default) or ``"content-length"`` (LSP-style headers).
+        role, bundle_id, token: when ``role`` is given, ``hello`` is sent right after connecting.
+        connect: connect now (default) or later with :meth:`connect` / ``with``.
+
+    Notifications (``app.event``, ``defaults.changed``) that arrive while a call waits for its
+    response are queued; read them with :meth:`next_notification`, :meth:`next_event` or
+    :meth:`events`. A ``Client`` is not thread-safe: use one per thread.
+    """
+
+    def __init__(self, path: Optional[str] = None, *, timeout: Optional[float] = 30.0,
+                 framing: str = _framing.NEWLINE, role: Optional[str] = None,
+                 bundle_id: Optional[str] = None, token: Optional[str] = None,
+                 connect: bool = True):
+        self.path = path or default_socket_path()
+        self.timeout = timeout
+        self.framing = framing
+        self.hello_result: Optional[Dict[str, Any]] = None
+        self._sock: Optional[socket.socket] = None
+        self._decoder = _framing.FrameDecoder(framing)
+        self._notifications: Deque[Notification] = collections.deque()
+        self._replies: Deque[Any] = collections.deque()
+        self._next_id = 0
+        self._abandoned: set = set()  # ids of calls that timed out: their late answers are dropped
+        self._eof = False
+        self._hello = (role, bundle_id, token) if role is not None else None
+        if connect:
+            self.connect()
+
+    # -- connection ----------------------------------------------------------------------------
+
+    def connect(self) -> "Client":
+        """Connect (and say ``hello`` when a role was given to the constructor)."""
+        if self._sock is not None:
+            return self
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            s.settimeout(self.timeout)
+            s.connect(self.path)
+        except OSError as e:
+            s.close()
+            raise BrokerConnectionError(f"cannot connect to sharebroker at {self.path}: {e}") from e
+        self._sock = s
+        self._eof = False
+        self._decoder = _framing.FrameDecoder(self.framing)
+        if self._hello is not None:
+            role, bundle_id, token = self._hello
+            try:
+                self.hello(role, bundle_id, token)
+            except BaseException:
+                self.close()
+                raise
+        return self
+
+    def close(self) -> None:
+        """Close the connection (idempotent). Queued notifications stay readable."""
+        if self._sock is not None:
+            try:
+                self._sock.close()
+            finally:
+                self._sock = None
+
+    @property
+    def closed(self) -> bool:
+        """True when not connected, or when the broker closed the connection."""
+        return self._sock is None or self._eof
+
+    @property
+    def session(self) -> Optional[int]:
+        """The session number from ``hello`` (``None`` before)."""
+        return self.hello_result.get("session") if self.hello_result else None
+
+    def fileno(self) -> int:
+        """The socket's descriptor (for ``select``); notifications may already be queued, so
+        check :attr:`pending_notifications` first."""
+        return self._require().fileno()
+
+    def __enter__(self) -> "Client":
+        return self.connect()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else "open"
+        return f"<sharebroker.Client {self.path!r} {state} session={self.session}>"
+
+    # -- I/O -----------------------------------------------------------------------------------
+
+    def _require(self) -> socket.socket:
+        if self._sock is None:
+            raise BrokerConnectionError(f"not connected to sharebroker at {self.path}")
+        return self._sock
+
+    def _deadline(self, timeout: Any) -> Optional[float]:
+        if timeout is _DEFAULT:
+            timeout = self.timeout
+        return None if timeout is None else time.monotonic() + timeout
+
+    def _write(self, data: bytes) -> None:
+        sock = self._require()
+        try:
+            sock.settimeout(self.timeout)
+            sock.sendall(data)
+        except socket.timeout as e:
+            raise TimeoutError(f"sharebroker at {self.path} did not take our message in time") from e
+        except OSError as e:
+            self._eof = True
+            raise ConnectionClosed(f"lost the connection to sharebroker at {self.path}: {e}") from e
+
+    def _fill(self, deadline: Optional[float]) -> None:
+        """Read once from the socket (waiting until ``deadline``) and sort what arrived."""
+        sock = self._require()
+        if self._eof:
+            raise ConnectionClosed(f"sharebroker at {self.path} closed the connection")
+        remaining = None if deadline is None else deadline - time.monotonic()
+        if remaining is not None and remaining <= 0:
+            raise TimeoutError(f"no answer from sharebroker at {self.path} in time")
+        try:
+            sock.settimeout(remaining)
+            data = sock.recv(1 << 16)
+        except socket.timeout as e:
+            raise TimeoutError(f"no answer from sharebroker at {self.path} in time") from e
+        except OSError as e:
+            self._eof = True
+            raise ConnectionClosed(f"lost the connection to sharebroker at {self.path}: {e}") from e
+        if not data:
+            self._eof = True
+            raise ConnectionClosed(f"sharebroker at {self.path} closed the connection")
+        for msg in self._decoder.feed(data):
+            if _is_notification(msg):
+                self._notifications.append(Notification(msg["method"], msg.get("params")))
+            elif isinstance(msg, dict) and type(msg.get("id")) in (int, str) and msg["id"] in self._abandoned:
+                self._abandoned.discard(msg.get("id"))
+            else:
+                self._replies.append(msg)
+
+    def send_raw(self, message: Union[Any, str, bytes]) -> None:
+        """Send one message as is: a JSON value (object, batch list, ...) or a JSON text
+        (``str``/``bytes``, sent unchanged even when it is not valid JSON). Framed with the
+        connection's framing."""
+        self._write(_framing.encode(message, self.framing))
+
+    def receive(self, timeout: Any = _DEFAULT) -> Any:
+        """The next message that is not a notification (a response object, or a batch's list),
+        oldest first. Raises ``TimeoutError`` when none arrives in time."""
+        deadline = self._deadline(timeout)
+        while not self._replies:
+            self._fill(deadline)
+        return self._replies.popleft()
+
+    def call_raw(self, message: Union[Any, str, bytes], timeout: Any = _DEFAULT) -> Any:
+        """:meth:`send_raw` then :meth:`receive`: the broker's raw answer (``dict`` or ``list``)."""
+        self.send_raw(message)
+        return self.receive(timeout)
+
+    # -- JSON-RPC ------------------------------------------------------------------------------
+
+    def _new_id(self) -> int:
+        self._next_id += 1
+        return self._next_id
+
+    def call(self, method: str, params: Optional[Dict[str, Any]] = None, *, timeout: Any = _DEFAULT) -> Any:
+        """Call any method and return its ``result``; raise :class:`BrokerError` for an error.
+
+        Notifications arriving meanwhile are queued. ``params`` ``None`` sends no params.
+        """
+        rid = self._new_id()
+        request: Dict[str, Any] = {"jsonrpc": "2.0", "id": rid, "method": method}
+        if params is not None:
+            request["params"] = params
+        self.send_raw(request)
+        deadline = self._deadline(timeout)
+        while True:
+            for i, msg in enumerate(self._replies):
+                if isinstance(msg, dict) and (msg.get("id") == rid and not isinstance(msg.get("id"), bool)
+                                              or (msg.get("id") is None and "error" in msg)):
+                    del self._replies[i]
+                    result = result_or_error(msg, method)
+                    if method == "hello" and isinstance(result, dict):
+                        self.hello_result = result
+                    return result
+            try:
+                self._fill(deadline)
+            except TimeoutError:
+                self._abandoned.add(rid)
+                raise
+
+    def notify(self, method: str, params: Optional[Dict[str, Any]] = None) -> None:
+        """Send a JSON-RPC notification (no id): executed by the broker, never answered."""
+        message: Dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            message["params"] = params
+        self.send_raw(message)
+
+    def batch(self, calls: Sequence[Tuple[str, Optional[Dict[str, Any]]]], *,
+              timeout: Any = _DEFAULT) -> List[Any]:
+        """Send several calls as one JSON-RPC batch; returns, in order, each call's result or
+        its :class:`BrokerError` (returned, not raised)."""
+        if not calls:
+            raise ValueError("an empty batch is an invalid request")
+        requests, ids = [], []
+        for method, params in calls:
+            rid = self._new_id()
+            ids.append(rid)
+            req: Dict[str, Any] = {"jsonrpc": "2.0", "id": rid, "method": method}
+            if params is not None:
+                req["params"] = params
+            requests.append(req)
+        self.send_raw(requests)
+        deadline = self._deadline(timeout)
+        while True:
+            for i, msg in enumerate(self._replies):
+                if isinstance(msg, list) and any(isinstance(r, dict) and r.get("id") in ids for r in msg):
+                    del self._replies[i]
+                    by_id = {r.get("id"): r for r in msg if isinstance(r, dict)}
+                    out: List[Any] = []
+                    for (method, _), rid in zip(calls, ids):
+                        try:
+                            out.append(result_or_error(by_id.get(rid), method))
+                        except BrokerError as e:
+                            out.append(e)
+                    return out
+            self._fill(deadline)
+
+    # -- notifications -------------------------------------------------------------------------
+
+    @property
+    def pending_notifications(self) -> int:
+        """How many notifications are queued (already read from the socket)."""
+        return len(self._notifications)
+
+    def _pop(self, method: Optional[str]) -> Optional[Notification]:
+        for i, n in enumerate(self._notifications):
+            if method is None or n.method == method:
+                del self._notifications[i]
+                return n
+        return None
+
+    def next_notification(self, timeout: Optional[float] = None,
+                          method: Optional[str] = None) -> Optional[Notification]:
+        """The next notification (of ``method`` when given; others stay queued), waiting up to
+        ``timeout`` seconds (``None``: forever). Returns ``None`` on timeout; raises
+        :class:`ConnectionClosed` when the broker closed the connection and none is queued."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            n = self._pop(method)
+            if n is not None:
+                return n
+            try:
+                self._fill(deadline)
+            except TimeoutError:
+                return None
+
+    def next_event(self, timeout: Optional[float] = None) -> Optional[Dict[str, Any]]:
+        """The params of the next ``app.event`` (``{id, kind, url | webpageURL, via, ...}``),
+        or ``None`` on timeout."""
+        n = self.next_notification(timeout, "app.event")
+        return None if n is None else n.params
+
+    def events(self, timeout: Optional[float] = None, method: Optional[str] = None) -> Iterator[Notification]:
+        """Iterate over notifications (of ``method`` when given) as they arrive. Ends when
+        ``timeout`` seconds pass without one (``None``: never) or the connection closes."""
+        while True:
+            try:
+                n = self.next_notification(timeout, method)
+            except ConnectionClosed:
+                return
+            if n is None:
+                return
+            yield n
+
+
+def connect(path: Optional[str] = None, **kwargs: Any) -> Client:
+    """Shorthand for ``Client(path, **kwargs)``."""
+    return Client(path, **kwargs)

@@ -1,0 +1,89 @@
+"""Errors raised by the sharebroker clients, and the contract's error codes."""
+
+from typing import Any, Optional
+
+# Standard JSON-RPC 2.0 codes.
+PARSE_ERROR = -32700
+"""The frame was not valid JSON (or not valid UTF-8)."""
+INVALID_REQUEST = -32600
+"""Not a valid request object; also a message over the broker's size limit."""
+METHOD_NOT_FOUND = -32601
+"""Unknown method (always, even before ``hello``)."""
+INVALID_PARAMS = -32602
+"""Bad params; the message names the field."""
+INTERNAL_ERROR = -32603
+"""Internal broker error."""
+
+# sharebroker codes (shared/design/CONTRACT.md).
+UNAUTHORIZED = -32001
+"""No ``hello`` yet, unknown bundle ID, wrong role, not entitled to the group, bad token."""
+NOT_FOUND = -32002
+"""Not found: share, app, event, key."""
+NOT_ACCEPTED = -32003
+"""No extension's activation rule accepts the items (``data["candidates"]`` when ambiguous)."""
+NO_HANDLER = -32004
+"""Nothing can open the URL and no fallback was given."""
+STORAGE_FAILURE = -32005
+"""Storage failure (disk full, permission): nothing was stored."""
+VERSION_CONFLICT = -32006
+"""``defaults.set``/``defaults.remove`` with ``ifVersion`` that did not match; ``data["version"]``
+is the group's current version."""
+
+ERROR_NAMES = {
+    PARSE_ERROR: "parse error",
+    INVALID_REQUEST: "invalid request",
+    METHOD_NOT_FOUND: "method not found",
+    INVALID_PARAMS: "invalid params",
+    INTERNAL_ERROR: "internal error",
+    UNAUTHORIZED: "unauthorized",
+    NOT_FOUND: "not found",
+    NOT_ACCEPTED: "not accepted",
+    NO_HANDLER: "no handler",
+    STORAGE_FAILURE: "storage failure",
+    VERSION_CONFLICT: "version conflict",
+}
+
+
+class BrokerError(Exception):
+    """A JSON-RPC error object answered by the broker.
+
+    Attributes:
+        code: the integer error code (compare with the module constants, e.g. ``NOT_FOUND``).
+        message: the broker's message, which names the cause (field, URL, bundle ID...).
+        data: the optional ``data`` member (``None`` when absent), e.g. ``{"candidates": [...]}``
+            for an ambiguous ``share.send`` or ``{"version": N}`` for a version conflict.
+        method: the method of the request that failed, when known.
+    """
+
+    def __init__(self, code: int, message: str, data: Any = None, method: Optional[str] = None):
+        self.code = code
+        self.message = message
+        self.data = data
+        self.method = method
+        where = f"{method}: " if method else ""
+        super().__init__(f"{where}{message} ({code}{', ' + ERROR_NAMES[code] if code in ERROR_NAMES else ''})")
+
+    @classmethod
+    def from_error_object(cls, err: Any, method: Optional[str] = None) -> "BrokerError":
+        """Build from a JSON-RPC ``error`` member (tolerating malformed ones)."""
+        if not isinstance(err, dict):
+            return cls(INTERNAL_ERROR, f"malformed error object: {err!r}", None, method)
+        code = err.get("code")
+        if not isinstance(code, int):
+            code = INTERNAL_ERROR
+        return cls(code, str(err.get("message", "")), err.get("data"), method)
+
+    def __reduce__(self):
+        return (type(self), (self.code, self.message, self.data, self.method))
+
+
+class BrokerConnectionError(ConnectionError):
+    """The broker could not be reached, or the connection was lost."""
+
+
+class ConnectionClosed(BrokerConnectionError):
+    """The broker closed the connection (e.g. it shut down, or a message was over the limit)."""
+
+
+class ProtocolError(Exception):
+    """The broker sent something that is not valid JSON-RPC framing or JSON."""

@@ -1,0 +1,63 @@
+"""The asyncio client against a real broker: the seed share flow, errors, notifications."""
+
+import asyncio
+import unittest
+
+import support
+from support import APP, APP_SHARE
+import sharebroker as sb
+from sharebroker.aio import AsyncClient
+
+
+class AsyncClientTests(support.BrokerTestCase):
+    def run_async(self, coro):
+        return asyncio.run(asyncio.wait_for(coro, 15))
+
+    def test_seed_flow(self):
+        async def flow():
+            path = self.broker.socket
+            async with AsyncClient(path, role="app", bundle_id=APP) as app, \
+                       AsyncClient(path, role="extension", bundle_id=APP_SHARE) as ext:
+                self.assertEqual(app.hello_result["bundleID"], APP)
+                await app.app_subscribe()
+                sent = await ext.share_send([sb.url_item("https://youtu.be/dQw4w9WgXcQ")], open=True)
+                ev = await app.next_event(timeout=5)
+                self.assertEqual(ev["id"], sent["eventID"])
+                self.assertIn(sent["shareID"], ev["url"])
+                share = await app.share_get(sent["shareID"])
+                self.assertEqual(share["items"][0]["url"], "https://youtu.be/dQw4w9WgXcQ")
+                self.assertEqual(await app.share_complete(sent["shareID"]), {"completed": True})
+                self.assertEqual((await app.app_ack([ev["id"]]))["acked"], 1)
+                # Concurrent calls on one connection.
+                results = await asyncio.gather(*(app.url_can_open(f"deeplinkmyapp://{i}") for i in range(20)))
+                self.assertTrue(all(r["canOpen"] for r in results))
+                with self.assertRaises(sb.BrokerError) as cm:
+                    await ext.url_open("nosuchscheme://x")
+                self.assertEqual(cm.exception.code, sb.NO_HANDLER)
+                out = []
+                await ext.url_open("deeplinkmyapp://one")
+                async for n in app.events(timeout=0.3, method="app.event"):
+                    out.append(n.params["id"])
+                self.assertEqual(len(out), 1)
+                await app.app_ack(out)
+                raw = await ext.call("broker.status")
+                self.assertIn("version", raw)
+                await ext.send_raw([{"jsonrpc": "2.0", "id": "b1", "method": "broker.status"}])
+                batch = await ext.receive(timeout=5)
+                self.assertEqual(batch[0]["id"], "b1")
+
+        self.run_async(flow())
+
+    def test_connection_errors(self):
+        async def flow():
+            with self.assertRaises(sb.BrokerConnectionError):
+                await AsyncClient("/nonexistent/dir/s.sock").connect()
+            with self.assertRaises(sb.BrokerError) as cm:
+                await AsyncClient(self.broker.socket, role="app", bundle_id="com.nobody").connect()
+            self.assertEqual(cm.exception.code, sb.UNAUTHORIZED)
+
+        self.run_async(flow())
+
+
+if __name__ == "__main__":
+    unittest.main()

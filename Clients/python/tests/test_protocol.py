@@ -1,0 +1,171 @@
+"""JSON-RPC through the client: error codes, raw messages, batches, notifications, framings."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import unittest
+
+import support
+from support import APP
+import sharebroker as sb
+
+
+class ProtocolTests(support.BrokerTestCase):
+    def test_parse_error_keeps_the_connection(self):
+        c = self.tool()
+        r = c.call_raw('{"jsonrpc": "2.0", "method": "foobar, "params": "bar", "baz]')
+        self.assertEqual(r["id"], None)
+        self.assertEqual(r["error"]["code"], sb.PARSE_ERROR)
+        self.assertEqual(c.broker_status()["apps"], 4)
+
+    def test_invalid_requests(self):
+        c = self.tool()
+        for bad in ({"jsonrpc": "2.0", "id": 2, "method": 1, "params": "bar"},
+                    {"jsonrpc": "1.0", "id": 3, "method": "broker.status"},
+                    {"jsonrpc": "2.0", "id": 4, "method": "broker.status", "params": "x"}):
+            r = c.call_raw(bad)
+            self.assertEqual(r["error"]["code"], sb.INVALID_REQUEST, r)
+            self.assertEqual(r["id"], bad["id"])
+        r = c.call_raw({"jsonrpc": "2.0", "id": {"an": "object"}, "method": "broker.status"})
+        self.assertEqual(r["error"]["code"], sb.INVALID_REQUEST)
+
+    def test_method_not_found_and_invalid_params(self):
+        c = self.tool()
+        e = self.assertBrokerError(sb.METHOD_NOT_FOUND, c.call, "no.such.method")
+        self.assertEqual(e.method, "no.such.method")
+        self.assertBrokerError(sb.INVALID_PARAMS, c.call, "url.open", {"url": 42})
+        self.assertBrokerError(sb.INVALID_PARAMS, c.call, "url.open", {})
+
+    def test_ids_are_echoed(self):
+        c = self.tool()
+        for rid in ("abc", 7, None, 1.5):
+            r = c.call_raw({"jsonrpc": "2.0", "id": rid, "method": "broker.status"})
+            self.assertEqual(r["id"], rid)
+            self.assertIn("result", r)
+        self.assertEqual(c.call_raw('{"jsonrpc":"2.0","id":1.50,"method":"broker.status"}')["id"], 1.5)
+
+    def test_raw_batch(self):
+        c = self.tool()
+        r = c.call_raw([
+            {"jsonrpc": "2.0", "id": 1, "method": "broker.status"},
+            {"jsonrpc": "2.0", "method": "broker.status"},  # notification: left out
+            {"jsonrpc": "2.0", "id": 2, "method": "url.canOpen", "params": {"url": "deeplinkmyapp://x"}},
+            {"jsonrpc": "2.0", "id": 3, "method": "no.such.method"},
+            1,
+            {"jsonrpc": "2.0", "id": 4, "method": "url.open", "params": {"url": "nosuchscheme://x"}},
+        ])
+        self.assertIsInstance(r, list)
+        self.assertEqual([x["id"] for x in r], [1, 2, 3, None, 4])
+        self.assertIn("version", r[0]["result"])
+        self.assertEqual(r[1]["result"]["app"], APP)
+        self.assertEqual(r[2]["error"]["code"], sb.METHOD_NOT_FOUND)
+        self.assertEqual(r[3]["error"]["code"], sb.INVALID_REQUEST)
+        self.assertEqual(r[4]["error"]["code"], sb.NO_HANDLER)
+        # An empty batch: one -32600 with id null; [1, 2]: one -32600 each.
+        r = c.call_raw([])
+        self.assertEqual((r["id"], r["error"]["code"]), (None, sb.INVALID_REQUEST))
+        r = c.call_raw([1, 2])
+        self.assertEqual([x["error"]["code"] for x in r], [sb.INVALID_REQUEST] * 2)
+
+    def test_batch_of_notifications_gets_no_reply(self):
+        c = self.connect()
+        c.send_raw([{"jsonrpc": "2.0", "method": "broker.status"},
+                    {"jsonrpc": "2.0", "method": "hello", "params": {"role": "tool"}}])
+        # The next answer is this call's: nothing came for the batch; the hello was executed.
+        self.assertIn("version", c.broker_status())
+        self.assertIn("canOpen", c.url_can_open("deeplinkmyapp://x"))
+        with self.assertRaises(TimeoutError):
+            c.receive(timeout=0.2)
+
+    def test_batch_helper(self):
+        c = self.tool()
+        out = c.batch([("broker.status", None), ("url.canOpen", {"url": "deeplinkmyapp://x"}),
+                       ("url.open", {"url": "nosuchscheme://x"}), ("share.get", {"shareID": "nope"})])
+        self.assertIn("version", out[0])
+        self.assertTrue(out[1]["canOpen"])
+        self.assertIsInstance(out[2], sb.BrokerError)
+        self.assertEqual(out[2].code, sb.NO_HANDLER)
+        self.assertEqual(out[2].method, "url.open")
+        self.assertEqual(out[3].code, sb.UNAUTHORIZED)  # a tool reads no group
+
+    def test_notify(self):
+        c = self.tool()
+        before = c.broker_status()["pendingEvents"]
+        c.notify("url.open", {"url": "notes://via-notification"})  # executed, never answered
+        c.notify("no.such.method")                                  # fails silently
+        self.assertEqual(c.broker_status()["pendingEvents"], before + 1)
+        with self.assertRaises(TimeoutError):
+            c.receive(timeout=0.2)
+        n = self.connect("app", support.NOTES)
+        n.app_subscribe()
+        ids = [e.params["id"] for e in n.events(timeout=0.3, method="app.event")]
+        self.assertTrue(ids)
+        n.app_ack(ids)
+
+    def test_content_length_framing(self):
+        c = self.connect("tool", framing=sb.CONTENT_LENGTH)
+        self.assertEqual(c.hello_result["role"], "tool")
+        self.assertTrue(c.url_can_open("deeplinkmyapp://x")["canOpen"])
+        out = c.batch([("broker.status", None), ("no.such", None)])
+        self.assertEqual(out[1].code, sb.METHOD_NOT_FOUND)
+        # Events arrive with header framing too.
+        app = self.connect("app", APP, framing=sb.CONTENT_LENGTH)
+        app.app_subscribe()
+        ids = [e.params["id"] for e in app.events(timeout=0.2, method="app.event")]
+        if ids:
+            app.app_ack(ids)
+        r = c.url_open("deeplinkmyapp://framed")
+        self.assertEqual(app.next_event(5)["id"], r["eventID"])
+        app.app_ack(r["eventID"])
+        # Raw bytes on the wire: the broker answers in the framing the connection started with.
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(5)
+            s.connect(self.broker.socket)
+            body = json.dumps({"jsonrpc": "2.0", "id": 9, "method": "broker.status"}).encode()
+            s.sendall(b"Content-Length: %d\r\nContent-Type: application/json\r\n\r\n" % len(body) + body)
+            data = b""
+            while b"\r\n\r\n" not in data:
+                data += s.recv(4096)
+            self.assertTrue(data.lower().startswith(b"content-length:"), data[:40])
+
+    def test_oversized_message_closes_only_that_connection(self):
+        broker = support.Broker(args=["--max-message", "4096"]).start()
+        try:
+            big = broker.client(role="tool")
+            other = broker.client(role="tool")
+            big.send_raw({"jsonrpc": "2.0", "id": 1, "method": "url.open",
+                          "params": {"url": "deeplinkmyapp://" + "x" * 10000}})
+            r = big.receive(timeout=5)
+            self.assertEqual((r["id"], r["error"]["code"]), (None, sb.INVALID_REQUEST))
+            with self.assertRaises(sb.ConnectionClosed):
+                big.broker_status()
+            self.assertEqual(other.broker_status()["maxMessage"], 4096)
+            big.close()
+            other.close()
+        finally:
+            broker.stop()
+
+    def test_command_line(self):
+        def run(*args):
+            env = dict(os.environ, PYTHONPATH=str(support.PYTHON_DIR), SHAREBROKER_SOCKET=self.broker.socket)
+            return subprocess.run([sys.executable, "-m", "sharebroker", *args], env=env,
+                                  capture_output=True, text=True, timeout=20)
+        r = run("url.canOpen", '{"url": "deeplinkmyapp://x"}')
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(json.loads(r.stdout)["app"], APP)
+        r = run("url.open", '{"url": "nosuchscheme://x"}')
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("-32004", r.stderr)
+        r = run("--as", APP, "app.subscribe", "--listen", "0.3")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("pending", json.loads(r.stdout.splitlines()[0]))
+        r = run("--socket", "/nonexistent/s.sock", "broker.status")
+        self.assertEqual(r.returncode, 69)
+        self.assertIn("/nonexistent/s.sock", r.stderr)
+        self.assertEqual(run("broker.status", "{not json").returncode, 64)
+
+
+if __name__ == "__main__":
+    unittest.main()

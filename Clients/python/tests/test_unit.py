@@ -1,0 +1,178 @@
+"""Unit tests of the client's pure parts (no broker needed)."""
+
+import base64
+import json
+import os
+import shutil
+import socket
+import tempfile
+import threading
+import time
+import unittest
+from unittest import mock
+
+import support  # noqa: F401  (puts the package on sys.path)
+import sharebroker
+from sharebroker import framing
+
+
+class DefaultSocketPathTests(unittest.TestCase):
+    def env(self, **values):
+        clean = {k: v for k, v in os.environ.items()
+                 if k not in ("SHAREBROKER_SOCKET", "XDG_RUNTIME_DIR", "TMPDIR")}
+        clean.update(values)
+        return mock.patch.dict(os.environ, clean, clear=True)
+
+    def test_sharebroker_socket_wins(self):
+        with self.env(SHAREBROKER_SOCKET="/x/s.sock", XDG_RUNTIME_DIR="/run/user/1"):
+            self.assertEqual(sharebroker.default_socket_path(), "/x/s.sock")
+
+    def test_xdg_runtime_dir(self):
+        with self.env(XDG_RUNTIME_DIR="/run/user/1"):
+            self.assertEqual(sharebroker.default_socket_path(), "/run/user/1/sharebroker.sock")
+
+    def test_private_tmp_directory(self):
+        with self.env():
+            self.assertEqual(sharebroker.default_socket_path(),
+                             f"/tmp/sharebroker-{os.getuid()}/sharebroker.sock")
+        with self.env(TMPDIR="/var/tmp//", XDG_RUNTIME_DIR=""):
+            self.assertEqual(sharebroker.default_socket_path(),
+                             f"/var/tmp/sharebroker-{os.getuid()}/sharebroker.sock")
+
+
+class FramingTests(unittest.TestCase):
+    def test_newline_round_trip_split_anywhere(self):
+        msgs = [{"a": "line\nbreak", "n": 1}, [1, 2], {"u": "ünï"}]
+        wire = b"".join(framing.encode(m) for m in msgs) + b"\r\n"
+        self.assertEqual(wire.count(b"\n"), 4)
+        for step in (1, 3, 7, len(wire)):
+            d = framing.FrameDecoder()
+            out = []
+            for i in range(0, len(wire), step):
+                out += d.feed(wire[i:i + step])
+            self.assertEqual(out, msgs)
+            self.assertEqual(d.pending_bytes, 0)
+
+    def test_content_length_round_trip(self):
+        msgs = [{"x": "é" * 10}, {"y": []}]
+        wire = b"".join(framing.encode(m, framing.CONTENT_LENGTH) for m in msgs)
+        self.assertTrue(wire.startswith(b"Content-Length: "))
+        d = framing.FrameDecoder(framing.CONTENT_LENGTH)
+        out = []
+        for b in wire:
+            out += d.feed(bytes([b]))
+        self.assertEqual(out, msgs)
+        d = framing.FrameDecoder(framing.CONTENT_LENGTH)
+        self.assertEqual(d.feed(b"content-length: 2\r\nContent-Type: x\r\n\r\n{}"), [{}])
+
+    def test_invalid_json_is_a_protocol_error(self):
+        with self.assertRaises(sharebroker.ProtocolError):
+            framing.FrameDecoder().feed(b"{nope\n")
+
+    def test_raw_text_with_newline_is_refused(self):
+        with self.assertRaises(ValueError):
+            framing.encode("{\n}")
+
+
+class ItemTests(unittest.TestCase):
+    def test_items(self):
+        self.assertEqual(sharebroker.url_item("https://a.example/"), {"url": "https://a.example/"})
+        self.assertEqual(sharebroker.text_item("hi", type="public.plain-text"),
+                         {"text": "hi", "type": "public.plain-text"})
+        item = sharebroker.data_item(b"\x00\x01pdf", "a.pdf")
+        self.assertEqual(item, {"data": base64.b64encode(b"\x00\x01pdf").decode(), "name": "a.pdf"})
+        self.assertEqual(sharebroker.decode_data(item), b"\x00\x01pdf")
+        self.assertNotIn("name", sharebroker.data_item(b"x"))
+        p = sharebroker.path_item("rel/file.pdf")
+        self.assertTrue(os.path.isabs(p["path"]))
+
+
+class ErrorTests(unittest.TestCase):
+    def test_codes(self):
+        self.assertEqual(
+            (sharebroker.UNAUTHORIZED, sharebroker.NOT_FOUND, sharebroker.NOT_ACCEPTED,
+             sharebroker.NO_HANDLER, sharebroker.STORAGE_FAILURE, sharebroker.VERSION_CONFLICT),
+            (-32001, -32002, -32003, -32004, -32005, -32006))
+        self.assertEqual(
+            (sharebroker.PARSE_ERROR, sharebroker.INVALID_REQUEST, sharebroker.METHOD_NOT_FOUND,
+             sharebroker.INVALID_PARAMS, sharebroker.INTERNAL_ERROR),
+            (-32700, -32600, -32601, -32602, -32603))
+
+    def test_broker_error(self):
+        e = sharebroker.BrokerError.from_error_object(
+            {"code": -32003, "message": "Not accepted", "data": {"candidates": []}}, "share.send")
+        self.assertEqual((e.code, e.message, e.data, e.method), (-32003, "Not accepted", {"candidates": []}, "share.send"))
+        self.assertIn("share.send", str(e))
+        self.assertIn("-32003", str(e))
+        self.assertIsNone(sharebroker.BrokerError.from_error_object({"code": 1, "message": "m"}).data)
+
+    def test_unreachable_broker(self):
+        with self.assertRaises(sharebroker.BrokerConnectionError) as cm:
+            sharebroker.Client("/nonexistent/dir/s.sock")
+        self.assertIn("/nonexistent/dir/s.sock", str(cm.exception))
+        self.assertIsInstance(cm.exception, ConnectionError)
+
+
+class FakeBroker:
+    """A one-connection server that answers with a script: handler(request) -> list of (delay, message)."""
+
+    def __init__(self, handler):
+        self.dir = tempfile.mkdtemp(prefix="sbpy-fake-", dir="/tmp" if os.path.isdir("/tmp") else None)
+        self.path = os.path.join(self.dir, "s.sock")
+        self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.server.bind(self.path)
+        self.server.listen(1)
+        self.handler = handler
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        conn, _ = self.server.accept()
+        with conn:
+            f = conn.makefile("rb")
+            for line in f:
+                for delay, msg in self.handler(json.loads(line)):
+                    time.sleep(delay)
+                    conn.sendall(framing.encode(msg))
+
+    def close(self):
+        self.server.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class ClientWithFakeBrokerTests(unittest.TestCase):
+    def test_timeout_then_the_late_answer_is_dropped(self):
+        def handler(req):
+            if req["method"] == "slow":
+                return [(0.3, {"jsonrpc": "2.0", "id": req["id"], "result": "late"})]
+            return [(0, {"jsonrpc": "2.0", "id": req["id"], "result": req["method"]})]
+        fake = FakeBroker(handler)
+        self.addCleanup(fake.close)
+        with sharebroker.Client(fake.path) as c:
+            with self.assertRaises(TimeoutError):
+                c.call("slow", timeout=0.1)
+            time.sleep(0.3)
+            self.assertEqual(c.call("fast"), "fast")
+            with self.assertRaises(TimeoutError):
+                c.receive(timeout=0.1)  # the late answer was dropped, not kept
+
+    def test_notifications_before_the_answer_are_queued(self):
+        def handler(req):
+            return [(0, {"jsonrpc": "2.0", "method": "app.event", "params": {"id": "ev-1"}}),
+                    (0, {"jsonrpc": "2.0", "method": "defaults.changed", "params": {"version": 1}}),
+                    (0.05, {"jsonrpc": "2.0", "id": req["id"], "error": {"code": -32002, "message": "gone", "data": {"x": 1}}})]
+        fake = FakeBroker(handler)
+        self.addCleanup(fake.close)
+        with sharebroker.Client(fake.path) as c:
+            with self.assertRaises(sharebroker.BrokerError) as cm:
+                c.share_get("sh-1")
+            self.assertEqual((cm.exception.code, cm.exception.data), (sharebroker.NOT_FOUND, {"x": 1}))
+            self.assertEqual(c.pending_notifications, 2)
+            n = c.next_notification(0, method="defaults.changed")
+            self.assertEqual(n, sharebroker.Notification("defaults.changed", {"version": 1}))
+            self.assertEqual(c.next_event(0), {"id": "ev-1"})
+            self.assertIsNone(c.next_notification(0.05))
+
+
+if __name__ == "__main__":
+    unittest.main()

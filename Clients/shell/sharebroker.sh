@@ -1,0 +1,207 @@
+# sharebroker.sh: talk to sharebroker (JSON-RPC 2.0 over a Unix socket) from a POSIX shell.
+#
+# Source it, then call the functions:
+#
+#   . Clients/shell/sharebroker.sh
+#   sb_call broker.status                                   # hello as a tool, then the call
+#   sb_call url.open '{"url":"deeplinkmyapp://item?id=42"}'
+#   SB_ROLE=app SB_BUNDLE_ID=com.mycompany.myapp sb_listen 5
+#
+# Transport: `socat` (preferred) or `nc -U` (OpenBSD netcat). Every function opens a new
+# connection, and a session lives as long as its connection, so each one sends `hello` and its
+# request(s) together, one JSON text per line (the broker's default newline framing).
+#
+# Settings (environment variables):
+#   SB_SOCKET      the socket; default $SHAREBROKER_SOCKET, else $XDG_RUNTIME_DIR/sharebroker.sock,
+#                  else ${TMPDIR:-/tmp}/sharebroker-UID/sharebroker.sock (the broker's default)
+#   SB_ROLE        role for hello: tool (default), app, extension; "none" sends no hello
+#   SB_BUNDLE_ID   bundle ID for role app/extension
+#   SB_TOKEN       token, when the manifest sets one
+#   SB_TRANSPORT   socat or nc (default: socat when installed, else nc)
+#   SB_WAIT        seconds to wait for answers after the requests are sent (default 5; the
+#                  broker closes the connection as soon as it has answered, so this is a cap;
+#                  socat only: with nc the connection ends when the broker closes it)
+#
+# Exit status of sb_call and friends: 0 ok, 1 the broker answered an error, 64 usage error,
+# 69 broker unreachable (or no socat/nc).
+
+# The socket path the functions use.
+sb_socket() {
+    if [ -n "${SB_SOCKET:-}" ]; then
+        printf '%s\n' "$SB_SOCKET"
+    elif [ -n "${SHAREBROKER_SOCKET:-}" ]; then
+        printf '%s\n' "$SHAREBROKER_SOCKET"
+    elif [ -n "${XDG_RUNTIME_DIR:-}" ]; then
+        printf '%s\n' "$XDG_RUNTIME_DIR/sharebroker.sock"
+    else
+        _sb_tmp=${TMPDIR:-/tmp}
+        while [ "${#_sb_tmp}" -gt 1 ] && [ "${_sb_tmp%/}" != "$_sb_tmp" ]; do _sb_tmp=${_sb_tmp%/}; done
+        printf '%s/sharebroker-%s/sharebroker.sock\n' "$_sb_tmp" "$(id -u)"
+    fi
+}
+
+# The transport to use: $SB_TRANSPORT (socat or nc) when set, else socat, else nc; status 69
+# and a message when there is none.
+sb_transport() {
+    case ${SB_TRANSPORT:-} in
+        socat|'')
+            if command -v socat >/dev/null 2>&1; then echo socat; return 0; fi
+            if [ -n "${SB_TRANSPORT:-}" ]; then
+                echo "sharebroker.sh: socat is not installed (e.g. apt-get install -y socat)" >&2
+                return 69
+            fi ;;
+        nc) ;;
+        *) echo "sharebroker.sh: SB_TRANSPORT must be socat or nc, not '$SB_TRANSPORT'" >&2; return 69 ;;
+    esac
+    if command -v nc >/dev/null 2>&1 && nc -h 2>&1 | grep -q -e '-U'; then
+        echo nc
+        return 0
+    fi
+    echo "sharebroker.sh: neither socat nor nc (with -U, e.g. OpenBSD netcat) is installed; install socat (e.g. apt-get install -y socat)" >&2
+    return 69
+}
+
+# A JSON string literal for $1 (escapes backslash, double quote and control characters).
+sb_json_string() {
+    printf '%s' "$1" | awk 'BEGIN { ORS = ""; print "\"" }
+        { if (NR > 1) print "\\n"; gsub(/\\/, "\\\\"); gsub(/"/, "\\\""); gsub(/\t/, "\\t"); gsub(/\r/, "\\r"); print }
+        END { print "\"" }'
+}
+
+# sb_request ID METHOD [PARAMS-JSON]: print one request line. ID is printed as given, so quote
+# string ids yourself ('"a"') or pass a number.
+sb_request() {
+    if [ -n "${3:-}" ]; then
+        printf '{"jsonrpc":"2.0","id":%s,"method":"%s","params":%s}\n' "$1" "$2" "$3"
+    else
+        printf '{"jsonrpc":"2.0","id":%s,"method":"%s"}\n' "$1" "$2"
+    fi
+}
+
+# sb_notification METHOD [PARAMS-JSON]: print one notification line (no id, never answered).
+sb_notification() {
+    if [ -n "${2:-}" ]; then
+        printf '{"jsonrpc":"2.0","method":"%s","params":%s}\n' "$1" "$2"
+    else
+        printf '{"jsonrpc":"2.0","method":"%s"}\n' "$1"
+    fi
+}
+
+# The hello request for SB_ROLE/SB_BUNDLE_ID/SB_TOKEN (id "sb-hello"); nothing for SB_ROLE=none.
+sb_hello_request() {
+    _sb_role=${SB_ROLE:-tool}
+    [ "$_sb_role" = none ] && return 0
+    _sb_params="{\"role\":$(sb_json_string "$_sb_role")"
+    [ -n "${SB_BUNDLE_ID:-}" ] && _sb_params="$_sb_params,\"bundleID\":$(sb_json_string "$SB_BUNDLE_ID")"
+    [ -n "${SB_TOKEN:-}" ] && _sb_params="$_sb_params,\"token\":$(sb_json_string "$SB_TOKEN")"
+    sb_request '"sb-hello"' hello "$_sb_params}"
+}
+
+# sb_raw [WAIT]: send stdin (JSON lines) on one connection and print every line the broker sends
+# (responses and notifications), waiting up to WAIT seconds (default $SB_WAIT or 5) after stdin
+# ends. Status 69 when the broker cannot be reached.
+sb_raw() {
+    _sb_wait=${1:-${SB_WAIT:-5}}
+    _sb_sock=$(sb_socket)
+    _sb_tr=$(sb_transport) || return 69
+    if [ ! -S "$_sb_sock" ]; then
+        echo "sharebroker.sh: no broker socket at $_sb_sock (is 'sharebroker serve' running? set SB_SOCKET)" >&2
+        return 69
+    fi
+    if [ "$_sb_tr" = socat ]; then
+        socat -t "$_sb_wait" - "UNIX-CONNECT:$_sb_sock" || {
+            echo "sharebroker.sh: cannot reach the broker at $_sb_sock" >&2
+            return 69
+        }
+    else
+        # -N: shut the write side down at the end of stdin; the broker then answers and closes.
+        # (-q would wait its full time even after the broker closed.) WAIT does not apply.
+        nc -U -N "$_sb_sock" || {
+            echo "sharebroker.sh: cannot reach the broker at $_sb_sock" >&2
+            return 69
+        }
+    fi
+}
+
+# sb_session 'METHOD [PARAMS-JSON]'...: hello, then each request (ids 1, 2, ...) on one
+# connection; prints every line the broker sends (hello's answer first).
+sb_session() {
+    {
+        sb_hello_request
+        _sb_n=0
+        for _sb_req in "$@"; do
+            _sb_n=$((_sb_n + 1))
+            _sb_m=${_sb_req%% *}
+            _sb_p=
+            [ "$_sb_m" != "$_sb_req" ] && _sb_p=${_sb_req#* }
+            sb_request "$_sb_n" "$_sb_m" "$_sb_p"
+        done
+    } | sb_raw
+}
+
+# sb_call METHOD [PARAMS-JSON]: say hello (SB_ROLE, default tool), call METHOD and print its
+# response line. Status 0 for a result, 1 for an error (the error line is printed on stdout
+# and its message on stderr), 69 unreachable. A failed hello is reported the same way.
+sb_call() {
+    if [ $# -lt 1 ] || [ $# -gt 2 ]; then
+        echo "usage: sb_call METHOD [PARAMS-JSON]" >&2
+        return 64
+    fi
+    _sb_out=$({ sb_hello_request; sb_request '"sb-call"' "$1" "${2:-}"; } | sb_raw) || return 69
+    _sb_hello=$(printf '%s\n' "$_sb_out" | grep -F '"id":"sb-hello"')
+    case $_sb_hello in
+        *'"id":"sb-hello","error"'*)
+            printf '%s\n' "$_sb_hello"
+            echo "sharebroker.sh: hello refused: $_sb_hello" >&2
+            return 1 ;;
+    esac
+    _sb_line=$(printf '%s\n' "$_sb_out" | grep -F '"id":"sb-call"')
+    if [ -z "$_sb_line" ]; then
+        echo "sharebroker.sh: no answer to $1 from the broker at $(sb_socket)" >&2
+        return 69
+    fi
+    printf '%s\n' "$_sb_line"
+    case $_sb_line in
+        *'"id":"sb-call","result"'*) return 0 ;;
+        *) echo "sharebroker.sh: $1 failed: $_sb_line" >&2; return 1 ;;
+    esac
+}
+
+# sb_status: broker.status without hello (allowed before hello).
+sb_status() {
+    SB_ROLE=none sb_call broker.status
+}
+
+# sb_open URL [FALLBACK]: url.open as the current role.
+sb_open() {
+    if [ -n "${2:-}" ]; then
+        sb_call url.open "{\"url\":$(sb_json_string "$1"),\"fallback\":$(sb_json_string "$2")}"
+    else
+        sb_call url.open "{\"url\":$(sb_json_string "$1")}"
+    fi
+}
+
+# sb_listen SECONDS: hello as SB_ROLE=app/SB_BUNDLE_ID, app.subscribe, and print the app.event
+# lines that arrive within SECONDS (pending ones first). Events stay pending until acked:
+# sb_ack ID... (any connection of the app may ack).
+sb_listen() {
+    _sb_secs=${1:-5}
+    _sb_out=$({ sb_hello_request; sb_request '"sb-subscribe"' app.subscribe '{}'; sleep "$_sb_secs"; } | sb_raw 1) || return 69
+    _sb_sub=$(printf '%s\n' "$_sb_out" | grep -F '"id":"sb-subscribe"')
+    case $_sb_sub in
+        *'"id":"sb-subscribe","result"'*) ;;
+        *) echo "sharebroker.sh: app.subscribe failed: $(printf '%s\n' "$_sb_out" | grep -F '"error"' | head -n 1)" >&2
+           return 1 ;;
+    esac
+    printf '%s\n' "$_sb_out" | grep -F '"method":"app.event"'
+    return 0
+}
+
+# sb_ack ID...: acknowledge events (as SB_ROLE=app/SB_BUNDLE_ID).
+sb_ack() {
+    _sb_ids=
+    for _sb_id in "$@"; do
+        _sb_ids="${_sb_ids:+$_sb_ids,}$(sb_json_string "$_sb_id")"
+    done
+    sb_call app.ack "{\"ids\":[$_sb_ids]}"
+}

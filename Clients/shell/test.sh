@@ -1,0 +1,247 @@
+#!/usr/bin/env bash
+# Tests of sharebroker.sh against a real broker: starts `sharebroker serve` on a temporary state
+# directory, then uses the helper for hello, broker.status, url.open/canOpen, app.subscribe/ack,
+# share.send/get/complete, errors, a raw batch and header framing.
+#
+#   Clients/shell/test.sh            # needs socat (apt-get install -y socat) and python3
+#   SB_TRANSPORT=nc Clients/shell/test.sh    # the same over `nc -U` (OpenBSD netcat)
+#
+# The broker binary: $SHAREBROKER_BIN, else <repo>/.build/debug/sharebroker (swift build).
+# Prints one "ok N - ..." / "not ok N - ..." line per check, then "shell: N passed, M failed";
+# exits non-zero on any failure. Installs nothing.
+set -u
+
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+BIN=${SHAREBROKER_BIN:-$repo/.build/debug/sharebroker}
+PY=${PYTHON:-python3}
+
+transport=${SB_TRANSPORT:-socat}
+if [ "$transport" = socat ] && ! command -v socat >/dev/null 2>&1; then
+    echo "test.sh: socat is not installed; it is needed to talk to the broker's Unix socket." >&2
+    echo "test.sh: install it (e.g. apt-get install -y socat), or run with SB_TRANSPORT=nc and OpenBSD netcat." >&2
+    echo "shell: 0 passed, 1 failed"
+    exit 1
+fi
+if ! command -v "$PY" >/dev/null 2>&1; then
+    echo "test.sh: $PY is needed to check the JSON answers (set PYTHON)" >&2
+    echo "shell: 0 passed, 1 failed"
+    exit 1
+fi
+# Resolve the interpreter once (a pyenv shim costs ~0.2 s per start).
+PY=$("$PY" -c 'import sys; print(sys.executable)') || PY=${PYTHON:-python3}
+if [ ! -x "$BIN" ]; then
+    echo "test.sh: no sharebroker binary at $BIN: run 'swift build' in $repo or set SHAREBROKER_BIN" >&2
+    echo "shell: 0 passed, 1 failed"
+    exit 1
+fi
+
+# shellcheck source=sharebroker.sh
+. "$here/sharebroker.sh"
+export SB_TRANSPORT="$transport"
+
+dir=$(mktemp -d "${TMPDIR:-/tmp}/sbsh-XXXXXX")
+broker_pid=
+cleanup() {
+    if [ -n "$broker_pid" ]; then
+        kill -TERM "$broker_pid" 2>/dev/null
+        wait "$broker_pid" 2>/dev/null
+    fi
+    rm -rf "$dir"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+mkdir -p "$dir/state/apps" "$dir/state/associations"
+cat > "$dir/state/apps/myapp.json" <<'JSON'
+{
+  "bundleID": "com.mycompany.myapp",
+  "teamID": "ABCDE12345",
+  "name": "My App",
+  "urlSchemes": ["deeplinkmyapp"],
+  "associatedDomains": ["applinks:example.com"],
+  "appGroups": ["group.com.mycompany.myapp"],
+  "extensions": [
+    {
+      "bundleID": "com.mycompany.myapp.share",
+      "point": "com.apple.share-services",
+      "name": "Send to My App",
+      "appGroups": ["group.com.mycompany.myapp"],
+      "activationRule": { "NSExtensionActivationSupportsWebURLWithMaxCount": 1 }
+    }
+  ]
+}
+JSON
+cat > "$dir/state/apps/secure.json" <<'JSON'
+{ "bundleID": "com.example.secure", "urlSchemes": ["secureapp"], "token": "s3cret" }
+JSON
+cat > "$dir/state/associations/example.com.json" <<'JSON'
+{ "applinks": { "details": [ { "appIDs": ["ABCDE12345.com.mycompany.myapp"], "components": [ { "/": "/computers/*" } ] } ] } }
+JSON
+
+export SB_SOCKET="$dir/s.sock"
+"$BIN" serve --socket "$SB_SOCKET" --state "$dir/state" </dev/null >"$dir/broker.log" 2>&1 &
+broker_pid=$!
+for _ in $(seq 1 200); do
+    [ -S "$SB_SOCKET" ] && break
+    if ! kill -0 "$broker_pid" 2>/dev/null; then break; fi
+    sleep 0.05
+done
+if [ ! -S "$SB_SOCKET" ]; then
+    echo "test.sh: the broker did not start; its log:" >&2
+    cat "$dir/broker.log" >&2
+    broker_pid=
+    echo "shell: 0 passed, 1 failed"
+    exit 1
+fi
+
+passed=0
+failed=0
+n=0
+ok() { n=$((n + 1)); passed=$((passed + 1)); echo "ok $n - $1"; }
+not_ok() {
+    n=$((n + 1)); failed=$((failed + 1)); echo "not ok $n - $1"
+    [ -n "${2:-}" ] && printf '#   %s\n' "$2"
+    return 0
+}
+# check DESC JSON-LINE PYTHON-EXPR: passes when EXPR (on `d`, the parsed line) is true.
+check() {
+    if [ -n "$2" ] && "$PY" -c 'import json, sys; d = json.loads(sys.argv[1]); sys.exit(0 if eval(sys.argv[2]) else 1)' "$2" "$3" 2>/dev/null; then
+        ok "$1"
+    else
+        not_ok "$1" "got: ${2:-<nothing>}  expected: $3"
+    fi
+}
+# field JSON-LINE PYTHON-EXPR: print EXPR's value.
+field() { "$PY" -c 'import json, sys; d = json.loads(sys.argv[1]); print(eval(sys.argv[2]))' "$1" "$2" 2>/dev/null; }
+# status_is DESC EXPECTED ACTUAL
+status_is() { if [ "$3" -eq "$2" ]; then ok "$1"; else not_ok "$1" "exit status $3, expected $2"; fi; }
+
+APP=com.mycompany.myapp
+EXT=com.mycompany.myapp.share
+
+# --- session -------------------------------------------------------------------------------
+out=$(sb_status); rc=$?
+status_is "broker.status before hello exits 0" 0 "$rc"
+check "broker.status before hello: version, 2 apps, no subscriber" "$out" \
+    'isinstance(d["result"]["version"], str) and d["result"]["apps"] == 2 and d["result"]["subscribers"] == 0'
+
+out=$(sb_session)
+check "hello as a tool" "$(printf '%s\n' "$out" | head -n 1)" \
+    'd["id"] == "sb-hello" and d["result"]["role"] == "tool" and d["result"]["protocol"] == 1'
+
+out=$(sb_call broker.status); rc=$?
+status_is "sb_call broker.status exits 0" 0 "$rc"
+check "broker.status after hello counts this tool session" "$out" 'd["result"]["sessions"]["tool"] >= 1'
+
+out=$(SB_ROLE=app SB_BUNDLE_ID=com.nobody.here sb_call broker.status 2>/dev/null); rc=$?
+status_is "hello with an unknown bundle ID fails (exit 1)" 1 "$rc"
+check "... with -32001" "$out" 'd["error"]["code"] == -32001'
+
+out=$(SB_ROLE=app SB_BUNDLE_ID=com.example.secure SB_TOKEN=wrong sb_call broker.status 2>/dev/null)
+check "a wrong token is -32001" "$out" 'd["error"]["code"] == -32001'
+out=$(SB_ROLE=app SB_BUNDLE_ID=com.example.secure SB_TOKEN=s3cret sb_session)
+check "the right token says hello as the app" "$(printf '%s\n' "$out" | head -n 1)" \
+    'd["result"]["bundleID"] == "com.example.secure" and d["result"]["role"] == "app"'
+
+out=$(SB_ROLE=none sb_call url.open '{"url":"deeplinkmyapp://x"}' 2>/dev/null)
+check "url.open before hello is -32001" "$out" 'd["error"]["code"] == -32001'
+out=$(sb_call no.such.method 2>/dev/null)
+check "an unknown method is -32601" "$out" 'd["error"]["code"] == -32601'
+
+# --- URLs ----------------------------------------------------------------------------------
+out=$(sb_call url.canOpen '{"url":"https://example.com/computers/raspberry-pi"}')
+check "url.canOpen: a universal link" "$out" \
+    'd["result"] == {"canOpen": True, "app": "com.mycompany.myapp", "via": "universalLink"}'
+
+out=$(sb_open 'deeplinkmyapp://customerdetail?id=42'); rc=$?
+status_is "url.open exits 0" 0 "$rc"
+check "url.open queues an event for the app (no subscriber yet)" "$out" \
+    'd["result"]["app"] == "com.mycompany.myapp" and d["result"]["via"] == "scheme" and d["result"]["queued"] is True and d["result"]["delivered"] is False'
+event1=$(field "$out" 'd["result"]["eventID"]')
+
+out=$(sb_open 'nosuchscheme://thing' 2>/dev/null); rc=$?
+status_is "url.open with no handler exits 1" 1 "$rc"
+check "... with -32004 naming the URL" "$out" 'd["error"]["code"] == -32004 and "nosuchscheme://thing" in d["error"]["message"]'
+
+out=$(sb_open 'nosuchscheme://thing' 'deeplinkmyapp://fallback')
+check "url.open with a fallback" "$out" 'd["result"]["via"] == "fallback"'
+event2=$(field "$out" 'd["result"]["eventID"]')
+
+# --- events --------------------------------------------------------------------------------
+out=$(SB_ROLE=app SB_BUNDLE_ID=$APP sb_listen 0.5); rc=$?
+status_is "app.subscribe (sb_listen) exits 0" 0 "$rc"
+first=$(printf '%s\n' "$out" | head -n 1)
+check "the pending event arrives first, with its id and URL" "$first" \
+    "d['method'] == 'app.event' and d['params']['id'] == '$event1' and d['params']['kind'] == 'openURL' and d['params']['url'] == 'deeplinkmyapp://customerdetail?id=42'"
+count=$(printf '%s\n' "$out" | grep -c '"method":"app.event"')
+if [ "$count" -eq 2 ]; then ok "both pending events arrive"; else not_ok "both pending events arrive" "got $count: $out"; fi
+
+out=$(SB_ROLE=app SB_BUNDLE_ID=$APP sb_ack "$event1" "$event2")
+check "app.ack acks both" "$out" 'd["result"]["acked"] == 2'
+out=$(SB_ROLE=app SB_BUNDLE_ID=$APP sb_listen 0.3)
+if [ -z "$out" ]; then ok "nothing is pending after the ack"; else not_ok "nothing is pending after the ack" "$out"; fi
+
+# A live subscriber: listen in the background, open, and the event is delivered.
+SB_ROLE=app SB_BUNDLE_ID=$APP sb_listen 2 >"$dir/listen.out" &
+listener=$!
+delivered=
+for _ in $(seq 1 40); do
+    sleep 0.05
+    st=$(sb_status)
+    [ "$(field "$st" 'd["result"]["subscribers"]')" = 1 ] && break
+done
+out=$(sb_open 'deeplinkmyapp://live')
+check "url.open with a live subscriber: delivered" "$out" 'd["result"]["delivered"] is True and d["result"]["queued"] is False'
+live=$(field "$out" 'd["result"]["eventID"]')
+wait "$listener"
+check "the subscriber received it" "$(grep -F "\"$live\"" "$dir/listen.out" | head -n 1)" \
+    "d['params']['id'] == '$live' and d['params']['url'] == 'deeplinkmyapp://live'"
+SB_ROLE=app SB_BUNDLE_ID=$APP sb_ack "$live" >/dev/null
+
+out=$(sb_call app.subscribe 2>/dev/null)
+check "app.subscribe as a tool is -32001" "$out" 'd["error"]["code"] == -32001'
+
+# --- shares --------------------------------------------------------------------------------
+out=$(SB_ROLE=extension SB_BUNDLE_ID=$EXT sb_call share.send '{"items":[{"url":"https://youtu.be/dQw4w9WgXcQ"}],"open":true}')
+check "share.send as the extension with open: true" "$out" \
+    'd["result"]["extension"] == "com.mycompany.myapp.share" and d["result"]["group"] == "group.com.mycompany.myapp" and d["result"]["eventID"]'
+share=$(field "$out" 'd["result"]["shareID"]')
+out=$(SB_ROLE=app SB_BUNDLE_ID=$APP sb_listen 0.3 | head -n 1)
+check "the app is told through its URL scheme" "$out" \
+    "d['params']['url'] == 'deeplinkmyapp://open-from-share?share=$share'"
+opened=$(field "$out" 'd["params"]["id"]')
+out=$(SB_ROLE=app SB_BUNDLE_ID=$APP sb_call share.get "{\"shareID\":\"$share\"}")
+check "share.get gives the link" "$out" 'd["result"]["items"][0]["url"] == "https://youtu.be/dQw4w9WgXcQ"'
+out=$(SB_ROLE=app SB_BUNDLE_ID=$APP sb_call share.complete "{\"shareID\":\"$share\"}")
+check "share.complete" "$out" 'd["result"] == {"completed": True}'
+out=$(SB_ROLE=app SB_BUNDLE_ID=$APP sb_call share.get "{\"shareID\":\"$share\"}" 2>/dev/null)
+check "a completed share is -32002" "$out" 'd["error"]["code"] == -32002'
+out=$(SB_ROLE=app SB_BUNDLE_ID=$APP sb_ack "$opened")
+check "the app acks the open-from-share event" "$out" 'd["result"]["acked"] == 1'
+out=$(SB_ROLE=extension SB_BUNDLE_ID=$EXT sb_call share.send '{"items":[{"text":"not a link"}]}' 2>/dev/null)
+check "a share the activation rule refuses is -32003" "$out" 'd["error"]["code"] == -32003'
+
+# --- raw: batch, notification, header framing ----------------------------------------------
+out=$(printf '%s\n' '[{"jsonrpc":"2.0","id":1,"method":"broker.status"},{"jsonrpc":"2.0","method":"broker.status"},{"jsonrpc":"2.0","id":2,"method":"no.such"}]' | sb_raw)
+check "a raw batch: two answers, notification left out" "$out" \
+    'isinstance(d, list) and [x["id"] for x in d] == [1, 2] and d[1]["error"]["code"] == -32601'
+out=$(printf '%s\n' '{"jsonrpc":"2.0","method":"foobar, "params": "bar", "baz]' | sb_raw)
+check "invalid JSON is -32700 with id null" "$out" 'd["id"] is None and d["error"]["code"] == -32700'
+body='{"jsonrpc":"2.0","id":7,"method":"broker.status"}'
+out=$(printf 'Content-Length: %d\r\n\r\n%s' "${#body}" "$body" | sb_raw | tr -d '\r')
+case $out in
+    Content-Length:*'"id":7,"result"'*) ok "Content-Length framing is answered in kind" ;;
+    *) not_ok "Content-Length framing is answered in kind" "$out" ;;
+esac
+
+# --- unreachable -----------------------------------------------------------------------------
+out=$(SB_SOCKET="$dir/missing.sock" sb_status 2>&1); rc=$?
+status_is "an unreachable broker exits 69" 69 "$rc"
+case $out in *"$dir/missing.sock"*) ok "... naming the socket" ;; *) not_ok "... naming the socket" "$out" ;; esac
+
+out=$(sb_status)
+check "no event left pending" "$out" 'd["result"]["pendingEvents"] == 0 and d["result"]["pendingShares"] == 0'
+
+echo "shell: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
