@@ -45,6 +45,8 @@ public enum ErrorCode: Int, Sendable, CaseIterable {
     case noHandler = -32004
     /// Storage failure (disk full, permission): nothing was stored.
     case storageFailure = -32005
+    /// Version conflict: `ifVersion` is not the group's current version (a sharebroker addition).
+    case versionConflict = -32006
 
     /// The standard message for the code.
     public var defaultMessage: String {
@@ -59,6 +61,7 @@ public enum ErrorCode: Int, Sendable, CaseIterable {
         case .notAccepted: return "Not accepted"
         case .noHandler: return "No handler"
         case .storageFailure: return "Storage failure"
+        case .versionConflict: return "Version conflict"
         }
     }
 }

@@ -1,0 +1,173 @@
+// The typed methods of ShareBrokerClient, one per contract method: url.*, share.*, defaults.*,
+// apps.*, broker.status and rpc.discover. Each builds the params, calls, and decodes the result
+// into the types of ClientModels.swift; broker errors arrive as ShareBrokerError cases.
+
+import Foundation
+import ShareProtocol
+
+extension ShareBrokerClient {
+    // MARK: URLs
+
+    /// Opens a URL (`url.open`): the broker routes it (scheme, universal link, browser, else
+    /// `fallback`) and queues a durable event for the app. Throws `.noHandler` when nothing opens
+    /// it and no fallback was given, `.invalidParams` for an invalid URL.
+    @discardableResult
+    public func urlOpen(_ url: String, fallback: String? = nil) async throws(ShareBrokerError) -> OpenResult {
+        var p: JSONObject = ["url": .string(url)]
+        if let fallback { p["fallback"] = .string(fallback) }
+        return try OpenResult(json: try await call("url.open", .object(p)))
+    }
+
+    /// Whether a URL can be opened, and by whom (`url.canOpen`); queues nothing.
+    public func canOpen(_ url: String) async throws(ShareBrokerError) -> CanOpenResult {
+        try CanOpenResult(json: try await call("url.canOpen", ["url": .string(url)]))
+    }
+
+    /// The routing decision for a URL, step by step (`url.explain`).
+    public func explain(_ url: String, fallback: String? = nil) async throws(ShareBrokerError) -> Explanation {
+        var p: JSONObject = ["url": .string(url)]
+        if let fallback { p["fallback"] = .string(fallback) }
+        return Explanation(json: try await call("url.explain", .object(p)))
+    }
+
+    // MARK: Shares
+
+    /// The share and action extensions whose activation rule accepts these items as a whole
+    /// (`share.targets`).
+    public func shareTargets(_ items: [ShareItem]) async throws(ShareBrokerError) -> [ShareTarget] {
+        let r = try await call("share.targets", ["items": .array(items.map(\.json))])
+        return try ResultReader(r, "share.targets").array("targets").compactMap(ShareTarget.init(json:))
+    }
+
+    /// Sends a share (`share.send`); it is durable in the group when this returns.
+    ///
+    /// As an extension the share is sent as itself (`extension` may be left out); as a tool the
+    /// broker picks the one extension that accepts the items, or the one named. `open: true`
+    /// also opens `SCHEME://open-from-share?share=SHAREID` on the containing app; `.url(…)` opens
+    /// that URL instead. Throws `.notAccepted` (with `candidates` when several extensions would
+    /// and none was named), `.unauthorized` for a group the extension is not entitled to,
+    /// `.invalidParams` for an unreadable file.
+    @discardableResult
+    public func shareSend(
+        _ items: [ShareItem], extension ext: String? = nil, group: String? = nil, open: ShareOpen = .no
+    ) async throws(ShareBrokerError) -> ShareSendResult {
+        var p: JSONObject = ["items": .array(items.map(\.json))]
+        if let ext { p["extension"] = .string(ext) }
+        if let group { p["group"] = .string(group) }
+        if let o = open.json { p["open"] = o }
+        return try ShareSendResult(json: try await call("share.send", .object(p)))
+    }
+
+    /// The pending shares of the caller's groups (or of `group`), oldest first (`share.list`).
+    public func shareList(group: String? = nil) async throws(ShareBrokerError) -> [Share] {
+        var p = JSONObject()
+        if let group { p["group"] = .string(group) }
+        let r = try await call("share.list", .object(p))
+        var out: [Share] = []
+        for s in try ResultReader(r, "share.list").array("shares") { out.append(try Share(json: s)) }
+        return out
+    }
+
+    /// One pending share (`share.get`); file items carry the path of the copy in the group
+    /// directory. Throws `.notFound` for an unknown id.
+    public func shareGet(_ shareID: String) async throws(ShareBrokerError) -> Share {
+        try Share(json: try await call("share.get", ["shareID": .string(shareID)]))
+    }
+
+    /// Marks a share done (`share.complete`): its record and files are deleted.
+    public func shareComplete(_ shareID: String) async throws(ShareBrokerError) {
+        _ = try await call("share.complete", ["shareID": .string(shareID)])
+    }
+
+    // MARK: Group defaults
+
+    /// A key of a group's defaults (`defaults.get`).
+    public func defaultsGet(group: String, key: String) async throws(ShareBrokerError) -> DefaultsEntry {
+        let r = try await call("defaults.get", ["group": .string(group), "key": .string(key)])
+        let reader = ResultReader(r, "defaults.get")
+        let exists = try reader.bool("exists")
+        let value: JSONValue? = exists ? .some(r["value"] ?? .null) : .none
+        return DefaultsEntry(exists: exists, value: value, version: r["version"]?.intValue ?? -1)
+    }
+
+    /// A key decoded with `JSONDecoder` (nil when the key does not exist). Throws
+    /// `.unexpectedResponse` when the stored value is not a `T`.
+    public func defaultsGet<T: Decodable>(group: String, key: String, as type: T.Type) async throws(ShareBrokerError) -> T? {
+        let entry = try await defaultsGet(group: group, key: key)
+        guard entry.exists, let value = entry.value else { return nil }
+        do {
+            return try JSONDecoder().decode(T.self, from: Data(value.bytes))
+        } catch {
+            throw .unexpectedResponse("the value of '\(key)' in \(group) is not a \(T.self): \(error)")
+        }
+    }
+
+    /// Sets a key (`defaults.set`) to any JSON value; returns the group's new version. With
+    /// `ifVersion` it is a compare-and-set: when the group is not at that version nothing changes
+    /// and the call throws `.versionConflict(current:)`.
+    @discardableResult
+    public func defaultsSet(group: String, key: String, value: JSONValue, ifVersion: Int? = nil) async throws(ShareBrokerError)
+        -> Int
+    {
+        var p: JSONObject = ["group": .string(group), "key": .string(key), "value": value]
+        if let ifVersion { p["ifVersion"] = .int(ifVersion) }
+        return try ResultReader(try await call("defaults.set", .object(p)), "defaults.set").int("version")
+    }
+
+    /// Sets a key to a value encoded with `JSONEncoder`; returns the group's new version.
+    @discardableResult
+    public func defaultsSet<T: Encodable>(group: String, key: String, encoding value: T, ifVersion: Int? = nil)
+        async throws(ShareBrokerError) -> Int
+    {
+        let json: JSONValue
+        do {
+            json = try JSONParser.parse([UInt8](try JSONEncoder().encode(value)))
+        } catch {
+            throw .invalidParams(message: "cannot encode the value for '\(key)' as JSON: \(error)")
+        }
+        return try await defaultsSet(group: group, key: key, value: json, ifVersion: ifVersion)
+    }
+
+    /// Removes a key (`defaults.remove`). `removed` is false when there was no such key (then
+    /// nothing changes). `ifVersion` as for `defaultsSet`.
+    @discardableResult
+    public func defaultsRemove(group: String, key: String, ifVersion: Int? = nil) async throws(ShareBrokerError)
+        -> DefaultsRemoval
+    {
+        var p: JSONObject = ["group": .string(group), "key": .string(key)]
+        if let ifVersion { p["ifVersion"] = .int(ifVersion) }
+        let r = ResultReader(try await call("defaults.remove", .object(p)), "defaults.remove")
+        return DefaultsRemoval(removed: try r.bool("removed"), version: try r.int("version"))
+    }
+
+    /// Every key of a group's defaults and its version (`defaults.list`).
+    public func defaultsList(group: String) async throws(ShareBrokerError) -> DefaultsSnapshot {
+        let r = try await call("defaults.list", ["group": .string(group)])
+        guard let values = r["values"]?.objectValue else {
+            throw ResultReader(r, "defaults.list").fail("values", "an object")
+        }
+        return DefaultsSnapshot(values: values, version: try ResultReader(r, "defaults.list").int("version"))
+    }
+
+    // MARK: Apps and broker
+
+    /// The registered apps, manifest errors, warnings and scheme conflicts (`apps.list`).
+    public func appsList() async throws(ShareBrokerError) -> AppsReport {
+        AppsReport(json: try await call("apps.list"))
+    }
+
+    /// Re-reads the manifests and association documents, then reports as `appsList` (`apps.reload`).
+    public func appsReload() async throws(ShareBrokerError) -> AppsReport {
+        AppsReport(json: try await call("apps.reload"))
+    }
+
+    /// The broker's counters (`broker.status`).
+    public func status() async throws(ShareBrokerError) -> BrokerStatus {
+        try BrokerStatus(json: try await call("broker.status"))
+    }
+
+    /// The broker's OpenRPC document (`rpc.discover`).
+    public func discover() async throws(ShareBrokerError) -> JSONValue {
+        try await call("rpc.discover")
+    }
+}

@@ -1,0 +1,533 @@
+// ShareBrokerClient: the async Swift client of the broker for apps, extensions and tools. One
+// connection (newline-framed JSON-RPC over the Unix socket) read by a dedicated thread; calls are
+// matched to answers by id; app events and defaults changes arrive as AsyncSequences. With
+// `reconnect: true` a dropped connection (the broker restarted) is re-established with backoff and
+// `hello`, `app.subscribe` and `defaults.watch` are redone for the streams that are still open.
+// The typed methods (urlOpen, shareSend, defaultsSet, …) are in ShareBrokerClient+Methods.swift.
+
+import ShareProtocol
+import ShareSystem
+
+/// An async connection to sharebroker.
+///
+/// ```swift
+/// let client = ShareBrokerClient(role: .app, bundleID: "com.mycompany.myapp", reconnect: true)
+/// try await client.connect()
+/// for try await event in try await client.subscribe() { … ; try await event.ack() }
+/// ```
+///
+/// Calls in flight when the connection drops fail with `.connectionLost` and are never retried
+/// (the broker may or may not have done them). Calls made while the client is reconnecting wait
+/// until it is connected again (or gives up, or is closed).
+public actor ShareBrokerClient {
+    /// The socket path: the one given, else `$SHAREBROKER_SOCKET`, else the contract's default
+    /// (`$XDG_RUNTIME_DIR/sharebroker.sock`, else `/tmp/sharebroker-UID/sharebroker.sock`).
+    public nonisolated let socketPath: String
+    /// The role `hello` says.
+    public nonisolated let role: Role
+    /// The bundle ID `hello` says (for app and extension roles, `$SHAREBROKER_BUNDLE_ID` when
+    /// none was given: the broker sets it for apps it launches).
+    public nonisolated let bundleID: String?
+    nonisolated let token: String?
+    /// Whether the client reconnects after the connection drops.
+    public nonisolated let reconnects: Bool
+    /// Delays and limit of reconnection attempts.
+    public nonisolated let reconnectPolicy: ReconnectPolicy
+    /// How long a call waits for its answer (nil: no limit).
+    public nonisolated let requestTimeout: Duration?
+
+    enum State: Equatable {
+        case idle, connecting, connected, reconnecting, closed
+    }
+
+    struct Pending {
+        let method: String
+        let generation: Int
+        let continuation: CheckedContinuation<Result<JSONValue, ShareBrokerError>, Never>
+    }
+
+    struct Watcher {
+        let group: String
+        let keys: Set<String>?
+        let continuation: AsyncThrowingStream<DefaultsChange, any Error>.Continuation
+    }
+
+    var state: State = .idle
+    var transport: SocketTransport?
+    var generation = 0
+    var nextRequestID = 1
+    var pending: [Int: Pending] = [:]
+    var connectWaiters: [CheckedContinuation<Result<Void, ShareBrokerError>, Never>] = []
+    var reconnectTask: Task<Void, Never>?
+    var lastBrokerNotice: String?
+    var nextStreamID = 1
+    var eventSink: (id: Int, continuation: AsyncThrowingStream<AppEvent, any Error>.Continuation)?
+    var watchers: [Int: Watcher] = [:]
+    var observers: [Int: AsyncStream<ConnectionEvent>.Continuation] = [:]
+
+    /// The broker's answer to the last successful `hello` (nil while not connected).
+    public private(set) var helloInfo: HelloInfo?
+
+    /// Creates a client; nothing happens until `connect()`.
+    ///
+    /// - Parameters:
+    ///   - socketPath: the broker's socket; nil for `$SHAREBROKER_SOCKET` or the default path.
+    ///   - role: `.app`, `.extension` or `.tool`.
+    ///   - bundleID: the app's or extension's bundle ID (nil: `$SHAREBROKER_BUNDLE_ID`).
+    ///   - token: the manifest's token, when it sets one.
+    ///   - reconnect: re-establish the connection (and the subscriptions) when it drops.
+    ///   - reconnectPolicy: backoff and attempt limit for reconnection.
+    ///   - requestTimeout: fail calls with `.timeout` when no answer comes in this time.
+    public init(
+        socketPath: String? = nil, role: Role, bundleID: String? = nil, token: String? = nil, reconnect: Bool = false,
+        reconnectPolicy: ReconnectPolicy = ReconnectPolicy(), requestTimeout: Duration? = nil
+    ) {
+        self.socketPath = socketPath ?? DefaultPaths.socket()
+        self.role = role
+        self.bundleID = bundleID ?? (role == .tool ? nil : ProcessInfoLite.env("SHAREBROKER_BUNDLE_ID"))
+        self.token = token
+        self.reconnects = reconnect
+        self.reconnectPolicy = reconnectPolicy
+        self.requestTimeout = requestTimeout
+    }
+
+    deinit {
+        transport?.close()
+        reconnectTask?.cancel()
+    }
+
+    /// True while the client is connected and has said `hello`.
+    public var isConnected: Bool { state == .connected }
+
+    // MARK: Connecting
+
+    /// Connects and says `hello`; returns the broker's answer. Throws `.unreachable` when nothing
+    /// answers on the socket, or the broker's error for `hello` (`.unauthorized` for an unknown
+    /// bundle ID or a wrong token, `.invalidParams` when the role needs a bundle ID). Calling it
+    /// while connected returns the current session.
+    @discardableResult
+    public func connect() async throws(ShareBrokerError) -> HelloInfo {
+        switch state {
+        case .connected:
+            if let helloInfo { return helloInfo }
+        case .closed:
+            throw .closed
+        case .connecting, .reconnecting:
+            try await waitForConnection()
+            if let helloInfo { return helloInfo }
+            throw .notConnected
+        case .idle:
+            break
+        }
+        state = .connecting
+        do throws(ShareBrokerError) {
+            let info = try await establish()
+            guard state == .connecting, transport != nil else { throw .connectionLost(reason: "the connection dropped right after hello") }
+            state = .connected
+            helloInfo = info
+            resumeWaiters(.success(()))
+            emit(.connected(info))
+            return info
+        } catch {
+            if state == .closed { throw .closed }
+            state = .idle
+            resumeWaiters(.failure(error))
+            throw error
+        }
+    }
+
+    /// Closes the connection for good: calls in flight fail with `.closed`, event and defaults
+    /// streams finish (without error), reconnection stops. The client cannot be reused.
+    public func close() {
+        guard state != .closed else { return }
+        state = .closed
+        reconnectTask?.cancel()
+        reconnectTask = nil
+        transport?.close()
+        transport = nil
+        helloInfo = nil
+        failPending(.closed, generation: nil)
+        resumeWaiters(.failure(.closed))
+        finishStreams(throwing: nil)
+        emit(.closed)
+        for o in observers.values { o.finish() }
+        observers.removeAll()
+    }
+
+    /// Changes of the connection (connected, disconnected, reconnected, gave up, closed), from
+    /// now on. Useful to show a "reconnecting…" state or to re-read state after a reconnection.
+    public func connectionEvents() -> AsyncStream<ConnectionEvent> {
+        let (stream, continuation) = AsyncStream<ConnectionEvent>.makeStream(bufferingPolicy: .unbounded)
+        if state == .closed {
+            continuation.finish()
+            return stream
+        }
+        let id = nextStreamID
+        nextStreamID += 1
+        observers[id] = continuation
+        continuation.onTermination = { [weak self] _ in
+            guard let self else { return }
+            Task { await self.dropObserver(id) }
+        }
+        return stream
+    }
+
+    // MARK: Calls
+
+    /// Sends any method with any params and returns its result: the escape hatch for methods
+    /// without a typed wrapper. (Use `subscribe()` and `defaultsWatch` rather than calling
+    /// `app.subscribe` / `defaults.watch` here: their notifications go to those streams only.)
+    @discardableResult
+    public func call(_ method: String, _ params: JSONValue? = nil) async throws(ShareBrokerError) -> JSONValue {
+        let t = try await connectedTransport()
+        return try await send(method, params, on: t)
+    }
+
+    /// Acks events (`app.ack`); returns how many were removed. Ids the app does not hold
+    /// (already acked, unknown) count 0 and are not an error, so acking twice is harmless.
+    @discardableResult
+    public func ack(_ ids: [String]) async throws(ShareBrokerError) -> Int {
+        let r = try await call("app.ack", ["ids": .array(ids.map { .string($0) })])
+        return try ResultReader(r, "app.ack").int("acked")
+    }
+
+    // MARK: Streams
+
+    /// Subscribes the app (`app.subscribe`, role app) and returns its events: first every pending
+    /// one (oldest first), then new ones as they are opened. The stream ends when the client is
+    /// closed, or with an error when the connection is lost and not re-established.
+    ///
+    /// With `reconnect: true` the subscription is renewed after a reconnection; events that were
+    /// yielded but not acked are then yielded again with the same ids (at-least-once delivery),
+    /// so handle and ack idempotently. One subscription per client: subscribing again ends the
+    /// previous stream. Ending iteration (or cancelling the task) stops delivery to this client;
+    /// unacked events stay pending in the broker.
+    public func subscribe() async throws(ShareBrokerError) -> AsyncThrowingStream<AppEvent, any Error> {
+        let t = try await connectedTransport()
+        let (stream, continuation) = AsyncThrowingStream<AppEvent, any Error>.makeStream(bufferingPolicy: .unbounded)
+        let id = nextStreamID
+        nextStreamID += 1
+        let previous = eventSink
+        eventSink = (id, continuation)
+        continuation.onTermination = { [weak self] _ in
+            guard let self else { return }
+            Task { await self.dropEventSink(id) }
+        }
+        do throws(ShareBrokerError) {
+            _ = try await send("app.subscribe", .object([:]), on: t)
+        } catch {
+            if eventSink?.id == id { eventSink = previous }
+            continuation.finish()
+            throw error
+        }
+        previous?.continuation.finish()
+        return stream
+    }
+
+    /// Watches a group's defaults (`defaults.watch`) and returns its changes, after each is
+    /// durable, in version order; only for `keys` when given (nil: every key). Several watches
+    /// may be open at once (the broker is asked for the union of their keys; each stream gets
+    /// its own). Renewed after a reconnection; changes committed between the broker's restart
+    /// and the renewal are not replayed (compare `version`, or re-read with `defaultsList`, on
+    /// `ConnectionEvent.reconnected`).
+    public func defaultsWatch(group: String, keys: [String]? = nil) async throws(ShareBrokerError)
+        -> AsyncThrowingStream<DefaultsChange, any Error>
+    {
+        if let keys, keys.isEmpty {
+            throw .invalidParams(message: "Invalid params: 'keys' must not be empty; pass nil to watch every key")
+        }
+        let t = try await connectedTransport()
+        let (stream, continuation) = AsyncThrowingStream<DefaultsChange, any Error>.makeStream(bufferingPolicy: .unbounded)
+        let id = nextStreamID
+        nextStreamID += 1
+        watchers[id] = Watcher(group: group, keys: keys.map(Set.init), continuation: continuation)
+        continuation.onTermination = { [weak self] _ in
+            guard let self else { return }
+            Task { await self.dropWatcher(id) }
+        }
+        do throws(ShareBrokerError) {
+            _ = try await send("defaults.watch", watchParams(group), on: t)
+        } catch {
+            watchers[id] = nil
+            continuation.finish()
+            throw error
+        }
+        return stream
+    }
+
+    // MARK: Internals
+
+    /// `defaults.watch` params for a group: the union of its watchers' keys (none: all keys).
+    func watchParams(_ group: String) -> JSONValue {
+        var o: JSONObject = ["group": .string(group)]
+        var union = Set<String>()
+        for w in watchers.values where w.group == group {
+            guard let keys = w.keys else { return .object(o) }
+            union.formUnion(keys)
+        }
+        if !union.isEmpty { o["keys"] = .array(union.sorted().map { .string($0) }) }
+        return .object(o)
+    }
+
+    func dropEventSink(_ id: Int) {
+        if eventSink?.id == id { eventSink = nil }
+    }
+
+    func dropWatcher(_ id: Int) { watchers[id] = nil }
+
+    func dropObserver(_ id: Int) { observers[id] = nil }
+
+    func emit(_ e: ConnectionEvent) {
+        for o in observers.values { o.yield(e) }
+    }
+
+    func resumeWaiters(_ r: Result<Void, ShareBrokerError>) {
+        let waiters = connectWaiters
+        connectWaiters.removeAll()
+        for w in waiters { w.resume(returning: r) }
+    }
+
+    func failPending(_ error: ShareBrokerError, generation gen: Int?) {
+        for (id, p) in pending where gen == nil || p.generation == gen {
+            pending[id] = nil
+            p.continuation.resume(returning: .failure(error))
+        }
+    }
+
+    /// Ends every stream, with `error` (nil: normally).
+    func finishStreams(throwing error: ShareBrokerError?) {
+        if let sink = eventSink {
+            eventSink = nil
+            sink.continuation.finish(throwing: error)
+        }
+        let ws = watchers
+        watchers.removeAll()
+        for w in ws.values { w.continuation.finish(throwing: error) }
+    }
+
+    func waitForConnection() async throws(ShareBrokerError) {
+        let r = await withCheckedContinuation { (c: CheckedContinuation<Result<Void, ShareBrokerError>, Never>) in
+            connectWaiters.append(c)
+        }
+        try r.get()
+    }
+
+    /// The live transport, waiting while (re)connecting.
+    func connectedTransport() async throws(ShareBrokerError) -> SocketTransport {
+        while true {
+            switch state {
+            case .connected:
+                if let transport { return transport }
+                throw .connectionLost(reason: "the connection is closed")
+            case .idle: throw .notConnected
+            case .closed: throw .closed
+            case .connecting, .reconnecting: try await waitForConnection()
+            }
+        }
+    }
+
+    /// Opens a transport, starts its message pump and says hello on it.
+    func establish() async throws(ShareBrokerError) -> HelloInfo {
+        let t = try SocketTransport(path: socketPath)
+        generation += 1
+        let gen = generation
+        transport = t
+        lastBrokerNotice = nil
+        t.start()
+        let inbound = t.inbound
+        Task { [weak self] in
+            for await item in inbound {
+                guard let self else {
+                    t.close()
+                    return
+                }
+                await self.receive(item, generation: gen)
+            }
+        }
+        var p: JSONObject = ["role": .string(role.rawValue)]
+        if let bundleID { p["bundleID"] = .string(bundleID) }
+        if let token { p["token"] = .string(token) }
+        do throws(ShareBrokerError) {
+            return try HelloInfo(json: try await send("hello", .object(p), on: t))
+        } catch {
+            t.close()
+            if generation == gen { transport = nil }
+            throw error
+        }
+    }
+
+    /// Sends one request on `t` and waits for its answer.
+    func send(_ method: String, _ params: JSONValue?, on t: SocketTransport) async throws(ShareBrokerError) -> JSONValue {
+        if Task.isCancelled { throw .cancelled }
+        let id = nextRequestID
+        nextRequestID += 1
+        var frame: [UInt8] = []
+        RPCCodec.writeRequest(id: .number(String(id)), method: method, params: params, to: &frame)
+        frame.append(0x0A)
+        let gen = generation
+        let timeout = requestTimeout
+        let result = await withTaskCancellationHandler {
+            await withCheckedContinuation { (c: CheckedContinuation<Result<JSONValue, ShareBrokerError>, Never>) in
+                pending[id] = Pending(method: method, generation: gen, continuation: c)
+                do throws(ShareBrokerError) {
+                    try t.send(frame)
+                } catch {
+                    pending[id] = nil
+                    c.resume(returning: .failure(error))
+                    return
+                }
+                if let timeout {
+                    Task { [weak self] in
+                        try? await Task.sleep(for: timeout)
+                        await self?.finishCall(id, with: .timeout(method: method))
+                    }
+                }
+            }
+        } onCancel: {
+            Task { [weak self] in await self?.finishCall(id, with: .cancelled) }
+        }
+        return try result.get()
+    }
+
+    func finishCall(_ id: Int, with error: ShareBrokerError) {
+        pending.removeValue(forKey: id)?.continuation.resume(returning: .failure(error))
+    }
+
+    /// One item from a transport's reader, in arrival order.
+    func receive(_ item: SocketTransport.Inbound, generation gen: Int) {
+        switch item {
+        case .message(let value):
+            handle(value, current: gen == generation)
+        case .closed(let reason):
+            var why = reason
+            if gen == generation, let notice = lastBrokerNotice { why += " (the broker said: \(notice))" }
+            failPending(.connectionLost(reason: why), generation: gen)
+            guard gen == generation else { return }
+            transportClosed(.connectionLost(reason: why))
+        }
+    }
+
+    func handle(_ value: JSONValue, current: Bool) {
+        switch RPCIncoming.decode(value) {
+        case .response(let rid, let result)?:
+            guard case .number(let text) = rid, let id = Int(text) else {
+                if case .failure(let e) = result { lastBrokerNotice = e.description }
+                return
+            }
+            guard let p = pending.removeValue(forKey: id) else { return }
+            p.continuation.resume(returning: result.mapError { ShareBrokerError($0) })
+        case .notification(let method, let params)?:
+            guard current, let params else { return }
+            switch method {
+            case "app.event":
+                if let sink = eventSink, let event = AppEvent(json: params, client: self) {
+                    sink.continuation.yield(event)
+                }
+            case "defaults.changed":
+                guard let change = DefaultsChange(json: params) else { return }
+                for w in watchers.values where w.group == change.group && (w.keys?.contains(change.key) ?? true) {
+                    w.continuation.yield(change)
+                }
+            default:
+                break
+            }
+        case nil:
+            break
+        }
+    }
+
+    /// The current transport ended.
+    func transportClosed(_ error: ShareBrokerError) {
+        transport = nil
+        guard state == .connected else { return }  // (re)connecting code sees its own failures
+        helloInfo = nil
+        emit(.disconnected(error))
+        if reconnects {
+            state = .reconnecting
+            reconnectTask = Task { await self.reconnectLoop() }
+        } else {
+            state = .idle
+            finishStreams(throwing: error)
+        }
+    }
+
+    /// Retries until connected again (redoing subscribe and watches), closed, or out of attempts.
+    func reconnectLoop() async {
+        var delay = reconnectPolicy.initialDelay
+        var failures = 0
+        var lastError = ShareBrokerError.notConnected
+        while state == .reconnecting && !Task.isCancelled {
+            do throws(ShareBrokerError) {
+                let info = try await establish()
+                let gen = generation
+                guard let t = transport else { throw .connectionLost(reason: "the connection dropped after hello") }
+                try await restoreStreams(on: t)
+                guard state == .reconnecting, generation == gen, transport != nil else {
+                    throw .connectionLost(reason: "the connection dropped while re-subscribing")
+                }
+                state = .connected
+                helloInfo = info
+                reconnectTask = nil
+                resumeWaiters(.success(()))
+                emit(.reconnected(info))
+                return
+            } catch {
+                lastError = error
+                if state != .reconnecting { return }
+                var retryable = error.isConnectionError
+                if case .timeout = error { retryable = true }
+                if !retryable {
+                    // The broker refused hello (manifest changed, token wrong): retrying will not help.
+                    giveUp(error)
+                    return
+                }
+            }
+            failures += 1
+            if let max = reconnectPolicy.maxAttempts, failures >= max {
+                giveUp(lastError)
+                return
+            }
+            do { try await Task.sleep(for: delay) } catch { return }
+            delay = min(delay * 2, reconnectPolicy.maxDelay)
+        }
+    }
+
+    func giveUp(_ error: ShareBrokerError) {
+        guard state == .reconnecting else { return }
+        state = .idle
+        reconnectTask = nil
+        helloInfo = nil
+        transport?.close()
+        transport = nil
+        finishStreams(throwing: error)
+        resumeWaiters(.failure(error))
+        emit(.gaveUp(error))
+    }
+
+    /// Renews the subscription and the watches on a new connection. Connection failures are
+    /// thrown (the caller retries); a refusal ends only the stream it concerns.
+    func restoreStreams(on t: SocketTransport) async throws(ShareBrokerError) {
+        if let sink = eventSink {
+            do throws(ShareBrokerError) {
+                _ = try await send("app.subscribe", .object([:]), on: t)
+            } catch {
+                if error.isConnectionError { throw error }
+                if eventSink?.id == sink.id { eventSink = nil }
+                sink.continuation.finish(throwing: error)
+            }
+        }
+        var groups: [String] = []
+        for w in watchers.values where !groups.contains(w.group) { groups.append(w.group) }
+        for group in groups.sorted() {
+            do throws(ShareBrokerError) {
+                _ = try await send("defaults.watch", watchParams(group), on: t)
+            } catch {
+                if error.isConnectionError { throw error }
+                for (id, w) in watchers where w.group == group {
+                    watchers[id] = nil
+                    w.continuation.finish(throwing: error)
+                }
+            }
+        }
+    }
+}

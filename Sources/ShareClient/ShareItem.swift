@@ -1,0 +1,42 @@
+// ShareItem: what an extension (or a tool, as the share sheet) shares, and its JSON form
+// (`{"url"}`, `{"text"}`, `{"data": BASE64, "name"}`, `{"path"}`, each with an optional UTI `type`).
+
+import Foundation
+import ShareProtocol
+
+/// One item to share. `type` is a UTI (`public.url`, `com.adobe.pdf`, …); when nil the broker
+/// infers it (web URL, text, file extension, then content).
+public enum ShareItem: Sendable, Equatable {
+    /// A URL, e.g. `.url("https://youtu.be/dQw4w9WgXcQ")`.
+    case url(String, type: String? = nil)
+    /// Text.
+    case text(String, type: String? = nil)
+    /// Bytes, stored by the broker as a file named `name` (or one named after the type).
+    case data([UInt8], name: String? = nil, type: String? = nil)
+    /// A file the broker copies (it must be a regular file owned by the calling user; it is read,
+    /// never moved). The path must be absolute.
+    case file(String, type: String? = nil)
+
+    /// The item's JSON form.
+    public var json: JSONValue {
+        var o: JSONObject
+        let type: String?
+        switch self {
+        case .url(let u, let t):
+            o = ["url": .string(u)]
+            type = t
+        case .text(let s, let t):
+            o = ["text": .string(s)]
+            type = t
+        case .data(let bytes, let name, let t):
+            o = ["data": .string(Data(bytes).base64EncodedString())]
+            if let name { o["name"] = .string(name) }
+            type = t
+        case .file(let path, let t):
+            o = ["path": .string(path)]
+            type = t
+        }
+        if let type { o["type"] = .string(type) }
+        return .object(o)
+    }
+}

@@ -1,0 +1,137 @@
+// SocketTransport: one newline-framed connection to the broker for the async client. A dedicated
+// reader thread blocks in read(2) (no polling) and hands each parsed message, then the close, to an
+// AsyncStream in order; writes are blocking sends under a lock. Only the reader thread closes the
+// descriptor, so a write never reaches a descriptor number the process has reused.
+
+#if canImport(Glibc)
+    @preconcurrency import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+import Foundation
+import ShareProtocol
+import ShareSystem
+
+final class SocketTransport: @unchecked Sendable {
+    /// What the reader thread delivers, in arrival order; `.closed` is the last element.
+    enum Inbound: Sendable {
+        case message(JSONValue)
+        case closed(reason: String)
+    }
+
+    /// The messages and the close, in order.
+    let inbound: AsyncStream<Inbound>
+    private let continuation: AsyncStream<Inbound>.Continuation
+    private let lock = NSLock()
+    /// The descriptor; -1 once the reader thread closed it. Guarded by `lock`.
+    private var fd: Int32
+    /// Set once `close()` or the reader ended the connection. Guarded by `lock`.
+    private var ended = false
+    /// Set by `close()`. Guarded by `lock`.
+    private var closedByClient = false
+    /// The descriptor the reader thread reads (valid until the reader itself closes it).
+    private let readFD: Int32
+
+    /// Connects to the socket at `path` (blocking; a Unix socket answers at once).
+    init(path: String) throws(ShareBrokerError) {
+        let fd: Int32
+        do { fd = try UnixSocket.connect(path: path) } catch {
+            throw .unreachable(path: path, reason: "\(error)")
+        }
+        #if canImport(Darwin)
+            var one: Int32 = 1
+            _ = setsockopt(fd, SOL_SOCKET, SO_NOSIGPIPE, &one, socklen_t(MemoryLayout<Int32>.size))
+        #endif
+        self.fd = fd
+        readFD = fd
+        (inbound, continuation) = AsyncStream<Inbound>.makeStream(bufferingPolicy: .unbounded)
+    }
+
+    /// Starts the reader thread.
+    func start() {
+        let thread = Thread { [self] in readLoop() }
+        thread.name = "sharebroker-client-reader"
+        thread.start()
+    }
+
+    /// Sends bytes (a whole frame). Fails with `.connectionLost` once the connection has ended.
+    func send(_ bytes: [UInt8]) throws(ShareBrokerError) {
+        lock.lock()
+        defer { lock.unlock() }
+        guard !ended, fd >= 0 else { throw .connectionLost(reason: "the connection is closed") }
+        do { try FD.sendAll(fd, bytes) } catch {
+            ended = true
+            shutdownLocked()
+            throw .connectionLost(reason: "sending to the broker failed: \(error)")
+        }
+    }
+
+    /// Ends the connection: the reader thread wakes up, closes the descriptor and reports
+    /// `.closed`. Safe to call more than once and from any thread.
+    func close() {
+        lock.lock()
+        defer { lock.unlock() }
+        ended = true
+        closedByClient = true
+        shutdownLocked()
+    }
+
+    private func shutdownLocked() {
+        guard fd >= 0 else { return }
+        #if canImport(Glibc)
+            _ = Glibc.shutdown(fd, Int32(SHUT_RDWR))
+        #else
+            _ = Darwin.shutdown(fd, SHUT_RDWR)
+        #endif
+    }
+
+    private func readLoop() {
+        var buffer: [UInt8] = []
+        var scanFrom = 0
+        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
+        var reason = "the broker closed the connection"
+        reading: while true {
+            let n: Int
+            do {
+                n = try chunk.withUnsafeMutableBytes { b in
+                    try Result { () throws(SystemError) -> Int in try FD.readBlocking(readFD, into: b) }.get()
+                }
+            } catch {
+                reason = "reading from the broker failed: \(error)"
+                break
+            }
+            if n == 0 { break }
+            buffer.append(contentsOf: chunk[0..<n])
+            var start = 0
+            while let nl = buffer[scanFrom...].firstIndex(of: 0x0A) {
+                var end = nl
+                if end > start && buffer[end - 1] == 0x0D { end -= 1 }
+                if end > start {
+                    do {
+                        let value = try JSONParser.parse(buffer[start..<end])
+                        continuation.yield(.message(value))
+                    } catch {
+                        reason = "the broker sent invalid JSON: \(error)"
+                        break reading
+                    }
+                }
+                start = nl + 1
+                scanFrom = start
+            }
+            if start > 0 {
+                buffer.removeSubrange(0..<start)
+            }
+            scanFrom = buffer.count
+        }
+        lock.lock()
+        let byUs = closedByClient
+        ended = true
+        if fd >= 0 {
+            FD.close(fd)
+            fd = -1
+        }
+        lock.unlock()
+        continuation.yield(.closed(reason: byUs ? "the connection was closed" : reason))
+        continuation.finish()
+    }
+}

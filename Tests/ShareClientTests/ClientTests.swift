@@ -1,0 +1,487 @@
+// ShareBrokerClient against an in-process broker: hello and session errors, url.open with the
+// subscription stream and ack (scheme and universal link, live and queued), the share flow
+// (extension share.send with open → app event → share.get → share.complete), group defaults
+// with the watch stream and compare-and-set, typed errors, and reconnection after the broker
+// restarts on the same socket and state without the app re-subscribing.
+
+import Foundation
+import ShareClient
+import ShareProtocol
+import Testing
+
+@Suite(.serialized, .timeLimit(.minutes(2)))
+struct ClientTests {
+    // MARK: Session
+
+    @Test func helloStatusDiscoverAndApps() async throws {
+        let h = try startBroker()
+        let tool = h.client(.tool)
+        let info = try await tool.connect()
+        #expect(info.protocolVersion == 1)
+        #expect(info.role == .tool)
+        #expect(info.brokerName == "sharebroker")
+        #expect(await tool.isConnected)
+        #expect(try await tool.connect() == info, "connect() again returns the session")
+
+        let status = try await tool.status()
+        #expect(!status.version.isEmpty)
+        #expect(status.connections >= 1)
+        #expect(status.apps == 2)
+
+        let doc = try await tool.discover()
+        let methods = Set((doc["methods"]?.arrayValue ?? []).compactMap { $0["name"]?.stringValue })
+        #expect(methods.isSuperset(of: ["hello", "url.open", "share.send", "defaults.watch", "app.subscribe"]))
+
+        let apps = try await tool.appsList()
+        #expect(apps.apps.map(\.bundleID).sorted() == ["com.mycompany.myapp", "org.other.app"])
+        let mine = try #require(apps.apps.first { $0.bundleID == "com.mycompany.myapp" })
+        #expect(mine.urlSchemes.contains("stats"))
+        #expect(mine.extensions.map(\.bundleID).contains("com.mycompany.myapp.share"))
+        #expect(try await tool.appsReload().apps.count == 2)
+
+        let can = try await tool.canOpen("DeepLinkingDemo://customerdetail?id=practice")
+        #expect(can.canOpen && can.app == "com.mycompany.myapp" && can.via == .scheme)
+        #expect(try await tool.canOpen("nohandler://x").canOpen == false)
+        let why = try await tool.explain("https://example.com/computers/pi")
+        #expect(why.app == "com.mycompany.myapp" && why.via == .universalLink)
+        #expect(!why.text.isEmpty)
+        let none = try await tool.explain("nohandler://x")
+        #expect(none.error?.code == -32004)
+
+        let raw = try await tool.call("broker.status")
+        #expect(raw["apps"]?.intValue == 2)
+        await tool.close()
+        #expect(await brokerError { try await tool.status() } == .closed)
+    }
+
+    @Test func sessionErrors() async throws {
+        let h = try startBroker()
+        #expect(await brokerError { try await h.client(.app, "com.unknown.app").connect() }?.code == -32001)
+        if ProcessInfo.processInfo.environment["SHAREBROKER_BUNDLE_ID"] == nil {
+            #expect(await brokerError { try await h.client(.app).connect() }?.code == -32602)
+        }
+        let nowhere = ShareBrokerClient(socketPath: h.dir.path + "/nothing.sock", role: .tool)
+        guard case .unreachable(let path, _)? = await brokerError({ try await nowhere.connect() }) else {
+            Issue.record("expected .unreachable")
+            return
+        }
+        #expect(path == h.dir.path + "/nothing.sock")
+        let idle = h.client(.tool)
+        #expect(await brokerError { try await idle.status() } == .notConnected)
+        // An extension is refused app-only methods.
+        let ext = h.client(.extension, "com.mycompany.myapp.share")
+        try await ext.connect()
+        #expect(await brokerError { try await ext.subscribe() }?.code == -32001)
+    }
+
+    // MARK: Events
+
+    @Test func urlOpenSubscribeAndAck() async throws {
+        let h = try startBroker()
+        let tool = h.client(.tool)
+        try await tool.connect()
+        // Opened before the app subscribes: queued, then delivered on subscribe.
+        let queued = try await tool.urlOpen("DeepLinkingDemo://customerdetail?id=Hi%20Deep%20Linking")
+        #expect(queued.app == "com.mycompany.myapp" && queued.via == .scheme)
+        #expect(queued.queued && !queued.delivered)
+
+        let app = h.client(.app, "com.mycompany.myapp")
+        try await app.connect()
+        let events = await Collector.start(try await app.subscribe())
+        let first = await events.wait(for: 1)
+        #expect(first.map(\.id) == [queued.eventID])
+        #expect(first.first?.kind == .openURL(url: "DeepLinkingDemo://customerdetail?id=Hi%20Deep%20Linking", sourceApp: nil))
+
+        // Opened while subscribed: delivered live.
+        let live = try await tool.urlOpen(try Router.build("stats://watchlist?id=:id&name=:name&iso=:iso", values: [
+            "id": "678", "name": "São Tomé & Príncipe", "iso": "STP",
+        ]))
+        #expect(live.delivered && !live.queued)
+        let both = await events.wait(for: 2)
+        #expect(both.map(\.id) == [queued.eventID, live.eventID])
+
+        // The router turns the events into typed calls.
+        actor Seen { var names: [String] = []; func add(_ s: String) { names.append(s) } }
+        let seen = Seen()
+        var router = Router()
+        try router.add("DeepLinkingDemo://customerdetail?id=:id") { m in await seen.add(m.string("id")!) }
+        try router.add("stats://watchlist?id=:id&name=:name&iso=:iso") { m in await seen.add(m.string("name")!) }
+        for e in both {
+            #expect(try await router.handle(e))
+            try await e.ack()
+        }
+        #expect(await seen.names == ["Hi Deep Linking", "São Tomé & Príncipe"])
+        #expect(try await app.ack([queued.eventID, live.eventID, "ev-nope"]) == 0, "acking again is harmless")
+        #expect(try await tool.status().pendingEvents == 0)
+        await events.cancel()
+    }
+
+    @Test func universalLinkBecomesContinueUserActivity() async throws {
+        let h = try startBroker()
+        let app = h.client(.app, "com.mycompany.myapp")
+        try await app.connect()
+        let events = await Collector.start(try await app.subscribe())
+        let tool = h.client(.tool)
+        try await tool.connect()
+        let r = try await tool.urlOpen("https://example.com/computers/raspberry-pi")
+        #expect(r.via == .universalLink)
+        let e = try #require(await events.wait(for: 1).first)
+        #expect(e.kind == .continueUserActivity(activityType: "NSUserActivityTypeBrowsingWeb", webpageURL: "https://example.com/computers/raspberry-pi"))
+        #expect(e.via == .universalLink)
+        #expect(try RoutePattern("https://example.com/computers/:slug").match(e.url!)?.string("slug") == "raspberry-pi")
+        try await e.ack()
+    }
+
+    // MARK: Shares
+
+    @Test func shareFlowFromExtensionToApp() async throws {
+        let h = try startBroker()
+        let app = h.client(.app, "com.mycompany.myapp")
+        try await app.connect()
+        let events = await Collector.start(try await app.subscribe())
+
+        let ext = h.client(.extension, "com.mycompany.myapp.share")
+        try await ext.connect()
+        let youtube = "https://youtu.be/dQw4w9WgXcQ?si=abc"
+        let targets = try await ext.shareTargets([.url(youtube)])
+        #expect(Set(targets.map(\.extensionID)) == ["com.mycompany.myapp.share", "org.other.app.share"])
+        let sent = try await ext.shareSend([.url(youtube)], open: true)
+        #expect(sent.extensionID == "com.mycompany.myapp.share")
+        #expect(sent.app == "com.mycompany.myapp")
+        #expect(sent.group == appGroup)
+        #expect(sent.eventID != nil)
+
+        let event = try #require(await events.wait(for: 1).first)
+        #expect(event.id == sent.eventID)
+        #expect(event.kind == .openURL(url: "deeplinkmyapp://open-from-share?share=\(sent.shareID)", sourceApp: "com.mycompany.myapp.share"))
+        let shareID = try #require(try RoutePattern("deeplinkmyapp://open-from-share").match(event.url!)?.string("share"))
+        #expect(shareID == sent.shareID)
+
+        let list = try await app.shareList()
+        #expect(list.map(\.shareID) == [shareID])
+        let share = try await app.shareGet(shareID)
+        #expect(share.extensionID == "com.mycompany.myapp.share")
+        #expect(share.group == appGroup)
+        #expect(share.items.count == 1)
+        #expect(share.items.first?.url == youtube)
+        #expect(share.items.first?.type == "public.url")
+        try await app.shareComplete(shareID)
+        try await event.ack()
+        #expect(await brokerError { try await app.shareGet(shareID) }?.code == -32002)
+        #expect(try await app.shareList().isEmpty)
+
+        // A tool naming the extension; `open: .url(…)` opens that URL instead.
+        let tool = h.client(.tool)
+        try await tool.connect()
+        let viaTool = try await tool.shareSend(
+            [.url("https://example.org/page", type: "public.url")], extension: "com.mycompany.myapp.share",
+            open: .url("stats://watchlist?id=1&name=x&iso=y"))
+        let second = try #require(await events.wait(for: 2).last)
+        #expect(second.id == viaTool.eventID)
+        #expect(second.url == "stats://watchlist?id=1&name=x&iso=y")
+        #expect(try await app.shareList(group: appGroup).count == 1)
+        await events.cancel()
+    }
+
+    // MARK: Defaults
+
+    struct Country: Codable, Equatable {
+        var id: Int
+        var name: String
+        var iso: String
+    }
+
+    @Test func defaultsSetGetListRemoveAndWatch() async throws {
+        let h = try startBroker()
+        let app = h.client(.app, "com.mycompany.myapp")
+        try await app.connect()
+        let widget = h.client(.extension, "com.mycompany.myapp.widget")
+        try await widget.connect()
+
+        let all = await Collector.start(try await widget.defaultsWatch(group: appGroup))
+        let onlyWatchlist = await Collector.start(try await widget.defaultsWatch(group: appGroup, keys: ["watchlist"]))
+
+        #expect(try await app.defaultsGet(group: appGroup, key: "watchlist") == DefaultsEntry(exists: false, value: .none, version: 0))
+        let countries = [Country(id: 410, name: "대한민국", iso: "KOR"), Country(id: 678, name: "São Tomé & Príncipe", iso: "STP")]
+        let v1 = try await app.defaultsSet(group: appGroup, key: "watchlist", encoding: countries)
+        #expect(v1 == 1)
+        #expect(try await widget.defaultsGet(group: appGroup, key: "watchlist", as: [Country].self) == countries)
+        let v2 = try await app.defaultsSet(group: appGroup, key: "theme", value: ["dark": true, "size": .number("1.50")])
+        #expect(v2 == 2)
+        let entry = try await widget.defaultsGet(group: appGroup, key: "theme")
+        #expect(entry.exists && entry.version == 2)
+        #expect(entry.value?["size"] == .number("1.5") || entry.value?["size"] == .number("1.50"))
+        let snapshot = try await widget.defaultsList(group: appGroup)
+        #expect(snapshot.values.keys == ["theme", "watchlist"])
+        #expect(snapshot.version == 2)
+
+        // Compare-and-set.
+        let conflict = await brokerError { try await widget.defaultsSet(group: appGroup, key: "theme", value: "light", ifVersion: 1) }
+        guard case .versionConflict(let current, let message)? = conflict else {
+            Issue.record("expected versionConflict, got \(String(describing: conflict))")
+            return
+        }
+        #expect(current == 2)
+        #expect(message.contains(appGroup))
+        #expect(try await widget.defaultsSet(group: appGroup, key: "theme", value: "light", ifVersion: 2) == 3)
+        #expect(try await app.defaultsRemove(group: appGroup, key: "theme") == DefaultsRemoval(removed: true, version: 4))
+        #expect(try await app.defaultsRemove(group: appGroup, key: "theme") == DefaultsRemoval(removed: false, version: 4))
+
+        let changes = await all.wait(for: 4)
+        #expect(changes.map(\.key) == ["watchlist", "theme", "theme", "theme"])
+        #expect(changes.map(\.version) == [1, 2, 3, 4])
+        #expect(changes.last?.removed == true)
+        #expect(changes.last.map { $0.value == .none } == true, "a removal has no value")
+        #expect(changes[2].value == "light")
+        let filtered = await onlyWatchlist.wait(for: 1)
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(await onlyWatchlist.items.map(\.key) == ["watchlist"])
+        #expect(filtered.first?.group == appGroup)
+
+        #expect(await brokerError { try await widget.defaultsWatch(group: appGroup, keys: []) }?.code == -32602)
+        #expect(await brokerError { try await widget.defaultsGet(group: "group.org.other", key: "x") }?.code == -32001)
+        await all.cancel()
+        await onlyWatchlist.cancel()
+    }
+
+    // MARK: Typed errors
+
+    @Test func typedErrors() async throws {
+        let h = try startBroker()
+        let tool = h.client(.tool)
+        try await tool.connect()
+
+        guard case .noHandler(let message)? = await brokerError({ try await tool.urlOpen("nohandler://thing") }) else {
+            Issue.record("expected noHandler")
+            return
+        }
+        #expect(message.contains("nohandler://thing"))
+        #expect(try await tool.urlOpen("nohandler://thing", fallback: "deeplinkmyapp://fallback").via == .fallback)
+
+        let ambiguous = await brokerError { try await tool.shareSend([.url("https://youtu.be/x")]) }
+        guard case .notAccepted(_, let candidates)? = ambiguous else {
+            Issue.record("expected notAccepted, got \(String(describing: ambiguous))")
+            return
+        }
+        #expect(
+            Set(candidates) == [
+                ShareTarget(extensionID: "com.mycompany.myapp.share", app: "com.mycompany.myapp", name: "Send to My App"),
+                ShareTarget(extensionID: "org.other.app.share", app: "org.other.app", name: "Send to Other"),
+            ])
+        #expect(ambiguous?.code == -32003)
+
+        let ext = h.client(.extension, "com.mycompany.myapp.share")
+        try await ext.connect()
+        #expect(await brokerError { try await ext.shareSend([.text("just words")]) }?.code == -32003)
+        guard case .notAccepted(_, let none)? = await brokerError({ try await ext.shareSend([.data([1, 2, 3], name: "x.bin")]) })
+        else {
+            Issue.record("expected notAccepted for data")
+            return
+        }
+        #expect(none.isEmpty)
+        #expect(await brokerError { try await ext.shareSend([.url("https://a.example")], extension: "org.other.app.share") }?.code == -32001)
+        #expect(await brokerError { try await ext.shareSend([.file("/nonexistent/file.pdf")]) }?.code == -32602)
+
+        guard case .invalidParams? = await brokerError({ try await tool.urlOpen("not a url") }) else {
+            Issue.record("expected invalidParams")
+            return
+        }
+        guard case .methodNotFound? = await brokerError({ try await tool.call("no.such.method") }) else {
+            Issue.record("expected methodNotFound")
+            return
+        }
+        #expect(await brokerError { try await tool.defaultsList(group: appGroup) }?.code == -32001)
+        #expect(ShareBrokerError(RPCError(code: -32099, message: "odd")) == .rpc(code: -32099, message: "odd", data: nil))
+        #expect(ShareBrokerError(RPCError(.storageFailure, "disk full")).description == "disk full (-32005)")
+    }
+
+    @Test func manyConcurrentCallsOnOneClient() async throws {
+        let h = try startBroker()
+        let tool = h.client(.tool)
+        try await tool.connect()
+        let urls = (0..<200).map { i in
+            i % 2 == 0 ? "stats://watchlist?id=\(i)&name=n&iso=i" : "nohandler://\(i)"
+        }
+        let answers = try await withThrowingTaskGroup(of: (Int, Bool).self) { group in
+            for (i, url) in urls.enumerated() {
+                group.addTask { (i, try await tool.canOpen(url).canOpen) }
+            }
+            var out = [Bool](repeating: false, count: urls.count)
+            for try await (i, can) in group { out[i] = can }
+            return out
+        }
+        #expect(answers == urls.indices.map { $0 % 2 == 0 })
+    }
+
+    // MARK: Reconnection
+
+    @Test func reconnectsAndResubscribesAfterTheBrokerRestarts() async throws {
+        let h = try startBroker()
+        let app = h.client(.app, "com.mycompany.myapp", reconnect: true)
+        try await app.connect()
+        let states = await Collector.start(await app.connectionEvents())
+        let events = await Collector.start(try await app.subscribe())
+        let changes = await Collector.start(try await app.defaultsWatch(group: appGroup, keys: ["counter"]))
+
+        let tool = h.client(.tool)
+        try await tool.connect()
+        let before = try await tool.urlOpen("deeplinkmyapp://before")
+        let unacked = try await tool.urlOpen("deeplinkmyapp://unacked")
+        let got = await events.wait(for: 2)
+        #expect(got.map(\.id) == [before.eventID, unacked.eventID])
+        try await got[0].ack()
+        await tool.close()
+
+        h.stop()
+        let dropped = await states.wait(for: 1)
+        guard case .disconnected? = dropped.first else {
+            Issue.record("expected .disconnected, got \(dropped)")
+            return
+        }
+        // While the broker is down the streams stay open and calls wait for the reconnection.
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(await events.finished == false)
+        #expect(await app.isConnected == false)
+        let waiting = Task { try await app.status() }
+
+        try h.start()
+        let restored = await states.wait(for: 2)
+        guard restored.count == 2, case .reconnected(let info) = restored[1] else {
+            Issue.record("expected .reconnected, got \(restored)")
+            return
+        }
+        #expect(info.bundleID == "com.mycompany.myapp")
+        #expect(try await waiting.value.apps == 2, "the call made while reconnecting went through")
+
+        // The unacked event comes again with the same id (at least once); a new one follows.
+        let tool2 = h.client(.tool)
+        try await tool2.connect()
+        let after = try await tool2.urlOpen("deeplinkmyapp://after")
+        #expect(after.delivered, "the re-subscription is live")
+        let all = await events.wait(for: 4)
+        #expect(all.map(\.id) == [before.eventID, unacked.eventID, unacked.eventID, after.eventID])
+        #expect(all.last?.url == "deeplinkmyapp://after")
+        #expect(try await app.ack([unacked.eventID, after.eventID]) == 2)
+
+        // The defaults watch was renewed too.
+        let writer = h.client(.extension, "com.mycompany.myapp.share")
+        try await writer.connect()
+        try await writer.defaultsSet(group: appGroup, key: "counter", value: 1)
+        #expect(await changes.wait(for: 1).first?.value == 1)
+
+        await app.close()
+        #expect(await events.waitForEnd())
+        #expect(await events.failure == nil, "close() ends the stream without an error")
+        #expect(await states.wait(for: 3).last == .closed)
+    }
+
+    @Test func withoutReconnectTheStreamEndsWithConnectionLost() async throws {
+        let h = try startBroker()
+        let app = h.client(.app, "com.mycompany.myapp")
+        try await app.connect()
+        let events = await Collector.start(try await app.subscribe())
+        h.stop()
+        #expect(await events.waitForEnd())
+        let failure = await events.failure as? ShareBrokerError
+        guard case .connectionLost? = failure else {
+            Issue.record("expected connectionLost, got \(String(describing: failure))")
+            return
+        }
+        #expect(await app.isConnected == false)
+        #expect(await brokerError { try await app.status() } == .notConnected)
+    }
+
+    @Test func reconnectGivesUpAfterMaxAttempts() async throws {
+        let h = try startBroker()
+        let app = ShareBrokerClient(
+            socketPath: h.socket, role: .app, bundleID: "com.mycompany.myapp", reconnect: true,
+            reconnectPolicy: ReconnectPolicy(initialDelay: .milliseconds(10), maxDelay: .milliseconds(40), maxAttempts: 3))
+        try await app.connect()
+        let states = await Collector.start(await app.connectionEvents())
+        let events = await Collector.start(try await app.subscribe())
+        h.stop()
+        #expect(await events.waitForEnd())
+        guard case .unreachable? = await events.failure as? ShareBrokerError else {
+            Issue.record("expected unreachable, got \(String(describing: await events.failure))")
+            return
+        }
+        let s = await states.wait(for: 2)
+        guard s.count == 2, case .gaveUp = s[1] else {
+            Issue.record("expected .gaveUp, got \(s)")
+            return
+        }
+        // It can connect again by hand once the broker is back.
+        try h.start()
+        #expect(try await app.connect().bundleID == "com.mycompany.myapp")
+    }
+}
+
+/// Failure cases against a scripted fake broker: a call in flight when the connection drops fails
+/// with `.connectionLost` and is not sent again after reconnecting; cancellation and timeouts.
+@Suite(.serialized, .timeLimit(.minutes(1)))
+struct ClientFailureTests {
+    let fast = ReconnectPolicy(initialDelay: .milliseconds(10), maxDelay: .milliseconds(50))
+
+    @Test func inFlightCallFailsWithConnectionLostAndIsNotRetried() async throws {
+        let dir = TempDir()
+        let fake = try FakeBroker(path: dir.path + "/f.sock")
+        fake.run { f in
+            guard let c1 = f.accept(), c1.answerHello() else { return }
+            if let req = c1.read() { f.record("1: \(req["method"]?.stringValue ?? "?")") }
+            c1.close()  // drop the connection without answering
+            guard let c2 = f.accept(), c2.answerHello() else { return }
+            f.record("2: hello")
+            while let req = c2.read(timeout: 5) {
+                f.record("2: \(req["method"]?.stringValue ?? "?")")
+                c2.reply(req["id"], ["ok": true])
+            }
+        }
+        let client = ShareBrokerClient(socketPath: fake.path, role: .tool, reconnect: true, reconnectPolicy: fast)
+        try await client.connect()
+        let lost = await brokerError { try await client.urlOpen("deeplinkmyapp://x") }
+        guard case .connectionLost? = lost else {
+            Issue.record("expected connectionLost, got \(String(describing: lost))")
+            return
+        }
+        #expect(try await client.call("ping")["ok"] == true, "a later call waits for the reconnection")
+        await client.close()
+        #expect(await eventually { fake.done })
+        #expect(fake.log == ["1: url.open", "2: hello", "2: ping"], "url.open was not sent again")
+    }
+
+    @Test func cancellationAndTimeoutLeaveTheConnectionUsable() async throws {
+        let dir = TempDir()
+        let fake = try FakeBroker(path: dir.path + "/f.sock")
+        fake.run { f in
+            guard let c = f.accept(), c.answerHello() else { return }
+            var unanswered: [JSONValue] = []
+            while let req = c.read(timeout: 5) {
+                let method = req["method"]?.stringValue ?? "?"
+                f.record(method)
+                if method == "slow" {
+                    unanswered.append(req["id"] ?? .null)
+                    continue
+                }
+                for id in unanswered { c.reply(id, ["late": true]) }  // answers nobody waits for any more
+                unanswered.removeAll()
+                c.reply(req["id"], ["ok": true])
+            }
+        }
+        let client = ShareBrokerClient(socketPath: fake.path, role: .tool, requestTimeout: .milliseconds(300))
+        try await client.connect()
+        #expect(await brokerError { try await client.call("slow") } == .timeout(method: "slow"))
+
+        let task = Task { try await client.call("slow") }
+        #expect(await eventually { fake.log.count == 2 })
+        task.cancel()
+        switch await task.result {
+        case .success(let v): Issue.record("expected cancellation, got \(v)")
+        case .failure(let e): #expect(e as? ShareBrokerError == .cancelled)
+        }
+        #expect(try await client.call("ping")["ok"] == true)
+        #expect(try await client.call("ping")["late"] == nil)
+        await client.close()
+        #expect(await eventually { fake.done })
+        #expect(fake.log == ["slow", "slow", "ping", "ping"])
+    }
+}

@@ -1,1 +1,0 @@
-// Tests of the Swift client library (being written).
