@@ -27,7 +27,9 @@ public struct StateFiles: Sendable {
                 readIssues.append(ManifestIssue(file: name, field: "", message: "cannot read: \(error)", fatal: true))
             }
         }
-        let registry = AppRegistry(files: files, extraIssues: readIssues)
+        // Folders (an .app bundle or an Xcode project) are imported from their Info.plist and entitlements.
+        let imported = ProjectImporter.importDirectories(inAppsDirectory: appsDir)
+        let registry = AppRegistry(files: files, imported: imported, extraIssues: readIssues)
         let assocDir = stateDirectory + "/associations"
         var docs: [String: AssociationDocumentResult] = [:]
         var errors: [String: String] = [:]

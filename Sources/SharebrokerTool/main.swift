@@ -55,6 +55,7 @@ let root = CommandSpec(
                 .flag("json", help: "Print the result as JSON."),
             ],
             arguments: [ArgumentSpec("file", help: "The document (e.g. STATE/associations/example.com.json).")]),
+        installCommandSpec,
     ])
 
 func serve(_ cmd: ParsedCommand) throws -> Int32 {
@@ -179,6 +180,7 @@ runMain(root: root, version: "sharebroker \(SharebrokerVersion.string)") { cmd i
     case "serve": return try serve(cmd)
     case "explain": return try explain(cmd)
     case "check-association": return try checkAssociation(cmd)
+    case "install": return try runInstall(cmd)
     default: throw cmd.usageError("unknown command")
     }
 }
