@@ -56,6 +56,7 @@ let root = CommandSpec(
             ],
             arguments: [ArgumentSpec("file", help: "The document (e.g. STATE/associations/example.com.json).")]),
         installCommandSpec,
+        demoCommandSpec,
     ])
 
 func serve(_ cmd: ParsedCommand) throws -> Int32 {
@@ -181,6 +182,7 @@ runMain(root: root, version: "sharebroker \(SharebrokerVersion.string)") { cmd i
     case "explain": return try explain(cmd)
     case "check-association": return try checkAssociation(cmd)
     case "install": return try runInstall(cmd)
+    case "demo": return try runDemo(cmd)
     default: throw cmd.usageError("unknown command")
     }
 }
