@@ -117,10 +117,10 @@ public final class EventStore: TurnParticipant {
                     case .object(let body)? = o["body"]
                 else { return }
                 maxSeq = max(maxSeq, seq)
-                var q = queues[app] ?? AppQueue()
-                if q.contains(id) { return }  // a copy made by compaction
-                q.insertOrdered(StoredEvent(id: id, seq: seq, app: app, body: body, segment: rec.segment))
-                queues[app] = q
+                // Mutated in place: copying the queue out of the dictionary would copy it per record.
+                if queues[app]?.contains(id) == true { return }  // a copy made by compaction
+                queues[app, default: AppQueue()].insertOrdered(
+                    StoredEvent(id: id, seq: seq, app: app, body: body, segment: rec.segment))
                 liveBySegment[rec.segment, default: 0] += 1
             case .ack?:
                 guard let app = o["app"]?.stringValue, let ids = o["ids"]?.arrayValue else { return }
@@ -287,9 +287,8 @@ public final class EventStore: TurnParticipant {
         }
         // The copies are durable: re-home them, then the old segment can go.
         for e in carried {
-            guard var q = queues[e.app], let pos = q.positions[e.id] else { continue }
-            q.slots[pos]?.segment = target
-            queues[e.app] = q
+            guard let pos = queues[e.app]?.positions[e.id] else { continue }
+            queues[e.app]?.slots[pos]?.segment = target
         }
         liveBySegment[target, default: 0] += carried.count
         recordsBySegment[target, default: 0] += carried.count
