@@ -1,205 +1,160 @@
-// sharebroker-bench: drives a running (or self-started) broker over its socket and prints figures:
-// request rate and latency percentiles for `broker.status` round trips with N clients, and the
-// broker's resident memory for N idle connections. Later scenarios join this same tool.
+// sharebroker-bench: drives a running (or self-started) broker over its socket and prints figures,
+// one line per measurement (plus JSON lines with --json):
+//   status    N clients doing blocking broker.status round trips (no pipelining): rate, p50/p99
+//   idle      the broker's resident memory for N idle connections
+//   routing   in-process URLRouter decisions/s over 1,000 apps and their association documents
+//             (and over 10 apps, for comparison), with the distribution of `via`
+//   open      durable url.open → app.event to a live subscriber → app.ack: unpaced throughput with
+//             16 openers, then 1 opener paced at 500/s: open→event and open→acked p50/p99
+//   recovery  restart time over 100,000 pending events, after SIGTERM and after SIGKILL
+// Files: StatusIdle.swift, Routing.swift, Open.swift, Recovery.swift, Common.swift.
 
+#if canImport(Glibc)
+    @preconcurrency import Glibc
+#endif
 import Foundation
 import ShareClient
 import ShareCommandLine
 import ShareProtocol
 import ShareSystem
 
+let allScenarios = ["status", "idle", "routing", "open", "recovery", "share", "defaults"]
+
 let root = CommandSpec(
     name: "sharebroker-bench",
     abstract: "Benchmark a sharebroker over its Unix socket and print figures.",
     discussion: """
         Without --socket it starts a private broker (the sharebroker binary next to this one) on a
-        temporary state directory and stops it at the end. Scenarios: status, idle (default: all).
+        temporary state directory, with the bench app's manifest (STATE/apps/bench.json: bundle
+        com.sharebroker.bench, scheme benchapp) written before it starts, and stops it at the end.
+        Scenarios: status, idle, routing, open, recovery, or all (the default), in the order given.
+        routing needs no broker; recovery always starts (and restarts) brokers of its own, so it is
+        skipped with --socket; open with --socket needs the bench app registered in that broker.
         """,
     options: [
         .option("socket", valueName: "path", help: "Use the broker listening here instead of starting one."),
         .option("broker", valueName: "path", help: "The sharebroker binary to start.", default: "next to this binary"),
-        .option("scenario", valueName: "name", help: "status or idle; repeatable.", repeatable: true),
+        .option(
+            "scenario", valueName: "name", help: "status, idle, routing, open, recovery, share, defaults or all; repeatable.", default: "all",
+            repeatable: true),
         .option("clients", valueName: "n", help: "Concurrent clients for the status scenario.", default: "16"),
-        .option("requests", valueName: "n", help: "Round trips per client.", default: "20000"),
+        .option("requests", valueName: "n", help: "Round trips per client (status).", default: "20000"),
         .option("idle", valueName: "n", help: "Idle connection counts; repeatable.", default: "1000 and 10000", repeatable: true),
+        .option("apps", valueName: "n", help: "Apps (and association documents) for routing.", default: "1000"),
+        .option("urls", valueName: "n", help: "URLs resolved per routing pass.", default: "100000"),
+        .option("passes", valueName: "n", help: "Timed routing passes, alternating the two worlds (the best counts).", default: "5"),
+        .option("openers", valueName: "n", help: "Concurrent url.open clients for the unpaced open run.", default: "16"),
+        .option("opens", valueName: "n", help: "url.open calls in the unpaced open run.", default: "20000"),
+        .option("rate", valueName: "n", help: "Opens per second in the paced open run (1 opener).", default: "500"),
+        .option("paced-opens", valueName: "n", help: "url.open calls in the paced open run.", default: "5000"),
+        .option("pending", valueName: "n", help: "Pending events for the recovery scenario; repeatable.", default: "100000", repeatable: true),
+        .option(
+            "recovery-timeout", valueName: "seconds", help: "Longest wait for a restarted broker to answer (recovery).",
+            default: "1800"),
         .flag("json", help: "Print results as JSON lines as well."),
     ])
 
-final class Collector: @unchecked Sendable {  // guarded by `lock`
-    let lock = NSLock()
-    var latencies: [UInt32] = []
-    var errors: [String] = []
-    func add(_ l: [UInt32]) {
-        lock.lock()
-        latencies.append(contentsOf: l)
-        lock.unlock()
-    }
-    func fail(_ s: String) {
-        lock.lock()
-        errors.append(s)
-        lock.unlock()
-    }
+func positive(_ cmd: ParsedCommand, _ name: String, _ fallback: Int) throws -> Int {
+    guard let v = try cmd.int(name) else { return fallback }
+    guard v > 0 else { throw cmd.usageError("option '--\(name)' expects a positive integer, got '\(v)'") }
+    return v
 }
 
-func percentile(_ sorted: [UInt32], _ p: Double) -> Double {
-    guard !sorted.isEmpty else { return 0 }
-    let i = min(sorted.count - 1, Int((Double(sorted.count - 1) * p).rounded()))
-    return Double(sorted[i])
-}
-
-func fmt(_ v: Double, _ digits: Int = 0) -> String { String(format: "%.\(digits)f", v) }
-
-
-func statusScenario(socket: String, clients: Int, requests: Int) -> JSONValue {
-    let collector = Collector()
-    let group = DispatchGroup()
-    let start = DispatchSemaphore(value: 0)
-    var threads: [Thread] = []
-    for i in 0..<clients {
-        group.enter()
-        let t = Thread {
-            defer { group.leave() }
-            do {
-                let c = try BrokerConnection(socketPath: socket)
-                try c.hello(role: "tool")
-                var lat: [UInt32] = []
-                lat.reserveCapacity(requests)
-                start.wait()
-                for _ in 0..<requests {
-                    let t0 = Clock.monotonicNanos()
-                    _ = try c.call("broker.status")
-                    lat.append(UInt32(min(UInt64(UInt32.max), (Clock.monotonicNanos() - t0) / 1000)))
-                }
-                collector.add(lat)
-            } catch {
-                collector.fail("client \(i): \(error)")
-            }
-        }
-        threads.append(t)
-        t.start()
-    }
-    usleep(200_000)
-    let t0 = Clock.monotonicNanos()
-    for _ in 0..<clients { start.signal() }
-    group.wait()
-    let seconds = Double(Clock.monotonicNanos() - t0) / 1e9
-    let sorted = collector.latencies.sorted()
-    let rate = Double(sorted.count) / seconds
-    print(
-        "status     clients=\(clients) requests=\(sorted.count) rate=\(fmt(rate))/s p50=\(fmt(percentile(sorted, 0.5)))us "
-            + "p99=\(fmt(percentile(sorted, 0.99)))us max=\(fmt(Double(sorted.last ?? 0)))us")
-    for e in collector.errors.prefix(5) { print("  error: \(e)") }
-    return [
-        "scenario": "broker.status", "clients": .int(clients), "requests": .int(sorted.count),
-        "perSecond": .double(rate.rounded()), "p50us": .double(percentile(sorted, 0.5)),
-        "p99us": .double(percentile(sorted, 0.99)), "maxUs": .double(Double(sorted.last ?? 0)),
-    ]
-}
-
-func idleScenario(socket: String, count: Int, brokerPID: Int32) -> JSONValue? {
-    guard let before = ProcessInfoLite.rss(of: brokerPID) else {
-        print("idle       cannot read the broker's memory (pid \(brokerPID)); skipped")
-        return nil
-    }
-    var fds: [Int32] = []
-    fds.reserveCapacity(count)
-    var failed: String? = nil
-    for _ in 0..<count {
-        do { fds.append(try UnixSocket.connect(path: socket)) } catch {
-            failed = "\(error)"
-            break
-        }
-    }
-    // Make sure the broker has accepted them all: ask for the connection count.
-    var accepted = 0
-    if let c = try? BrokerConnection(socketPath: socket) {
-        for _ in 0..<500 {
-            accepted = ((try? c.call("broker.status"))?["connections"]?.intValue ?? 0) - 1
-            if accepted >= fds.count { break }
-            usleep(10_000)
-        }
-    }
-    let after = ProcessInfoLite.rss(of: brokerPID) ?? before
-    let perConn = Double(after.current - before.current) / Double(max(1, fds.count))
-    print(
-        "idle       connections=\(fds.count) accepted=\(accepted) rss_before=\(fmt(Double(before.current) / 1048576, 1))MiB "
-            + "rss_after=\(fmt(Double(after.current) / 1048576, 1))MiB peak=\(fmt(Double(after.peak) / 1048576, 1))MiB "
-            + "per_connection=\(fmt(perConn))B")
-    if let failed { print("  stopped opening connections: \(failed)") }
-    let result: JSONValue = [
-        "scenario": "idle", "connections": .int(fds.count), "accepted": .int(accepted),
-        "rssBeforeBytes": .int(before.current), "rssAfterBytes": .int(after.current), "peakBytes": .int(after.peak),
-        "perConnectionBytes": .double(perConn.rounded()),
-    ]
-    for fd in fds { FD.close(fd) }
-    // Let the broker notice the closes before the next scenario.
-    if let c = try? BrokerConnection(socketPath: socket) {
-        for _ in 0..<500 {
-            if ((try? c.call("broker.status"))?["connections"]?.intValue ?? 0) <= 1 { break }
-            usleep(10_000)
-        }
-    }
-    return result
-}
-
+setvbuf(stdout, nil, _IOLBF, 0)
 runMain(root: root, version: "sharebroker-bench \(SharebrokerVersion.string)") { cmd in
     _ = ProcessInfoLite.raiseOpenFileLimit()
-    var socket = cmd.value("socket")
-    var child: Process? = nil
-    var tempDir: String? = nil
-    if socket == nil {
-        let dir = NSTemporaryDirectory() + "sbbench-\(getpid())"
-        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-        tempDir = dir
-        socket = dir + "/s.sock"
-        let brokerPath =
-            cmd.value("broker")
-            ?? URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("sharebroker").path
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: brokerPath)
-        p.arguments = ["serve", "--socket", socket!, "--state", dir + "/state", "--log-level", "warning"]
-        try p.run()
-        child = p
-        var up = false
-        for _ in 0..<500 {
-            if UnixSocket.isLive(path: socket!) {
-                up = true
-                break
-            }
-            usleep(10_000)
-        }
-        guard up else {
-            print("broker did not start at \(socket!)")
-            return 70
+    var scenarios: [String] = []
+    for s in cmd.values("scenario").isEmpty ? ["all"] : cmd.values("scenario") {
+        if s == "all" {
+            scenarios += allScenarios
+        } else if allScenarios.contains(s) {
+            scenarios.append(s)
+        } else {
+            throw cmd.usageError("unknown scenario '\(s)' (expected \(allScenarios.joined(separator: ", ")) or all)")
         }
     }
+    let idleCounts = try cmd.values("idle").map { v -> Int in
+        guard let n = Int(v), n > 0 else { throw cmd.usageError("option '--idle' expects a positive integer, got '\(v)'") }
+        return n
+    }
+    let clients = try positive(cmd, "clients", 16)
+    let requests = try positive(cmd, "requests", 20000)
+    let routingApps = try positive(cmd, "apps", 1000)
+    let urls = try positive(cmd, "urls", 100_000)
+    let passes = try positive(cmd, "passes", 5)
+    let openers = try positive(cmd, "openers", 16)
+    let opens = try positive(cmd, "opens", 20000)
+    let rate = try positive(cmd, "rate", 500)
+    let pacedOpens = try positive(cmd, "paced-opens", 5000)
+    let pendings = try cmd.values("pending").map { v -> Int in
+        guard let n = Int(v), n > 0 else { throw cmd.usageError("option '--pending' expects a positive integer, got '\(v)'") }
+        return n
+    }
+    let recoveryTimeout = try positive(cmd, "recovery-timeout", 1800)
+
+    let binary = PrivateBroker.defaultBinary(cmd.value("broker"))
+    let tempDir = NSTemporaryDirectory() + "sbbench-\(getpid())"
+    try FileManager.default.createDirectory(atPath: tempDir, withIntermediateDirectories: true)
+    var broker: PrivateBroker? = nil
     defer {
-        if let child {
-            child.terminate()
-            child.waitUntilExit()
-        }
-        if let tempDir { try? FileManager.default.removeItem(atPath: tempDir) }
+        broker?.stop()
+        try? FileManager.default.removeItem(atPath: tempDir)
     }
-    let status = try BrokerConnection(socketPath: socket!).call("broker.status")
-    let pid = Int32(status["pid"]?.intValue ?? -1)
-    print("sharebroker-bench: broker \(status["version"]?.stringValue ?? "?") pid \(pid) at \(socket!), \(ProcessInfo.processInfo.activeProcessorCount) CPUs")
+    var socket = cmd.value("socket")
+    let needsBroker = scenarios.contains { ["status", "idle", "open"].contains($0) }
+    var pid: Int32 = -1
+    print(
+        "sharebroker-bench \(SharebrokerVersion.string): \(ProcessInfo.processInfo.activeProcessorCount) CPUs, "
+            + "scenarios \(scenarios.joined(separator: " "))")
+    if needsBroker {
+        if socket == nil {
+            let b = PrivateBroker(binary: binary, directory: tempDir + "/main")
+            broker = b
+            try b.prepare()
+            guard try b.start() else {
+                print("broker did not start at \(b.socket)")
+                return 70
+            }
+            socket = b.socket
+        }
+        let status = try BrokerConnection(socketPath: socket!).call("broker.status")
+        pid = Int32(status["pid"]?.intValue ?? -1)
+        print("sharebroker-bench: broker \(status["version"]?.stringValue ?? "?") pid \(pid) at \(socket!)")
+    }
     var jsonLines: [JSONValue] = []
-    let scenarios = cmd.values("scenario").isEmpty ? ["status", "idle"] : cmd.values("scenario")
     for s in scenarios {
         switch s {
         case "status":
-            jsonLines.append(
-                statusScenario(socket: socket!, clients: try cmd.int("clients") ?? 16, requests: try cmd.int("requests") ?? 20000))
+            jsonLines.append(statusScenario(socket: socket!, clients: clients, requests: requests))
         case "idle":
-            let counts = try cmd.values("idle").map { v -> Int in
-                guard let n = Int(v), n > 0 else { throw cmd.usageError("option '--idle' expects a positive integer, got '\(v)'") }
-                return n
-            }
-            for n in counts.isEmpty ? [1000, 10000] : counts {
+            for n in idleCounts.isEmpty ? [1000, 10000] : idleCounts {
                 if let r = idleScenario(socket: socket!, count: n, brokerPID: pid) { jsonLines.append(r) }
             }
+        case "routing":
+            jsonLines.append(routingScenario(apps: routingApps, urls: urls, passes: passes))
+        case "open":
+            if broker == nil && !BenchApp.isRegistered(socket: socket!) {
+                print("open       skipped: the broker at \(socket!) has no app \(BenchApp.bundleID) (scheme \(BenchApp.scheme))")
+                continue
+            }
+            jsonLines += openScenario(
+                socket: socket!, openers: openers, opens: opens, pacedRate: Double(rate), pacedOpens: pacedOpens)
+        case "share":
+            jsonLines += shareScenario(
+                binary: binary, directory: tempDir + "/share", clients: 16, urlShares: 20000, fileShares: 256)
+        case "defaults":
+            jsonLines += defaultsScenario(
+                binary: binary, directory: tempDir + "/defaults", writers: 16, sets: 20000, watchers: 1000, changes: 200)
+        case "recovery":
+            if cmd.value("socket") != nil {
+                print("recovery   skipped: it restarts brokers of its own; run it without --socket")
+                continue
+            }
+            for n in pendings.isEmpty ? [100_000] : pendings {
+                jsonLines += recoveryScenario(binary: binary, baseDirectory: tempDir, pending: n, timeoutSeconds: recoveryTimeout)
+            }
         default:
-            throw cmd.usageError("unknown scenario '\(s)' (expected status or idle)")
+            break
         }
     }
     if cmd.flag("json") { for l in jsonLines { print(l.compactText) } }

@@ -1,0 +1,241 @@
+// Shared pieces of sharebroker-bench: result collection, percentiles and formatting, and a private
+// broker process (start on a state directory, wait until it answers, stop it with a signal).
+
+import Foundation
+import ShareClient
+import ShareProtocol
+import ShareSystem
+
+final class Collector: @unchecked Sendable {  // guarded by `lock`
+    let lock = NSLock()
+    var latencies: [UInt32] = []
+    var errors: [String] = []
+    func add(_ l: [UInt32]) {
+        lock.lock()
+        latencies.append(contentsOf: l)
+        lock.unlock()
+    }
+    func fail(_ s: String) {
+        lock.lock()
+        errors.append(s)
+        lock.unlock()
+    }
+}
+
+func percentile(_ sorted: [UInt32], _ p: Double) -> Double {
+    guard !sorted.isEmpty else { return 0 }
+    let i = min(sorted.count - 1, Int((Double(sorted.count - 1) * p).rounded()))
+    return Double(sorted[i])
+}
+
+func fmt(_ v: Double, _ digits: Int = 0) -> String { String(format: "%.\(digits)f", v) }
+
+/// Microseconds between two monotonic instants, saturated to UInt32.
+@inline(__always) func micros(_ from: UInt64, _ to: UInt64) -> UInt32 {
+    to <= from ? 0 : UInt32(min(UInt64(UInt32.max), (to - from) / 1000))
+}
+
+/// "p50=..us p99=..us" for a latency list (sorted here), with a label prefix.
+func latencyText(_ label: String, _ sorted: [UInt32]) -> String {
+    "\(label) p50=\(fmt(percentile(sorted, 0.5)))us p99=\(fmt(percentile(sorted, 0.99)))us"
+}
+
+/// `{p50us, p99us, maxUs}` for a sorted latency list.
+func latencyJSON(_ sorted: [UInt32]) -> JSONValue {
+    [
+        "p50us": .double(percentile(sorted, 0.5)), "p99us": .double(percentile(sorted, 0.99)),
+        "maxUs": .double(Double(sorted.last ?? 0)),
+    ]
+}
+
+/// Sleeps until the monotonic clock reads `deadline` (ns); returns at once if it is past.
+func sleep(untilMonotonic deadline: UInt64) {
+    let now = Clock.monotonicNanos()
+    guard deadline > now else { return }
+    var ts = timespec(tv_sec: Int(deadline - now) / 1_000_000_000, tv_nsec: Int(deadline - now) % 1_000_000_000)
+    nanosleep(&ts, nil)
+}
+
+/// Total size of the regular files under `path`, in bytes.
+func directorySize(_ path: String) -> Int {
+    guard let e = FileManager.default.enumerator(atPath: path) else { return 0 }
+    var total = 0
+    while let rel = e.nextObject() as? String {
+        if let a = try? FileManager.default.attributesOfItem(atPath: path + "/" + rel),
+            (a[.type] as? FileAttributeType) == .typeRegular
+        {
+            total += (a[.size] as? Int) ?? 0
+        }
+    }
+    return total
+}
+
+/// The bench app: the manifest written into a private broker's state directory.
+enum BenchApp {
+    static let bundleID = "com.sharebroker.bench"
+    static let scheme = "benchapp"
+    static let manifest = """
+        {
+          "bundleID": "com.sharebroker.bench",
+          "name": "sharebroker-bench subscriber",
+          "urlSchemes": ["benchapp"]
+        }
+
+        """
+
+    /// Writes STATE/apps/bench.json.
+    static func writeManifest(stateDirectory: String) throws {
+        try FileManager.default.createDirectory(atPath: stateDirectory + "/apps", withIntermediateDirectories: true)
+        try manifest.write(toFile: stateDirectory + "/apps/bench.json", atomically: true, encoding: .utf8)
+    }
+
+    /// Whether the broker at `socket` knows the bench app (for --socket runs).
+    static func isRegistered(socket: String) -> Bool {
+        guard let c = try? BrokerConnection(socketPath: socket), (try? c.hello(role: "tool")) != nil,
+            let apps = (try? c.call("apps.list"))?["apps"]?.arrayValue
+        else { return false }
+        return apps.contains { $0["bundleID"]?.stringValue == bundleID }
+    }
+}
+
+/// A broker process started by the bench on a directory of its own (socket `DIR/s.sock`, state
+/// `DIR/state`). Stopped only through its own pid.
+final class PrivateBroker {
+    let binary: String
+    let directory: String
+    var socket: String { directory + "/s.sock" }
+    var state: String { directory + "/state" }
+    private(set) var process: Process? = nil
+
+    init(binary: String, directory: String) {
+        self.binary = binary
+        self.directory = directory
+    }
+
+    static func defaultBinary(_ given: String?) -> String {
+        given
+            ?? URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("sharebroker").path
+    }
+
+    /// Creates the directory and writes the bench app's manifest into the state directory.
+    func prepare() throws {
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        try BenchApp.writeManifest(stateDirectory: state)
+    }
+
+    /// Starts the broker; returns the monotonic instant just before the process was spawned.
+    @discardableResult
+    func launch() throws -> UInt64 {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: binary)
+        p.arguments = ["serve", "--socket", socket, "--state", state, "--log-level", "warning"]
+        let t0 = Clock.monotonicNanos()
+        try p.run()
+        process = p
+        return t0
+    }
+
+    /// Starts the broker and waits (up to `seconds`) until its socket accepts connections.
+    func start(seconds: Double = 60) throws -> Bool {
+        try launch()
+        let deadline = Clock.monotonicNanos() + UInt64(seconds * 1e9)
+        while Clock.monotonicNanos() < deadline {
+            if UnixSocket.isLive(path: socket) { return true }
+            if let p = process, !p.isRunning { return false }
+            usleep(2_000)
+        }
+        return false
+    }
+
+    var pid: Int32 { process?.processIdentifier ?? -1 }
+
+    /// Sends `signal` and waits for the exit; returns milliseconds from the signal to the exit.
+    @discardableResult
+    func stop(signal: Int32 = SIGTERM) -> Double {
+        guard let p = process else { return 0 }
+        process = nil
+        guard p.isRunning else { return 0 }
+        let t0 = Clock.monotonicNanos()
+        kill(p.processIdentifier, signal)
+        // Poll rather than waitUntilExit, whose run loop wakes every 50 ms.
+        while p.isRunning { usleep(200) }
+        let ms = Double(Clock.monotonicNanos() - t0) / 1e6
+        p.waitUntilExit()
+        return ms
+    }
+
+    /// Stops the broker (if running) and removes the directory.
+    func discard() {
+        stop()
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+}
+
+/// Sends `total` url.open requests spread over `connections` tool sessions, each keeping `window`
+/// requests in flight (written as one burst, then the `window` answers read). Returns the number of
+/// successful answers, the errors (first few) and the elapsed seconds.
+func pipelinedOpens(socket: String, total: Int, connections: Int, window: Int, url: @escaping @Sendable (Int) -> String)
+    -> (ok: Int, errors: [String], seconds: Double)
+{
+    let collector = Collector()
+    let okCount = Counter()
+    let group = DispatchGroup()
+    let per = total / connections
+    let t0 = Clock.monotonicNanos()
+    for c in 0..<connections {
+        let first = c * per
+        let count = c == connections - 1 ? total - first : per
+        group.enter()
+        Thread {
+            defer { group.leave() }
+            do {
+                let conn = try BrokerConnection(socketPath: socket)
+                try conn.hello(role: "tool")
+                var sent = 0
+                var ok = 0
+                var out: [UInt8] = []
+                while sent < count {
+                    let n = min(window, count - sent)
+                    out.removeAll(keepingCapacity: true)
+                    for k in 0..<n {
+                        RPCCodec.writeRequest(
+                            id: .number(String(sent + k + 1)), method: "url.open",
+                            params: ["url": .string(url(first + sent + k))], to: &out)
+                        out.append(0x0A)
+                    }
+                    try conn.sendRaw(out)
+                    for _ in 0..<n {
+                        guard let msg = try conn.readMessage() else { throw ClientError.connection("closed") }
+                        switch RPCIncoming.decode(msg) {
+                        case .response(_, .success)?: ok += 1
+                        case .response(_, .failure(let e))?: collector.fail("url.open: \(e)")
+                        default: break
+                        }
+                    }
+                    sent += n
+                }
+                okCount.add(ok)
+            } catch {
+                collector.fail("opener \(c): \(error)")
+            }
+        }.start()
+    }
+    group.wait()
+    let seconds = Double(Clock.monotonicNanos() - t0) / 1e9
+    return (okCount.value, Array(collector.errors.prefix(5)), seconds)
+}
+
+final class Counter: @unchecked Sendable {  // guarded by `lock`
+    let lock = NSLock()
+    private var n = 0
+    func add(_ k: Int) {
+        lock.lock()
+        n += k
+        lock.unlock()
+    }
+    var value: Int {
+        lock.lock()
+        defer { lock.unlock() }
+        return n
+    }
+}
