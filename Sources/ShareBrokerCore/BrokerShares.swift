@@ -419,19 +419,8 @@ extension Broker {
         return s
     }
 
-    static func isoNow() -> String {
-        var ts = timespec()
-        clock_gettime(CLOCK_REALTIME, &ts)
-        var t = time_t(ts.tv_sec)
-        var tmv = tm()
-        gmtime_r(&t, &tmv)
-        func pad(_ v: Int32, _ w: Int) -> String {
-            let s = String(v)
-            return String(repeating: "0", count: max(0, w - s.count)) + s
-        }
-        return "\(pad(tmv.tm_year + 1900, 4))-\(pad(tmv.tm_mon + 1, 2))-\(pad(tmv.tm_mday, 2))T"
-            + "\(pad(tmv.tm_hour, 2)):\(pad(tmv.tm_min, 2)):\(pad(tmv.tm_sec, 2)).\(pad(Int32(ts.tv_nsec / 1_000_000), 3))Z"
-    }
+    /// Now, as ISO 8601 UTC with milliseconds (the same clock and format as log lines).
+    static func isoNow() -> String { Logger.timestamp() }
 }
 
 /// Base64 (RFC 4648, standard alphabet; padding optional; whitespace ignored).
