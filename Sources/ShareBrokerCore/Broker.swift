@@ -87,6 +87,8 @@ public final class Broker {
     var totalRequests: UInt64 = 0
     var droppedSlowClients: UInt64 = 0
     var sessionCounts = SessionCounts()
+    /// Open connections per peer uid (for the per-user limit).
+    var connectionsByUID: [UInt32: Int] = [:]
     /// Durable event queues (nil when the state directory cannot hold them: writes answer -32005).
     var store: EventStore? = nil
     var storeOpenError: String? = nil
@@ -377,13 +379,27 @@ public final class Broker {
             guard case .done(let fd) = result else { return }
             let id = nextConnectionID
             nextConnectionID += 1
-            let conn = Connection(id: id, fd: fd, peer: UnixSocket.peerCredentials(fd), maxMessage: config.maxMessage)
+            let peer = UnixSocket.peerCredentials(fd)
+            if let uid = peer?.uid, connectionsByUID[uid, default: 0] >= config.maxConnectionsPerUID {
+                log.log(.warning, "refusing a connection from uid \(uid): it already has \(config.maxConnectionsPerUID) (the per-user limit)")
+                var out: [UInt8] = []
+                RPCCodec.writeError(
+                    id: .null,
+                    error: RPCError(.unauthorized, "Unauthorized: uid \(uid) already has \(config.maxConnectionsPerUID) connections (the per-user limit)"),
+                    to: &out)
+                out.append(0x0A)
+                _ = out.withUnsafeBytes { try? FD.write(fd, $0) }
+                FD.close(fd)
+                continue
+            }
+            let conn = Connection(id: id, fd: fd, peer: peer, maxMessage: config.maxMessage)
             do { try poller.add(fd, interest: .readable, token: id) } catch {
                 log.log(.error, "cannot watch new connection: \(error)")
                 FD.close(fd)
                 continue
             }
             connections[id] = conn
+            if let uid = peer?.uid { connectionsByUID[uid, default: 0] += 1 }
             if log.enabled(.debug) { log.log(.debug, "connected: \(conn.identity)", connection: id) }
         }
     }
@@ -648,6 +664,10 @@ public final class Broker {
     /// Session clean-up (counters; later subscriptions and watches).
     func connectionClosed(_ conn: Connection) {
         if let role = conn.role { sessionCounts.adjust(role, by: -1) }
+        if let uid = conn.peer?.uid {
+            let left = (connectionsByUID[uid] ?? 1) - 1
+            connectionsByUID[uid] = left > 0 ? left : nil
+        }
         subscriberGone(conn)
         defaultsConnectionClosed(conn)
     }

@@ -89,6 +89,11 @@ extension Broker {
         if let source = conn.bundleID { fields["sourceApp"] = .string(source) }
         fields["via"] = .string(via.rawValue)
         let store = try requireStore()
+        guard store.pendingCount(for: app) < config.maxPendingEventsPerApp else {
+            throw RPCError(
+                .storageFailure,
+                "Storage failure: \(app) already has \(config.maxPendingEventsPerApp) pending events (its quota); nothing was stored")
+        }
         let event: StoredEvent
         do { event = try store.enqueue(app: app, fields: fields) } catch {
             throw RPCError(.storageFailure, "Storage failure: \(error.message); nothing was stored")

@@ -308,7 +308,15 @@ extension Broker {
             f["via"] = .string(via.rawValue)
             route = (app, f)
         }
-        if route != nil { _ = try requireStore() }
+        if let route {
+            let events = try requireStore()
+            guard events.pendingCount(for: route.app) < config.maxPendingEventsPerApp else {
+                closeFiles(items)
+                throw RPCError(
+                    .storageFailure,
+                    "Storage failure: \(route.app) already has \(config.maxPendingEventsPerApp) pending events (its quota); nothing was stored")
+            }
+        }
         let store: ShareRecordStore
         do { store = try shareStore(group) } catch {
             closeFiles(items)

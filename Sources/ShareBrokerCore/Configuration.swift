@@ -23,6 +23,10 @@ public struct BrokerConfiguration: Sendable {
     public var shutdownGraceSeconds: Double = 4.0
     /// Size at which the event journal starts a new segment (nil: the journal's default, 16 MiB).
     public var journalSegmentLimit: Int? = nil
+    /// Most connections one user id may hold open; further ones are closed at once (with a log line).
+    public var maxConnectionsPerUID: Int = 16384
+    /// Most pending (unacked) events one app may have; url.open beyond it fails with -32005.
+    public var maxPendingEventsPerApp: Int = 1_000_000
     /// Largest share (sum of its items' sizes), in bytes.
     public var maxShareBytes: Int = 256 * 1024 * 1024
     /// Most items in one share.

@@ -35,6 +35,12 @@ let root = CommandSpec(
                     help: "Output buffered for a client that does not read before it is dropped.",
                     default: "2 x max-message + 1 MiB"),
                 .option("log-level", valueName: "level", help: "trace, debug, info, warning or error.", default: "info"),
+                .option(
+                    "max-connections-per-user", valueName: "n", help: "Connections one user id may hold open.",
+                    default: "16384"),
+                .option(
+                    "max-pending-events", valueName: "n", help: "Pending (unacked) events one app may have.",
+                    default: "1000000"),
             ]),
         CommandSpec(
             name: "explain",
@@ -68,6 +74,14 @@ func serve(_ cmd: ParsedCommand) throws -> Int32 {
     if let out = try cmd.int("max-output") {
         guard out >= 4096 else { throw cmd.usageError("option '--max-output' must be at least 4096 bytes, got \(out)") }
         config.maxOutputBuffer = out
+    }
+    if let n = try cmd.int("max-connections-per-user") {
+        guard n >= 1 else { throw cmd.usageError("option '--max-connections-per-user' must be at least 1, got \(n)") }
+        config.maxConnectionsPerUID = n
+    }
+    if let n = try cmd.int("max-pending-events") {
+        guard n >= 1 else { throw cmd.usageError("option '--max-pending-events' must be at least 1, got \(n)") }
+        config.maxPendingEventsPerApp = n
     }
     if let name = cmd.value("log-level") {
         guard let level = LogLevel(name: name) else {
