@@ -116,6 +116,9 @@ public final class Broker {
     let turn = TurnLog()
     /// Work that runs once a store's changes of this turn are durable (e.g. delivering events).
     var afterCommit: [(ObjectIdentifier, () -> Void)] = []
+    /// Work that undoes, in another store, what a request did when this store's commit fails
+    /// (a share whose announcing event could not be stored is completed again).
+    var compensations: [(ObjectIdentifier, () -> Void)] = []
     var openFileLimit = 0
     let methods: [String: MethodSpec]
 
@@ -140,6 +143,7 @@ public final class Broker {
         openStore()
         reloadManifests(reason: "start")
         openExistingGroups()
+        restoreAnnouncedEvents()
         try bindSocket()
         do {
             try poller.add(listenerFD, interest: .readable, token: Broker.listenerToken)
@@ -324,6 +328,11 @@ public final class Broker {
         if turn.hasDirty {
             let failed = turn.commitAll()
             for (_, e) in failed { log.log(.error, "commit failed: \(e.message)") }
+            if !failed.isEmpty && !compensations.isEmpty {
+                for (participant, undo) in compensations where failed[participant] != nil { undo() }
+                for (_, e) in turn.commitAll() { log.log(.error, "commit of compensations failed: \(e.message)") }
+            }
+            compensations.removeAll(keepingCapacity: true)
             releaseHeld(failed)
             let actions = afterCommit
             afterCommit.removeAll(keepingCapacity: true)
@@ -332,6 +341,7 @@ public final class Broker {
             releaseHeld([:])
         }
         if !afterCommit.isEmpty { afterCommit.removeAll(keepingCapacity: true) }
+        if !compensations.isEmpty { compensations.removeAll(keepingCapacity: true) }
         if !turnEvents.isEmpty { turnEvents.removeAll(keepingCapacity: true) }
         if dirty.isEmpty { return }
         let list = dirty

@@ -322,12 +322,27 @@ extension Broker {
             closeFiles(items)
             throw error
         }
+        var pendingRoute: (app: String, fields: JSONObject)? = nil
         let files = items.compactMap(\.file)
+        // The event `open` queues is written into the share's record too (its id is known in
+        // advance: the loop is single-threaded), so recovery can re-create it if a crash lands
+        // between the share's commit and the event's (the share commits first).
+        var openEvent: JSONObject? = nil
+        if var route {
+            let events = try requireStore()
+            route.fields["sourceApp"] = .string(chosen.ext.bundleID)
+            route.fields["shareID"] = .string(shareID)
+            let seq = events.nextSequence
+            var body: JSONObject = ["id": .string("ev-\(seq)")]
+            for m in route.fields { body[m.key] = m.value }
+            openEvent = ["app": .string(route.app), "id": .string("ev-\(seq)"), "seq": .number(String(seq)), "body": .object(body)]
+            pendingRoute = route
+        }
         let stored: StoredShare
         do {
             stored = try store.add(
                 id: shareID, extensionID: chosen.ext.bundleID, app: chosen.app.bundleID, created: Broker.isoNow(),
-                items: items.map(\.stored), files: files)
+                items: items.map(\.stored), files: files, openEvent: openEvent)
         } catch {
             throw RPCError(.storageFailure, "Storage failure: \(error.message); nothing was stored")
         }
@@ -335,21 +350,48 @@ extension Broker {
             "shareID": .string(stored.id), "extension": .string(chosen.ext.bundleID), "app": .string(chosen.app.bundleID),
             "group": .string(group),
         ]
-        if var route {
-            route.fields["sourceApp"] = .string(chosen.ext.bundleID)
-            route.fields["shareID"] = .string(stored.id)
-            let events = try requireStore()
+        if let route = pendingRoute, let events = self.store {
             let event: StoredEvent
             do { event = try events.enqueue(app: route.app, fields: route.fields) } catch {
+                // Undo the share in the same turn: its record and a completion cancel out.
+                _ = try? store.complete(stored.id)
                 throw RPCError(.storageFailure, "Storage failure: \(error.message); nothing was stored")
             }
             turnEvents.append(event)
             afterCommit.append((ObjectIdentifier(events), { [unowned self] in self.deliver(event) }))
+            let shareID = stored.id
+            compensations.append((ObjectIdentifier(events), { _ = try? store.complete(shareID) }))
             if subscribers[route.app] == nil { launchIfNeeded(route.app) }
             result["eventID"] = .string(event.id)
         }
         log.log(.debug, "share \(stored.id) from \(chosen.ext.bundleID) stored in \(group) (\(items.count) items)", connection: conn.id)
         return .object(result)
+    }
+
+    /// After recovery: re-creates the events that shares announced but that were never written
+    /// (a crash between the share's commit and the event's). An event whose sequence number is
+    /// below the recovered one was written once (and acked since): it is not re-created.
+    func restoreAnnouncedEvents() {
+        guard let events = store else { return }
+        var restored = 0
+        for (_, shares) in shareStores {
+            for s in shares.all {
+                guard let e = s.openEvent, let app = e["app"]?.stringValue, let id = e["id"]?.stringValue,
+                    case .number(let seqText)? = e["seq"], let seq = UInt64(seqText), case .object(let body)? = e["body"],
+                    seq >= events.recoveredNextSequence, !events.isPending(app: app, id: id)
+                else { continue }
+                do {
+                    try events.restore(app: app, id: id, seq: seq, body: body)
+                    restored += 1
+                } catch {
+                    log.log(.error, "cannot re-create event \(id) of share \(s.id): \(error.message)")
+                }
+            }
+        }
+        if restored > 0 {
+            for (_, e) in turn.commitAll() { log.log(.error, "commit failed: \(e.message)") }
+            log.log(.info, "recovery: re-created \(restored) events announced by shares but not yet written")
+        }
     }
 
     func closeFiles(_ items: [PreparedItem]) {

@@ -137,6 +137,7 @@ public final class EventStore: TurnParticipant {
             }
         }
         nextSeq = maxSeq + 1
+        recoveredNextSequence = nextSeq
         recoveredEvents = pendingCount
         journal.onNewSegment = { [unowned self] j in
             try? j.append(type: RecordType.sequence.rawValue) { out in
@@ -203,6 +204,36 @@ public final class EventStore: TurnParticipant {
 
     /// `commit()`, for the turn log.
     public func commitTurn() throws(StoreError) { try commit() }
+
+    /// The event queues commit after the group stores (see `TurnParticipant.commitOrder`).
+    public var commitOrder: Int { 1 }
+
+    /// The sequence number the next event gets (its id is `ev-N`).
+    public var nextSequence: UInt64 { nextSeq }
+
+    /// The next sequence number as recovered at open: events with a lower one were written once.
+    public private(set) var recoveredNextSequence: UInt64 = 1
+
+    /// True when an event with this id is pending.
+    public func isPending(app: String, id: String) -> Bool { queues[app]?.contains(id) ?? false }
+
+    /// Re-creates an event that was announced but never written (a crash between a share's record
+    /// and its event): same id and sequence number.
+    public func restore(app: String, id: String, seq: UInt64, body: JSONObject) throws(StoreError) {
+        guard !isPending(app: app, id: id) else { return }
+        try journal.append(type: RecordType.event.rawValue) { out in
+            JSONValue.object([
+                "app": .string(app), "id": .string(id), "seq": .number(String(seq)), "body": .object(body),
+            ]).write(to: &out)
+        }
+        let event = StoredEvent(id: id, seq: seq, app: app, body: body, segment: journal.activeSegment)
+        queues[app, default: AppQueue()].insertOrdered(event)
+        liveBySegment[event.segment, default: 0] += 1
+        recordsBySegment[event.segment, default: 0] += 1
+        nextSeq = max(nextSeq, seq + 1)
+        undo.append(.removeEvent(app: app, id: id))
+        turn?.touch(self)
+    }
 
     /// True when changes wait for `commit`.
     public var hasPending: Bool { journal.hasPending }

@@ -25,6 +25,8 @@ public struct StoredShare: Sendable, Equatable {
     /// The items as stored: url/text items as given (+type); file items carry `file` (name inside
     /// the share's directory), `name`, `type`, `size`.
     public var items: [JSONObject]
+    /// The event `open` queued with it: `{app, id, seq, body}` (nil without `open`).
+    public var openEvent: JSONObject? = nil
 }
 
 /// A file to store with a share: its safe name and its bytes (or a source descriptor to copy).
@@ -114,7 +116,8 @@ public final class ShareRecordStore: TurnParticipant {
             let items = o["items"]?.arrayValue
         else { return nil }
         return StoredShare(
-            id: id, extensionID: ext, app: app, group: group, created: created, items: items.compactMap(\.objectValue))
+            id: id, extensionID: ext, app: app, group: group, created: created, items: items.compactMap(\.objectValue),
+            openEvent: o["openEvent"]?.objectValue)
     }
 
     /// Pending shares, oldest first.
@@ -132,7 +135,8 @@ public final class ShareRecordStore: TurnParticipant {
     /// Stores a share: writes and fsyncs its files now, appends its record (durable at the turn's
     /// commit). On any failure nothing is left behind. `items` reference files by `file` name.
     public func add(
-        id: String, extensionID: String, app: String, created: String, items: [JSONObject], files: [ShareFile]
+        id: String, extensionID: String, app: String, created: String, items: [JSONObject], files: [ShareFile],
+        openEvent: JSONObject? = nil
     ) throws(StoreError) -> StoredShare {
         let dir = directory + "/files/" + id
         if !files.isEmpty {
@@ -143,13 +147,16 @@ public final class ShareRecordStore: TurnParticipant {
         } else {
             for f in files { if case .descriptor(let fd) = f.source { FD.close(fd) } }
         }
-        let share = StoredShare(id: id, extensionID: extensionID, app: app, group: group, created: created, items: items)
+        let share = StoredShare(
+            id: id, extensionID: extensionID, app: app, group: group, created: created, items: items, openEvent: openEvent)
         do {
             try journal.append(type: RecordType.share.rawValue) { out in
-                JSONValue.object([
+                var record: JSONObject = [
                     "id": .string(id), "extension": .string(extensionID), "app": .string(app), "group": .string(group),
                     "created": .string(created), "items": .array(items.map { .object($0) }),
-                ]).write(to: &out)
+                ]
+                if let openEvent { record["openEvent"] = .object(openEvent) }
+                JSONValue.object(record).write(to: &out)
             }
         } catch {
             if !files.isEmpty { ShareRecordStore.removeTree(dir) }

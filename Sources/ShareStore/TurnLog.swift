@@ -8,6 +8,15 @@ public protocol TurnParticipant: AnyObject {
     var participantName: String { get }
     /// Makes the turn's changes durable; on failure they are undone and the error thrown.
     func commitTurn() throws(StoreError)
+    /// Stores commit in ascending order (group stores 0, the event queues 1): a share's record is
+    /// durable before the event that announces it, so a crash between the two never leaves an
+    /// event pointing at a missing share (recovery re-creates the event from the share's record).
+    var commitOrder: Int { get }
+}
+
+extension TurnParticipant {
+    /// Group stores commit first.
+    public var commitOrder: Int { 0 }
 }
 
 /// The stores changed during the current loop turn, and by which request.
@@ -36,7 +45,11 @@ public final class TurnLog {
     /// Commits every dirty store; returns the ids of those that failed, with their errors.
     public func commitAll() -> [ObjectIdentifier: StoreError] {
         var failed: [ObjectIdentifier: StoreError] = [:]
-        let list = dirty
+        var list = dirty
+        if list.count > 1 {
+            // Stable sort by commit order.
+            list = list.enumerated().sorted { ($0.element.commitOrder, $0.offset) < ($1.element.commitOrder, $1.offset) }.map(\.element)
+        }
         dirty.removeAll(keepingCapacity: true)
         dirtyIDs.removeAll(keepingCapacity: true)
         for p in list {
