@@ -234,7 +234,7 @@ struct PredicateEvaluator {
             case .size: return .number(Double(a.count))
             case .expression(let e):
                 let i = try number(try value(e, object, scope), "an array index")
-                guard i == i.rounded(), i >= 0, Int(i) < a.count else {
+                guard i == i.rounded(), i >= 0, i < Double(a.count) else {
                     throw PredicateEvaluationError(
                         "index \(PredicateValue.format(i)) is out of range for \(a.count) element\(a.count == 1 ? "" : "s")"
                     )

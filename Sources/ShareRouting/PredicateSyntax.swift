@@ -231,7 +231,13 @@ public indirect enum PredicateExpr: Sendable, Equatable, CustomStringConvertible
         "ANYKEY", "SUBQUERY", "FETCH", "CAST", "TRUEPREDICATE", "FALSEPREDICATE", "FUNCTION", "UTI",
     ]
 
-    static func keyText(_ k: String) -> String { reservedWords.contains(k.uppercased()) ? "#" + k : k }
+    /// A key as it must be written to read back as the same key: reserved words and keys that start
+    /// with a digit are escaped with `#`.
+    static func keyText(_ k: String) -> String {
+        if reservedWords.contains(k.uppercased()) { return "#" + k }
+        if let f = k.unicodeScalars.first, ("0"..."9").contains(f) { return "#" + k }
+        return k
+    }
 
     func print(_ context: Int) -> String {
         switch self {
@@ -241,6 +247,8 @@ public indirect enum PredicateExpr: Sendable, Equatable, CustomStringConvertible
         case .variable(let n): return "$" + n
         case .key(let base, let k):
             if case .evaluatedObject = base { return PredicateExpr.keyText(k) }
+            // `a.@count.k` would read back as `@count` of `a.k`: keep the operator's result grouped.
+            if case .collectionOperator = base { return "(" + base.print(0) + ")." + PredicateExpr.keyText(k) }
             return base.print(9) + "." + PredicateExpr.keyText(k)
         case .collectionOperator(let base, let op):
             if case .evaluatedObject = base { return "@" + op }

@@ -67,6 +67,7 @@ public indirect enum PredicateValue: Sendable, Equatable, CustomStringConvertibl
     }
 
     static func format(_ d: Double) -> String {
+        if d.isInfinite { return d < 0 ? "-1e999" : "1e999" }  // reads back as infinity
         if d == d.rounded(), abs(d) < 1e15 { return String(Int64(d)) }
         return String(d)
     }
