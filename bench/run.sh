@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds sharebroker and sharebroker-bench in release mode and runs every bench scenario
-# (status, idle, routing, open, recovery) against a private broker on a temporary state directory.
+# (status, idle, routing, open, recovery, share, defaults) against private brokers on temporary state
+# directories; each scenario line is followed by the CPU other processes used meanwhile.
 #
 # usage: bench/run.sh [sharebroker-bench options...]
 #   bench/run.sh                              # all scenarios, defaults (recovery at 100,000 takes minutes)

@@ -239,3 +239,45 @@ final class Counter: @unchecked Sendable {  // guarded by `lock`
         return n
     }
 }
+
+/// CPU time of the machine and of this bench (itself, its reaped children and the given live
+/// processes, e.g. the broker), to tell how much CPU *other* processes used during a scenario.
+/// The VM is shared: a figure taken while others use a core is not the broker's alone.
+struct CPUSnapshot {
+    var busy: Double  // machine-wide busy CPU seconds
+    var ours: Double  // CPU seconds used by this process, its waited children and `pids`
+    var wall: UInt64
+
+    init(pids: [Int32]) {
+        let tick = Double(sysconf(Int32(_SC_CLK_TCK)))
+        busy = 0
+        if let text = try? String(contentsOfFile: "/proc/stat", encoding: .utf8), let line = text.split(separator: "\n").first {
+            let v = line.split(separator: " ").dropFirst().compactMap { Double($0) }
+            if v.count >= 8 { busy = (v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / tick }
+        }
+        var own = 0.0
+        for who in [RUSAGE_SELF.rawValue, RUSAGE_CHILDREN.rawValue] {
+            var ru = rusage()
+            getrusage(who, &ru)
+            own += Double(ru.ru_utime.tv_sec) + Double(ru.ru_utime.tv_usec) / 1e6
+            own += Double(ru.ru_stime.tv_sec) + Double(ru.ru_stime.tv_usec) / 1e6
+        }
+        for pid in pids where pid > 0 {
+            // /proc/PID/stat: fields 14 and 15 (utime, stime), counted after the ')' closing the name.
+            guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+                let close = text.lastIndex(of: ")")
+            else { continue }
+            let f = text[text.index(after: close)...].split(separator: " ")
+            if f.count > 12, let u = Double(f[11]), let s = Double(f[12]) { own += (u + s) / tick }
+        }
+        ours = own
+        wall = Clock.monotonicNanos()
+    }
+
+    /// Cores used by other processes between `self` and `later` (machine busy minus ours).
+    func otherCores(until later: CPUSnapshot) -> Double {
+        let seconds = Double(later.wall - wall) / 1e9
+        guard seconds > 0 else { return 0 }
+        return max(0, ((later.busy - busy) - (later.ours - ours)) / seconds)
+    }
+}

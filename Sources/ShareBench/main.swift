@@ -7,7 +7,9 @@
 //   open      durable url.open → app.event to a live subscriber → app.ack: unpaced throughput with
 //             16 openers, then 1 opener paced at 500/s: open→event and open→acked p50/p99
 //   recovery  restart time over 100,000 pending events, after SIGTERM and after SIGKILL
-// Files: StatusIdle.swift, Routing.swift, Open.swift, Recovery.swift, Common.swift.
+//   share     share.send of URLs and of 1 MiB files;  defaults  defaults.set and fan-out to watchers
+// After each scenario: the CPU other processes used meanwhile (the machine may be shared).
+// Files: StatusIdle.swift, Routing.swift, Open.swift, Recovery.swift, SharesDefaults.swift, Common.swift.
 
 #if canImport(Glibc)
     @preconcurrency import Glibc
@@ -123,6 +125,17 @@ runMain(root: root, version: "sharebroker-bench \(SharebrokerVersion.string)") {
     }
     var jsonLines: [JSONValue] = []
     for s in scenarios {
+        // How busy the (shared) machine was meanwhile, apart from this bench and its brokers.
+        let cpu0 = CPUSnapshot(pids: [pid])
+        defer {
+            let cpu1 = CPUSnapshot(pids: [pid])
+            let other = cpu0.otherCores(until: cpu1)
+            print("  (\(s): other processes used \(fmt(other, 2)) cores of \(ProcessInfo.processInfo.activeProcessorCount) meanwhile)")
+            jsonLines.append([
+                "scenario": "machine", "during": .string(s), "otherCores": .double((other * 100).rounded() / 100),
+                "seconds": .double((Double(cpu1.wall - cpu0.wall) / 1e7).rounded() / 100),
+            ])
+        }
         switch s {
         case "status":
             jsonLines.append(statusScenario(socket: socket!, clients: clients, requests: requests))

@@ -48,6 +48,8 @@ public final class BrokerConnection {
     var inbox: [UInt8] = []
     var inboxOffset = 0
     var nextID = 1
+    /// Read buffer, reused across reads (no allocation per message).
+    var readBuffer = [UInt8](repeating: 0, count: 65536)
     /// Notifications received while waiting for responses, oldest first.
     public private(set) var notifications: [BrokerNotification] = []
 
@@ -88,10 +90,9 @@ public final class BrokerConnection {
                 let r = poll(&pfd, 1, timeoutMillis)
                 if r == 0 { throw .timeout }
             }
-            var buf = [UInt8](repeating: 0, count: 65536)
             let n: Int
             do {
-                n = try buf.withUnsafeMutableBytes { b in
+                n = try readBuffer.withUnsafeMutableBytes { b in
                     Result { () throws(SystemError) -> Int in try FD.readBlocking(fd, into: b) }
                 }.get()
             } catch { throw .connection("\(error)") }
@@ -103,7 +104,7 @@ public final class BrokerConnection {
                 inbox.removeSubrange(0..<inboxOffset)
                 inboxOffset = 0
             }
-            inbox.append(contentsOf: buf[0..<n])
+            inbox.append(contentsOf: readBuffer[0..<n])
         }
     }
 
