@@ -125,7 +125,7 @@ public final class DefaultsStore: TurnParticipant {
         recovery = try journal.replay { rec in
             journalBytes += Journal.headerSize + rec.payload.count
             guard let parsed = try? JSONParser.parseBuffer(rec.payload), case .object(let o) = parsed,
-                case .number(let vtext)? = o["version"], let v = UInt64(vtext)
+                case .number(let vtext)? = o["version"], let v = UInt64(vtext), v < (1 << 62)  // beyond: damage
             else { return }
             maxVersion = max(maxVersion, v)
             switch RecordType(rawValue: rec.type) {

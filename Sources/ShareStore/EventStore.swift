@@ -81,6 +81,10 @@ public final class EventStore: TurnParticipant {
         case restoreEvent(StoredEvent)
     }
 
+    /// Sequence numbers at or above this are treated as damage at replay (they could never be
+    /// reached: 2^62 events), so arithmetic on them can never overflow.
+    static let maxSequence: UInt64 = 1 << 62
+
     /// The journal (exposed for compaction settings in tests and benchmarks).
     public let journal: Journal
     var queues: [String: AppQueue] = [:]
@@ -114,7 +118,7 @@ public final class EventStore: TurnParticipant {
             case .event?:
                 guard let app = o["app"]?.stringValue, let id = o["id"]?.stringValue,
                     let seqText = o["seq"], case .number(let s) = seqText, let seq = UInt64(s),
-                    case .object(let body)? = o["body"]
+                    seq < EventStore.maxSequence, case .object(let body)? = o["body"]
                 else { return }
                 maxSeq = max(maxSeq, seq)
                 // Mutated in place: copying the queue out of the dictionary would copy it per record.
@@ -131,7 +135,9 @@ public final class EventStore: TurnParticipant {
                 }
                 if queues[app]?.count == 0 { queues[app] = nil }
             case .sequence?:
-                if case .number(let s)? = o["next"], let n = UInt64(s) { maxSeq = max(maxSeq, n - 1) }
+                if case .number(let s)? = o["next"], let n = UInt64(s), n > 0, n < EventStore.maxSequence {
+                    maxSeq = max(maxSeq, n - 1)
+                }
             case nil:
                 return
             }
