@@ -110,15 +110,25 @@ extension Broker {
                 }
                 return status
             },
-            MethodSpec("apps.list") { b, _, _ in b.registry.listJSON },
+            MethodSpec("apps.list") { b, _, _ in b.appsListJSON },
             MethodSpec("apps.reload") { b, _, _ in
                 b.reloadManifests(reason: "apps.reload")
-                return b.registry.listJSON
+                return b.appsListJSON
             },
         ]
         var table: [String: MethodSpec] = [:]
         for s in specs + eventMethods() + shareMethods() + defaultsMethods() { table[s.name] = s }
         return table
+    }
+
+    /// `apps.list`: the registry's view plus association documents that failed to load (file, reason).
+    var appsListJSON: JSONValue {
+        guard case .object(var o) = registry.listJSON else { return registry.listJSON }
+        o["associationErrors"] = .array(
+            associationErrors.sorted(by: { $0.key < $1.key }).map { host, message in
+                ["host": .string(host), "message": .string(message)]
+            })
+        return .object(o)
     }
 
     /// The names of every served method, sorted.

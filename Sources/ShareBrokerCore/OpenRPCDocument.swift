@@ -1129,6 +1129,21 @@ let openRPCDocumentText = ####"""
               "type": "object"
             },
             "description": "URL schemes claimed by several apps, with the winner."
+          },
+          "associationErrors": {
+            "type": "array",
+            "description": "Association documents that failed to load (they match nothing): host and a message naming the file and the key.",
+            "items": {
+              "type": "object",
+              "properties": {
+                "host": {
+                  "type": "string"
+                },
+                "message": {
+                  "type": "string"
+                }
+              }
+            }
           }
         }
       },

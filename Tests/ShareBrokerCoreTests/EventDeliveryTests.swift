@@ -225,3 +225,21 @@ final class FaultSwitch: @unchecked Sendable {  // guarded by `lock`
         }
     }
 }
+
+final class AssociationReportTests: XCTestCase {
+    func testMalformedAssociationDocumentIsReportedAndMatchesNothing() throws {
+        let h = BrokerHarness(
+            manifests: ["10-myapp.json": deepLinkApp, "20-browser.json": browserApp],
+            associations: ["example.com": #"{"applinks": {"details": [{"appIDs": "ABCDE12345.com.mycompany.myapp", "components": []}]}}"#])
+        try h.start()
+        let tool = try h.tool()
+        let errors = try tool.call("apps.list")["associationErrors"]?.arrayValue ?? []
+        XCTAssertEqual(errors.first?["host"], "example.com")
+        XCTAssertTrue(errors.first?["message"]?.stringValue?.contains("example.com.json") ?? false, "\(errors)")
+        XCTAssertTrue(errors.first?["message"]?.stringValue?.contains("appIDs") ?? false, "\(errors)")
+        XCTAssertEqual(try tool.call("broker.status")["associationErrors"]?.intValue, 1)
+        let r = try tool.call("url.open", ["url": "https://example.com/computers/1"])
+        XCTAssertEqual(r["via"], "browser", "a malformed document matches nothing")
+        h.stop()
+    }
+}
