@@ -90,3 +90,12 @@ public enum FileIO {
         }
     }
 }
+
+/// Writing command output (stdout) and messages (stderr) for the command-line tools: whole
+/// strings, retried on EINTR and partial writes, errors ignored (a closed pipe ends the output).
+public enum Console {
+    /// Writes `s` to standard output.
+    public static func out(_ s: String) { try? FD.writeAll(1, Array(s.utf8)) }
+    /// Writes `s` to standard error.
+    public static func err(_ s: String) { try? FD.writeAll(2, Array(s.utf8)) }
+}

@@ -91,24 +91,14 @@ func serve(_ cmd: ParsedCommand) throws -> Int32 {
     }
     let broker: Broker
     do { broker = try Broker(config: config) } catch {
-        FileHandleLite.stderr("sharebroker: error: \(error)\n")
+        Console.err("sharebroker: error: \(error)\n")
         return 1
     }
     broker.run()
     return 0
 }
 
-func writeOut(_ s: String) {
-    var bytes = Array(s.utf8)
-    bytes.withUnsafeMutableBytes { buf in
-        var off = 0
-        while off < buf.count {
-            let n = write(1, buf.baseAddress! + off, buf.count - off)
-            if n <= 0 { break }
-            off += n
-        }
-    }
-}
+func writeOut(_ s: String) { Console.out(s) }
 
 func explain(_ cmd: ParsedCommand) throws -> Int32 {
     let state = cmd.value("state") ?? DefaultPaths.state()
@@ -127,7 +117,7 @@ func explain(_ cmd: ParsedCommand) throws -> Int32 {
     case .routed: return 0
     case .noHandler: return 1
     case .invalidURL(let err), .invalidFallback(let err):
-        FileHandleLite.stderr("sharebroker: error: \(err.message)\n")
+        Console.err("sharebroker: error: \(err.message)\n")
         return 64
     }
 }
@@ -136,7 +126,7 @@ func checkAssociation(_ cmd: ParsedCommand) throws -> Int32 {
     let path = cmd.argument("file")!
     let bytes: [UInt8]
     do { bytes = try FileIO.readFile(path, limit: 8 * 1024 * 1024) } catch {
-        FileHandleLite.stderr("sharebroker: error: cannot read \(path): \(error)\n")
+        Console.err("sharebroker: error: cannot read \(path): \(error)\n")
         return 66
     }
     let doc: AssociationDocument
@@ -183,12 +173,6 @@ func checkAssociation(_ cmd: ParsedCommand) throws -> Int32 {
     return exit
 }
 
-enum FileHandleLite {
-    static func stderr(_ s: String) {
-        var bytes = Array(s.utf8)
-        bytes.withUnsafeMutableBytes { _ = write(2, $0.baseAddress, $0.count) }
-    }
-}
 
 runMain(root: root, version: "sharebroker \(SharebrokerVersion.string)") { cmd in
     switch cmd.subcommand {

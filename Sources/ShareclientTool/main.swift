@@ -110,22 +110,9 @@ enum Exit {
     static let software: Int32 = 70
 }
 
-func writeErr(_ s: String) {
-    var b = Array(s.utf8)
-    b.withUnsafeMutableBytes { _ = write(2, $0.baseAddress, $0.count) }
-}
+func writeErr(_ s: String) { Console.err(s) }
 
-func writeOut(_ s: String) {
-    var b = Array(s.utf8)
-    b.withUnsafeMutableBytes { buf in
-        var off = 0
-        while off < buf.count {
-            let n = write(1, buf.baseAddress! + off, buf.count - off)
-            if n <= 0 { break }
-            off += n
-        }
-    }
-}
+func writeOut(_ s: String) { Console.out(s) }
 
 struct Session {
     let conn: BrokerConnection
