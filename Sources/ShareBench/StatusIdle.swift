@@ -7,48 +7,26 @@ import ShareProtocol
 import ShareSystem
 
 func statusScenario(socket: String, clients: Int, requests: Int) -> JSONValue {
-    let collector = Collector()
-    let group = DispatchGroup()
-    let start = DispatchSemaphore(value: 0)
-    var threads: [Thread] = []
-    for i in 0..<clients {
-        group.enter()
-        let t = Thread {
-            defer { group.leave() }
-            do {
-                let c = try BrokerConnection(socketPath: socket)
-                try c.hello(role: "tool")
-                var lat: [UInt32] = []
-                lat.reserveCapacity(requests)
-                start.wait()
-                for _ in 0..<requests {
-                    let t0 = Clock.monotonicNanos()
-                    _ = try c.call("broker.status")
-                    lat.append(UInt32(min(UInt64(UInt32.max), (Clock.monotonicNanos() - t0) / 1000)))
-                }
-                collector.add(lat)
-            } catch {
-                collector.fail("client \(i): \(error)")
-            }
-        }
-        threads.append(t)
-        t.start()
+    let total = clients * requests
+    let hello = helloLine(role: "tool")
+    let method = Array((#","method":""# + (ProcessInfo.processInfo.environment["SB_BENCH_METHOD"] ?? "broker.status") + #""}"#).utf8)
+    let r = loopDriver(socket: socket, clients: clients, total: total, hello: { _ in hello }) { _, serial, out in
+        out.append(contentsOf: #"{"jsonrpc":"2.0","id":"#.utf8)
+        out.append(contentsOf: String(serial + 1).utf8)
+        out.append(contentsOf: method)
+        out.append(0x0A)
     }
-    usleep(200_000)
-    let t0 = Clock.monotonicNanos()
-    for _ in 0..<clients { start.signal() }
-    group.wait()
-    let seconds = Double(Clock.monotonicNanos() - t0) / 1e9
-    let sorted = collector.latencies.sorted()
-    let rate = Double(sorted.count) / seconds
+    let sorted = r.latencies
+    let rate = Double(sorted.count) / max(r.seconds, 1e-9)
     print(
         "status     clients=\(clients) requests=\(sorted.count) rate=\(fmt(rate))/s p50=\(fmt(percentile(sorted, 0.5)))us "
-            + "p99=\(fmt(percentile(sorted, 0.99)))us max=\(fmt(Double(sorted.last ?? 0)))us")
-    for e in collector.errors.prefix(5) { print("  error: \(e)") }
+            + "p99=\(fmt(percentile(sorted, 0.99)))us max=\(fmt(Double(sorted.last ?? 0)))us errors=\(r.errorCount)")
+    for e in r.errors.prefix(5) { print("  error: \(e)") }
     return [
         "scenario": "broker.status", "clients": .int(clients), "requests": .int(sorted.count),
         "perSecond": .double(rate.rounded()), "p50us": .double(percentile(sorted, 0.5)),
         "p99us": .double(percentile(sorted, 0.99)), "maxUs": .double(Double(sorted.last ?? 0)),
+        "errors": .int(r.errorCount), "driver": "one thread, epoll, one request in flight per connection",
     ]
 }
 

@@ -488,7 +488,7 @@ public final class Broker {
                 case .success(let result) where !turn.requestTouched.isEmpty:
                     hold(conn, .deferred(id, result, touched: turn.requestTouched))
                 case .success(let result):
-                    conn.emit { RPCCodec.writeResult(id: id, result: result, to: &$0) }
+                    conn.emit { result.writeResponse(id: id, to: &$0) }
                 case .failure(let error):
                     conn.emit { RPCCodec.writeError(id: id, error: error, to: &$0) }
                 }
@@ -510,7 +510,7 @@ public final class Broker {
                         parts.append(.deferred(request.id!, result, touched: turn.requestTouched))
                         waits = true
                         continue
-                    case .success(let result): RPCCodec.writeResult(id: request.id!, result: result, to: &part)
+                    case .success(let result): result.writeResponse(id: request.id!, to: &part)
                     case .failure(let error): RPCCodec.writeError(id: request.id!, error: error, to: &part)
                     }
                 }
@@ -546,7 +546,7 @@ public final class Broker {
                 RPCCodec.writeError(
                     id: id, error: RPCError(.storageFailure, "Storage failure: \(e.message); nothing was stored"), to: &out)
             } else {
-                RPCCodec.writeResult(id: id, result: result, to: &out)
+                result.writeResponse(id: id, to: &out)
             }
         case .batch(let parts):
             out.append(UInt8(ascii: "["))
@@ -567,10 +567,10 @@ public final class Broker {
     }
 
     /// Runs one request; nil for notifications (no reply).
-    func dispatch(_ conn: Connection, _ request: RPCRequest) -> Result<JSONValue, RPCError>? {
+    func dispatch(_ conn: Connection, _ request: RPCRequest) -> Result<MethodResult, RPCError>? {
         totalRequests += 1
         conn.requestCount += 1
-        let outcome: Result<JSONValue, RPCError>
+        let outcome: Result<MethodResult, RPCError>
         turn.beginRequest()
         if let spec = methods[request.method] {
             do {

@@ -316,17 +316,15 @@ extension Broker {
     }
 
     /// Group defaults in `broker.status`: open groups, watches, notifications and dropped watchers.
-    var defaultsStatus: JSONValue {
+    func writeDefaultsStatus(_ w: inout JSONObjectWriter) {
         var watches = 0
-        for (_, w) in defaults.watchers { watches += w.count }
+        for (_, list) in defaults.watchers { watches += list.count }
         var compactionErrors = 0
         for (_, s) in defaults.stores where s.lastCompactionError != nil { compactionErrors += 1 }
-        return [
-            "groupsOpen": .int(defaults.stores.count),
-            "watches": .int(watches),
-            "notificationsSent": .number(String(defaults.notificationsSent)),
-            "droppedWatchers": .number(String(defaults.droppedWatchers)),
-            "compactionErrors": .int(compactionErrors),
-        ]
+        w.int("groupsOpen", defaults.stores.count)
+        w.int("watches", watches)
+        w.uint("notificationsSent", UInt64(defaults.notificationsSent))
+        w.uint("droppedWatchers", UInt64(defaults.droppedWatchers))
+        w.int("compactionErrors", compactionErrors)
     }
 }

@@ -96,11 +96,25 @@ final class Connection {
 
 /// A reply waiting for the end of the turn: ready bytes, or a success that becomes -32005 if the
 /// turn's commit fails.
+/// What a method answers: a value, or a result it encoded itself (`JSONObjectWriter`).
+enum MethodResult {
+    case value(JSONValue)
+    case encoded([UInt8])
+
+    /// Appends the whole success response for `id`.
+    func writeResponse(id: RequestID, to out: inout [UInt8]) {
+        switch self {
+        case .value(let v): RPCCodec.writeResult(id: id, result: v, to: &out)
+        case .encoded(let b): RPCCodec.writeResult(id: id, encodedResult: b, to: &out)
+        }
+    }
+}
+
 enum HeldReply {
     /// A message already serialized (JSON only, unframed).
     case bytes([UInt8])
     /// A success reply that waits for durability of the stores it changed (`touched`).
-    case deferred(RequestID, JSONValue, touched: [ObjectIdentifier])
+    case deferred(RequestID, MethodResult, touched: [ObjectIdentifier])
     /// A batch response whose members may wait for durability.
     case batch([HeldReply])
 }

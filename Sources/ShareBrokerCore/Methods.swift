@@ -14,11 +14,22 @@ struct MethodSpec {
     /// Roles allowed (nil: any role after hello).
     let roles: Set<SessionRole>?
     /// The handler.
-    let handler: (Broker, Connection, Params) throws(RPCError) -> JSONValue
+    let handler: (Broker, Connection, Params) throws(RPCError) -> MethodResult
 
     init(
         _ name: String, needsHello: Bool = true, roles: Set<SessionRole>? = nil,
         _ handler: @escaping (Broker, Connection, Params) throws(RPCError) -> JSONValue
+    ) {
+        self.name = name
+        self.needsHello = needsHello
+        self.roles = roles
+        self.handler = { b, c, p throws(RPCError) in .value(try handler(b, c, p)) }
+    }
+
+    /// A method whose handler encodes its result itself (hot paths: no `JSONValue` tree).
+    init(
+        _ name: String, needsHello: Bool = true, roles: Set<SessionRole>? = nil,
+        encoding handler: @escaping (Broker, Connection, Params) throws(RPCError) -> MethodResult
     ) {
         self.name = name
         self.needsHello = needsHello
@@ -102,14 +113,9 @@ extension Broker {
         let specs: [MethodSpec] = [
             MethodSpec("hello", needsHello: false) { b, c, p throws(RPCError) in try b.hello(c, p) },
             MethodSpec("rpc.discover", needsHello: false) { _, _, _ throws(RPCError) in try OpenRPC.document() },
-            MethodSpec("broker.status", needsHello: false) { b, _, p throws(RPCError) in
-                var status = b.statusJSON()
-                if try p.optionalBool("verbose") == true, case .object(var o) = status {
-                    o["clients"] = b.clientsJSON()
-                    status = .object(o)
-                }
-                return status
-            },
+            MethodSpec("broker.status", needsHello: false, encoding: { b, _, p throws(RPCError) in
+                .encoded(b.encodedStatus(verbose: try p.optionalBool("verbose") == true))
+            }),
             MethodSpec("apps.list") { b, _, _ in b.appsListJSON },
             MethodSpec("apps.reload") { b, _, _ in
                 b.reloadManifests(reason: "apps.reload")
@@ -218,15 +224,6 @@ extension Broker {
         return .object(o)
     }
 
-    var storeStatus: JSONValue {
-        guard let store else { return ["available": false, "error": .string(storeOpenError ?? "unavailable")] }
-        let r = store.recovery
-        return [
-            "available": true, "recoveredEvents": .int(store.recoveredEvents), "quarantinedRecords": .int(r.quarantined),
-            "truncatedBytes": .int(r.truncatedBytes), "journalSegments": .int(store.journal.segments.count),
-        ]
-    }
-
     var launchStatus: JSONValue {
         var o = JSONObject()
         for (app, l) in launches.sorted(by: { $0.key < $1.key }) {
@@ -257,34 +254,56 @@ extension Broker {
         return .array(list)
     }
 
-    func statusJSON() -> JSONValue {
+    /// `broker.status`, encoded straight into bytes (it is the benchmark's round trip: no tree).
+    func encodedStatus(verbose: Bool) -> [UInt8] {
         let anonymous = connections.count - sessionCounts.app - sessionCounts.extension - sessionCounts.tool
-        let o: JSONObject = [
-            "version": .string(SharebrokerVersion.string),
-            "protocol": .int(SharebrokerVersion.protocolVersion),
-            "connections": .int(connections.count),
-            "apps": .int(registry.apps.count),
-            "subscribers": .int(subscribers.count),
-            "pendingEvents": .int(store?.pendingCount ?? 0),
-            "pendingShares": .int(pendingShareCount),
-            "uptimeSeconds": .double((uptimeSeconds * 1000).rounded() / 1000),
-            "pid": .number(String(ProcessInfoLite.pid)),
-            "socket": .string(config.socketPath),
-            "stateDirectory": .string(config.stateDirectory),
-            "sessions": [
-                "app": .int(sessionCounts.app), "extension": .int(sessionCounts.extension),
-                "tool": .int(sessionCounts.tool), "anonymous": .int(anonymous),
-            ],
-            "requests": .number(String(totalRequests)),
-            "droppedSlowClients": .number(String(droppedSlowClients)),
-            "manifestErrors": .int(registry.issues.filter(\.fatal).count),
-            "maxMessage": .int(config.maxMessage),
-            "associationErrors": .int(associationErrors.count),
-            "store": storeStatus,
-            "launches": launchStatus,
-            "defaults": defaultsStatus,
-            "openFileLimit": .int(openFileLimit),
-        ]
-        return .object(o)
+        var w = JSONObjectWriter(capacity: 768)
+        w.string("version", SharebrokerVersion.string)
+        w.int("protocol", SharebrokerVersion.protocolVersion)
+        w.int("connections", connections.count)
+        w.int("apps", registry.apps.count)
+        w.int("subscribers", subscribers.count)
+        w.int("pendingEvents", store?.pendingCount ?? 0)
+        w.int("pendingShares", pendingShareCount)
+        w.double("uptimeSeconds", (uptimeSeconds * 1000).rounded() / 1000)
+        w.int("pid", Int(ProcessInfoLite.pid))
+        w.string("socket", config.socketPath)
+        w.string("stateDirectory", config.stateDirectory)
+        w.object("sessions") { s in
+            s.int("app", sessionCounts.app)
+            s.int("extension", sessionCounts.extension)
+            s.int("tool", sessionCounts.tool)
+            s.int("anonymous", anonymous)
+        }
+        w.uint("requests", UInt64(totalRequests))
+        w.uint("droppedSlowClients", UInt64(droppedSlowClients))
+        w.int("manifestErrors", manifestErrorCount)
+        w.int("maxMessage", config.maxMessage)
+        w.int("associationErrors", associationErrors.count)
+        w.object("store") { s in
+            if let store {
+                let r = store.recovery
+                s.bool("available", true)
+                s.int("recoveredEvents", store.recoveredEvents)
+                s.int("quarantinedRecords", r.quarantined)
+                s.int("truncatedBytes", r.truncatedBytes)
+                s.int("journalSegments", store.journal.segments.count)
+            } else {
+                s.bool("available", false)
+                s.string("error", storeOpenError ?? "unavailable")
+            }
+        }
+        if launches.isEmpty {
+            w.object("launches") { _ in }
+        } else {
+            w.value("launches", launchStatus)
+        }
+        w.object("defaults") { writeDefaultsStatus(&$0) }
+        w.int("openFileLimit", openFileLimit)
+        if verbose { w.value("clients", clientsJSON()) }
+        return w.finish()
     }
+
+    /// Manifest issues that keep a manifest out (counted for `broker.status`).
+    var manifestErrorCount: Int { registry.issues.reduce(0) { $0 + ($1.fatal ? 1 : 0) } }
 }

@@ -40,9 +40,12 @@ public struct JSONObject: Sendable, Equatable, ExpressibleByDictionaryLiteral, S
         members.reserveCapacity(pairs.count)
         for (k, v) in pairs { self[k] = v }
     }
-    /// `["a": .int(1)]` builds an object in literal order.
+    /// `["a": .int(1)]` builds an object in literal order. A literal's keys must be unique (as with
+    /// `Dictionary` literals): debug builds check it, release builds take the members as written,
+    /// in linear time (replies are built from literals on every request).
     public init(dictionaryLiteral elements: (String, JSONValue)...) {
-        self.init(elements)
+        assert(Set(elements.map(\.0)).count == elements.count, "duplicate key in a JSONObject literal")
+        members = elements.map { (key: $0.0, value: $0.1) }
     }
     /// An object from members whose keys are known to be unique (not checked): linear time.
     public init(uniqueMembers: [(key: String, value: JSONValue)]) { members = uniqueMembers }
@@ -94,7 +97,10 @@ extension JSONValue: ExpressibleByStringLiteral, ExpressibleByBooleanLiteral, Ex
     /// An array literal.
     public init(arrayLiteral elements: JSONValue...) { self = .array(elements) }
     /// A dictionary literal, kept in literal order.
-    public init(dictionaryLiteral elements: (String, JSONValue)...) { self = .object(JSONObject(elements)) }
+    public init(dictionaryLiteral elements: (String, JSONValue)...) {
+        assert(Set(elements.map(\.0)).count == elements.count, "duplicate key in a JSONObject literal")
+        self = .object(JSONObject(uniqueMembers: elements.map { (key: $0.0, value: $0.1) }))
+    }
     /// An integer literal.
     public init(integerLiteral value: Int) { self = .int(value) }
 }

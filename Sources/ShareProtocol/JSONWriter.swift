@@ -5,9 +5,11 @@ extension JSONValue {
     /// Appends the compact JSON text of this value to `out`. Never emits a raw newline.
     public func write(to out: inout [UInt8]) {
         switch self {
-        case .null: out.append(contentsOf: "null".utf8)
-        case .bool(let b): out.append(contentsOf: (b ? "true" : "false").utf8)
-        case .number(let n): out.append(contentsOf: n.utf8)
+        case .null: JSONValue.appendStatic("null", to: &out)
+        case .bool(let b): JSONValue.appendStatic(b ? "true" : "false", to: &out)
+        case .number(let n):
+            var lexeme = n
+            lexeme.withUTF8 { out.append(contentsOf: $0) }
         case .string(let s): JSONValue.writeString(s, to: &out)
         case .array(let items):
             out.append(UInt8(ascii: "["))

@@ -210,10 +210,20 @@ public enum RPCCodec {
 
     /// Appends the bytes of a success response.
     public static func writeResult(id: RequestID, result: JSONValue, to out: inout [UInt8]) {
-        out.append(contentsOf: #"{"jsonrpc":"2.0","id":"#.utf8)
+        JSONValue.appendStatic(#"{"jsonrpc":"2.0","id":"#, to: &out)
         id.json.write(to: &out)
-        out.append(contentsOf: #","result":"#.utf8)
+        JSONValue.appendStatic(#","result":"#, to: &out)
         result.write(to: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
+    /// Appends the bytes of a success response whose result is already encoded JSON
+    /// (for example by `JSONObjectWriter`).
+    public static func writeResult(id: RequestID, encodedResult: [UInt8], to out: inout [UInt8]) {
+        JSONValue.appendStatic(#"{"jsonrpc":"2.0","id":"#, to: &out)
+        id.json.write(to: &out)
+        JSONValue.appendStatic(#","result":"#, to: &out)
+        out.append(contentsOf: encodedResult)
         out.append(UInt8(ascii: "}"))
     }
 

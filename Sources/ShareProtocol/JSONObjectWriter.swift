@@ -1,0 +1,123 @@
+// Writing a JSON object straight into bytes, without building a `JSONValue` tree first: for
+// replies that are built on every request (broker.status) and notifications sent on the hot path.
+// The output is byte for byte what `JSONValue.write(to:)` gives for the same members.
+
+/// Appends the members of one JSON object to a byte buffer as they are given.
+///
+/// Keys are `StaticString`s written as they are: they must not need escaping (checked in debug
+/// builds) and must be unique within the object (the caller's responsibility, as with literals).
+///
+/// ```swift
+/// var w = JSONObjectWriter()
+/// w.int("connections", 3)
+/// w.object("sessions") { $0.int("app", 1) }
+/// let bytes = w.finish()   // {"connections":3,"sessions":{"app":1}}
+/// ```
+public struct JSONObjectWriter {
+    /// The bytes written so far (an unterminated object until `finish`).
+    public private(set) var bytes: [UInt8]
+    private var empty = true
+
+    /// Starts an object, reserving `capacity` bytes.
+    public init(capacity: Int = 256) {
+        bytes = []
+        bytes.reserveCapacity(capacity)
+        bytes.append(UInt8(ascii: "{"))
+    }
+
+    @inline(__always) private mutating func key(_ k: StaticString) {
+        if empty { empty = false } else { bytes.append(UInt8(ascii: ",")) }
+        bytes.append(UInt8(ascii: "\""))
+        k.withUTF8Buffer { b in
+            assert(!b.contains { $0 < 0x20 || $0 == 0x22 || $0 == 0x5C }, "a JSONObjectWriter key needs escaping")
+            bytes.append(contentsOf: b)
+        }
+        bytes.append(UInt8(ascii: "\""))
+        bytes.append(UInt8(ascii: ":"))
+    }
+
+    /// An integer member.
+    public mutating func int(_ k: StaticString, _ v: Int) {
+        key(k)
+        JSONValue.writeInteger(Int64(v), to: &bytes)
+    }
+
+    /// An unsigned integer member.
+    public mutating func uint(_ k: StaticString, _ v: UInt64) {
+        key(k)
+        JSONValue.writeInteger(v, to: &bytes)
+    }
+
+    /// A string member (escaped as JSON requires).
+    public mutating func string(_ k: StaticString, _ v: String) {
+        key(k)
+        JSONValue.writeString(v, to: &bytes)
+    }
+
+    /// A boolean member.
+    public mutating func bool(_ k: StaticString, _ v: Bool) {
+        key(k)
+        JSONValue.appendStatic(v ? "true" : "false", to: &bytes)
+    }
+
+    /// A floating-point member, written as `JSONValue.double` writes it.
+    public mutating func double(_ k: StaticString, _ v: Double) {
+        key(k)
+        JSONValue.double(v).write(to: &bytes)
+    }
+
+    /// A member holding any JSON value.
+    public mutating func value(_ k: StaticString, _ v: JSONValue) {
+        key(k)
+        v.write(to: &bytes)
+    }
+
+    /// A member holding a nested object written by `body`.
+    public mutating func object(_ k: StaticString, _ body: (inout JSONObjectWriter) -> Void) {
+        key(k)
+        var inner = JSONObjectWriter(capacity: 0)
+        inner.bytes = []
+        swap(&inner.bytes, &bytes)  // the nested writer appends to this buffer in place
+        inner.bytes.append(UInt8(ascii: "{"))
+        body(&inner)
+        inner.bytes.append(UInt8(ascii: "}"))
+        swap(&inner.bytes, &bytes)
+    }
+
+    /// Closes the object and returns its bytes.
+    public consuming func finish() -> [UInt8] {
+        bytes.append(UInt8(ascii: "}"))
+        return bytes
+    }
+}
+
+extension JSONValue {
+    /// Appends the bytes of a static string.
+    @inline(__always) public static func appendStatic(_ s: StaticString, to out: inout [UInt8]) {
+        s.withUTF8Buffer { out.append(contentsOf: $0) }
+    }
+
+    /// Appends the decimal digits of `v` (no allocation).
+    public static func writeInteger<T: FixedWidthInteger>(_ v: T, to out: inout [UInt8]) {
+        if v == 0 {
+            out.append(UInt8(ascii: "0"))
+            return
+        }
+        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)  // 24 bytes: enough for 20 digits and a sign
+        let negative = v < 0
+        var magnitude = negative ? UInt64(v.magnitude) : UInt64(v)
+        withUnsafeMutableBytes(of: &digits) { buf in
+            var i = buf.count
+            while magnitude > 0 {
+                i -= 1
+                buf[i] = UInt8(ascii: "0") &+ UInt8(magnitude % 10)
+                magnitude /= 10
+            }
+            if negative {
+                i -= 1
+                buf[i] = UInt8(ascii: "-")
+            }
+            out.append(contentsOf: UnsafeRawBufferPointer(rebasing: buf[i...]))
+        }
+    }
+}

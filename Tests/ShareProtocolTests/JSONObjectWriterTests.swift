@@ -1,0 +1,51 @@
+// JSONObjectWriter writes exactly what JSONValue.write writes for the same members.
+
+import Testing
+
+@testable import ShareProtocol
+
+@Suite struct JSONObjectWriterTests {
+    @Test func matchesTheTreeWriter() throws {
+        var w = JSONObjectWriter()
+        w.int("a", -42)
+        w.uint("big", UInt64.max)
+        w.string("s", "quote \" backslash \\ newline \n tab \t é 😀 \u{01}")
+        w.bool("t", true)
+        w.bool("f", false)
+        w.double("d", 16.689)
+        w.double("whole", 3)
+        w.double("nan", .nan)
+        w.object("empty") { _ in }
+        w.object("nested") { n in
+            n.int("x", 0)
+            n.object("deeper") { $0.string("k", "v") }
+        }
+        w.value("arr", [1, "two", nil])
+        w.int("min", Int.min)
+        let bytes = w.finish()
+        let tree: JSONValue = [
+            "a": -42, "big": .number("18446744073709551615"),
+            "s": .string("quote \" backslash \\ newline \n tab \t é 😀 \u{01}"),
+            "t": true, "f": false, "d": .double(16.689), "whole": .double(3), "nan": nil,
+            "empty": .object(JSONObject()), "nested": ["x": 0, "deeper": ["k": "v"]], "arr": [1, "two", nil],
+            "min": .int(Int.min),
+        ]
+        #expect(bytes == tree.bytes)
+        #expect(try JSONParser.parse(bytes) == tree)
+    }
+
+    @Test func emptyObject() {
+        #expect(JSONObjectWriter().finish() == Array("{}".utf8))
+    }
+
+    @Test func integersOfEveryWidth() {
+        for v: Int64 in [0, 1, -1, 9, 10, 99, 100, -100, 1_234_567_890_123, .max, .min] {
+            var out: [UInt8] = []
+            JSONValue.writeInteger(v, to: &out)
+            #expect(String(decoding: out, as: UTF8.self) == String(v))
+        }
+        var out: [UInt8] = []
+        JSONValue.writeInteger(UInt64.max, to: &out)
+        #expect(String(decoding: out, as: UTF8.self) == String(UInt64.max))
+    }
+}
