@@ -20,6 +20,29 @@
 #include <unistd.h>
 
 #ifdef __linux__
+#include <sys/random.h>
+
+int sb_random(void *buf, size_t len) {
+    unsigned char *p = buf;
+    while (len > 0) {
+        ssize_t n = getrandom(p, len, 0);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            return -1;
+        }
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+#else
+int sb_random(void *buf, size_t len) {
+    arc4random_buf(buf, len);
+    return 0;
+}
+#endif
+
+#ifdef __linux__
 #include <sys/epoll.h>
 
 int sb_poller_create(void) { return epoll_create1(EPOLL_CLOEXEC); }

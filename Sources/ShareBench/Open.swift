@@ -189,6 +189,31 @@ func openRun(socket: String, openers: Int, opens: Int, rate: Double) -> OpenFigu
     ready.wait()
     usleep(50_000)  // let the subscriber drain any backlog from earlier runs
 
+    if rate <= 0 {
+        // Unpaced: the one-thread load generator, `openers` connections with one url.open in flight each.
+        let hello = helloLine(role: "tool")
+        let t0 = Clock.monotonicNanos()
+        let r = loopDriver(socket: socket, clients: openers, total: opens, hello: { _ in hello }) { _, serial, out in
+            var url = "\(BenchApp.scheme)://e?r=\(run)&i=\(serial)&t="
+            url += String(Clock.monotonicNanos())
+            RPCCodec.writeRequest(id: .number(String(serial + 1)), method: "url.open", params: ["url": .string(url)], to: &out)
+            out.append(0x0A)
+        }
+        let answeredAt = Clock.monotonicNanos()
+        for e in r.errors { results.fail("opener: \(e)") }
+        subscriberDone.wait()
+        results.lock.lock()
+        defer { results.lock.unlock() }
+        results.replies = r.latencies
+        let end = max(results.lastAckAt, t0 + 1)
+        let seconds = Double(end - t0) / 1e9
+        return OpenFigures(
+            openers: openers, opens: opens, rate: rate, seconds: seconds,
+            ackedPerSecond: Double(results.acked.count) / seconds,
+            answeredPerSecond: Double(r.latencies.count) / (Double(answeredAt - t0) / 1e9),
+            deliver: results.deliver.sorted(), acked: results.acked.sorted(), replies: r.latencies,
+            batches: results.ackBatches, results: results)
+    }
     let group = DispatchGroup()
     let start = DispatchSemaphore(value: 0)
     let per = opens / openers

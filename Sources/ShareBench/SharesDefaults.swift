@@ -74,10 +74,17 @@ func shareScenario(binary: String, directory: String, clients: Int, urlShares: I
         return c
     }
     var out: [JSONValue] = []
-    let urlRun = concurrentCalls(clients: clients, perClient: max(1, urlShares / clients), setup: setup) { c, client, i in
-        _ = try c.call("share.send", ["items": [["url": .string("https://youtu.be/bench-\(client)-\(i)")]]])
+    // URL items: the one-thread load generator (one share.send in flight per connection).
+    let extHello = helloLine(role: "extension", bundleID: BenchGroupApp.ext)
+    let urlRun = loopDriver(
+        socket: socket, clients: clients, total: max(clients, urlShares), hello: { _ in extHello }
+    ) { client, serial, out in
+        RPCCodec.writeRequest(
+            id: .number(String(serial + 1)), method: "share.send",
+            params: ["items": [["url": .string("https://youtu.be/bench-\(client)-\(serial)")]]], to: &out)
+        out.append(0x0A)
     }
-    let urlRate = Double(urlRun.latencies.count) / urlRun.seconds
+    let urlRate = Double(urlRun.latencies.count) / max(urlRun.seconds, 1e-9)
     print(
         "share      item=url clients=\(clients) shares=\(urlRun.latencies.count) rate=\(fmt(urlRate))/s "
             + latencyText("send", urlRun.latencies))

@@ -120,6 +120,9 @@ public final class Broker {
     /// (a share whose announcing event could not be stored is completed again).
     var compensations: [(ObjectIdentifier, () -> Void)] = []
     var openFileLimit = 0
+    /// Random bytes for share IDs (`randomHex`), refilled from the kernel's CSPRNG.
+    var randomPool: [UInt8] = []
+    var randomPoolIndex = 0
     let methods: [String: MethodSpec]
 
     /// A handle other threads may use to stop or reload this broker.

@@ -207,3 +207,11 @@ public enum ProcessInfoLite {
         return s.isEmpty ? nil : s
     }
 }
+
+/// The kernel's cryptographically secure random generator.
+public enum SecureRandom {
+    /// Fills `bytes` (getrandom on Linux, arc4random_buf on macOS); false if the kernel refused.
+    public static func fill(_ bytes: inout [UInt8]) -> Bool {
+        bytes.withUnsafeMutableBytes { sb_random($0.baseAddress, $0.count) == 0 }
+    }
+}

@@ -63,6 +63,9 @@ int sb_preallocate(int fd, long long offset, long long len);
 /// fdatasync where available, fsync elsewhere (F_FULLFSYNC is not used). 0 or -1/errno.
 int sb_datasync(int fd);
 
+/// Fills buf with len bytes from the kernel's CSPRNG (getrandom / arc4random_buf). 0 or -1.
+int sb_random(void *buf, size_t len);
+
 #ifdef __cplusplus
 }
 #endif
