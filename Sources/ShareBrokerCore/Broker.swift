@@ -120,6 +120,8 @@ public final class Broker {
     /// (a share whose announcing event could not be stored is completed again).
     var compensations: [(ObjectIdentifier, () -> Void)] = []
     var openFileLimit = 0
+    /// Requests refused with -32007 (in-flight quota), for `broker.status`.
+    var rejectedOverQuota = 0
     /// Random bytes for share IDs (`randomHex`), refilled from the kernel's CSPRNG.
     var randomPool: [UInt8] = []
     var randomPoolIndex = 0
@@ -362,6 +364,7 @@ public final class Broker {
         for c in list {
             guard let held = c.held else { continue }
             c.held = nil
+            c.inFlight = 0
             guard connections[c.id] != nil else { continue }
             for h in held { c.enqueue { Broker.writeHeld(h, failed: failed, to: &$0) } }
             markDirty(c)
@@ -433,6 +436,9 @@ public final class Broker {
 
     func readFrom(_ conn: Connection) {
         for _ in 0..<Broker.readsPerWakeup {
+            // Back-pressure: a connection at its in-flight quota is read again after this turn's
+            // commit has released its replies (the poller is level-triggered).
+            if conn.inFlight >= config.maxRequestsInFlight { return }
             let result: IOResult<Int>
             do { result = try FD.read(conn.fd, into: scratch) } catch {
                 closeNow(conn, reason: "read failed: \(error)")
@@ -485,10 +491,15 @@ public final class Broker {
             case .failure(let reply):
                 conn.emit { RPCCodec.writeError(id: reply.id, error: reply.error, to: &$0) }
             case .success(let request):
+                if conn.inFlight >= config.maxRequestsInFlight {
+                    refuseOverQuota(conn, request)
+                    break
+                }
                 guard let response = dispatch(conn, request) else { break }
                 let id = request.id!
                 switch response {
                 case .success(let result) where !turn.requestTouched.isEmpty:
+                    conn.inFlight += 1
                     hold(conn, .deferred(id, result, touched: turn.requestTouched))
                 case .success(let result):
                     conn.emit { result.writeResponse(id: id, to: &$0) }
@@ -507,9 +518,16 @@ public final class Broker {
                 case .failure(let reply):
                     RPCCodec.writeError(id: reply.id, error: reply.error, to: &part)
                 case .success(let request):
+                    if conn.inFlight >= config.maxRequestsInFlight {
+                        rejectedOverQuota += 1
+                        guard let id = request.id else { continue }
+                        RPCCodec.writeError(id: id, error: overQuotaError(), to: &part)
+                        break
+                    }
                     guard let response = dispatch(conn, request) else { continue }
                     switch response {
                     case .success(let result) where !turn.requestTouched.isEmpty:
+                        conn.inFlight += 1
                         parts.append(.deferred(request.id!, result, touched: turn.requestTouched))
                         waits = true
                         continue
@@ -529,6 +547,20 @@ public final class Broker {
             }
             runAfterReply(conn)
         }
+    }
+
+    /// -32007 for a request read while its connection is at its in-flight quota; it is not run.
+    func refuseOverQuota(_ conn: Connection, _ request: RPCRequest) {
+        rejectedOverQuota += 1
+        if log.enabled(.debug) { log.log(.debug, "refusing \(request.method): in-flight quota reached", connection: conn.id) }
+        guard let id = request.id else { return }  // a notification is dropped (it has no reply)
+        conn.emit { RPCCodec.writeError(id: id, error: self.overQuotaError(), to: &$0) }
+    }
+
+    func overQuotaError() -> RPCError {
+        RPCError(
+            .tooManyRequests,
+            "Too many requests in flight: this connection already has \(config.maxRequestsInFlight) requests waiting for their replies (the per-connection limit, --max-requests-in-flight); read the replies before sending more. This request was not run")
     }
 
     /// Holds a reply until the end of the turn (after the commit).

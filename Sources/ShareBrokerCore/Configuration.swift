@@ -27,6 +27,10 @@ public struct BrokerConfiguration: Sendable {
     public var maxConnectionsPerUID: Int = 16384
     /// Most pending (unacked) events one app may have; url.open beyond it fails with -32005.
     public var maxPendingEventsPerApp: Int = 1_000_000
+    /// Most requests one connection may have waiting for their replies (held for the turn's
+    /// commit). At the limit the broker reads nothing more from the connection until the replies
+    /// go out; requests beyond it that were already read get -32007 and are not run.
+    public var maxRequestsInFlight: Int = 4096
     /// Largest share (sum of its items' sizes), in bytes.
     public var maxShareBytes: Int = 256 * 1024 * 1024
     /// Most items in one share.

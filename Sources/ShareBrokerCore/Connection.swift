@@ -49,6 +49,8 @@ final class Connection {
     /// Replies held until this turn's commit (non-nil while the connection has a reply that waits
     /// for durability; later replies queue behind it to keep their order).
     var held: [HeldReply]? = nil
+    /// Requests whose replies are held for this turn's commit (`Configuration.maxRequestsInFlight`).
+    var inFlight = 0
 
     init(id: UInt64, fd: Int32, peer: PeerCredentials?, maxMessage: Int) {
         self.id = id

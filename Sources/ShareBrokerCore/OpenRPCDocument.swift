@@ -208,6 +208,10 @@ let openRPCDocumentText = ####"""
             "droppedSlowClients": {
               "type": "integer"
             },
+            "rejectedOverQuota": {
+              "type": "integer",
+              "description": "Requests answered -32007 (too many requests in flight on their connection)."
+            },
             "manifestErrors": {
               "type": "integer"
             },

@@ -1,5 +1,5 @@
 // ShareBrokerError: the typed errors of `ShareBrokerClient`, one case per contract error code
-// (-32001 … -32006 and the JSON-RPC ones) plus the transport's own failures.
+// (-32001 … -32007 and the JSON-RPC ones) plus the transport's own failures.
 
 import ShareProtocol
 import ShareSystem
@@ -19,6 +19,9 @@ public enum ShareBrokerError: Error, Sendable, Equatable, CustomStringConvertibl
     case storageFailure(message: String)
     /// -32006: `ifVersion` is not the group's version; `current` is the version it is at.
     case versionConflict(current: Int, message: String)
+    /// -32007: the connection already had the broker's limit of requests waiting for replies;
+    /// this one was not run. Read the replies (or send fewer at once) and retry.
+    case tooManyRequests(message: String)
     /// -32602: a parameter is missing or wrong; the message names it.
     case invalidParams(message: String)
     /// -32601: the broker has no such method.
@@ -58,6 +61,7 @@ public enum ShareBrokerError: Error, Sendable, Equatable, CustomStringConvertibl
         case -32004: self = .noHandler(message: e.message)
         case -32005: self = .storageFailure(message: e.message)
         case -32006: self = .versionConflict(current: e.data?["version"]?.intValue ?? -1, message: e.message)
+        case -32007: self = .tooManyRequests(message: e.message)
         case -32602: self = .invalidParams(message: e.message)
         case -32601: self = .methodNotFound(message: e.message)
         case -32700: self = .parseError(message: e.message)
@@ -86,6 +90,7 @@ public enum ShareBrokerError: Error, Sendable, Equatable, CustomStringConvertibl
         case .noHandler: return -32004
         case .storageFailure: return -32005
         case .versionConflict: return -32006
+        case .tooManyRequests: return -32007
         case .invalidParams: return -32602
         case .methodNotFound: return -32601
         case .parseError: return -32700
@@ -99,7 +104,8 @@ public enum ShareBrokerError: Error, Sendable, Equatable, CustomStringConvertibl
     /// The message: the broker's (which names the cause), or one naming the local failure.
     public var message: String {
         switch self {
-        case .unauthorized(let m), .notFound(let m), .noHandler(let m), .storageFailure(let m), .invalidParams(let m),
+        case .unauthorized(let m), .notFound(let m), .noHandler(let m), .storageFailure(let m), .tooManyRequests(let m),
+            .invalidParams(let m),
             .methodNotFound(let m), .parseError(let m), .invalidRequest(let m), .internalError(let m):
             return m
         case .notAccepted(let m, _), .versionConflict(_, let m), .rpc(_, let m, _): return m

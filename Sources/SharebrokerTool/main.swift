@@ -41,6 +41,9 @@ let root = CommandSpec(
                 .option(
                     "max-pending-events", valueName: "n", help: "Pending (unacked) events one app may have.",
                     default: "1000000"),
+                .option(
+                    "max-requests-in-flight", valueName: "n",
+                    help: "Requests one connection may have waiting for their replies (then -32007).", default: "4096"),
             ]),
         CommandSpec(
             name: "explain",
@@ -82,6 +85,10 @@ func serve(_ cmd: ParsedCommand) throws -> Int32 {
     if let n = try cmd.int("max-pending-events") {
         guard n >= 1 else { throw cmd.usageError("option '--max-pending-events' must be at least 1, got \(n)") }
         config.maxPendingEventsPerApp = n
+    }
+    if let n = try cmd.int("max-requests-in-flight") {
+        guard n >= 1 else { throw cmd.usageError("option '--max-requests-in-flight' must be at least 1, got \(n)") }
+        config.maxRequestsInFlight = n
     }
     if let name = cmd.value("log-level") {
         guard let level = LogLevel(name: name) else {

@@ -48,4 +48,73 @@ final class QuotaTests: XCTestCase {
         XCTAssertEqual(try tool.call("broker.status")["pendingEvents"]?.intValue, 3)
         h.stop()
     }
+
+    func testRequestsInFlightPerConnectionAreCapped() throws {
+        let h = BrokerHarness(manifests: ["a.json": #"{"bundleID": "com.a", "urlSchemes": ["appa"]}"#])
+        try h.start { $0.maxRequestsInFlight = 3 }
+        let flooder = try RawClient(h.socket)
+        flooder.send(#"{"jsonrpc":"2.0","id":0,"method":"hello","params":{"role":"tool"}}"# + "\n")
+        XCTAssertNotNil(flooder.readJSON()?["result"])
+        // Ten durable requests in one write: all are read in one turn, three fit the quota.
+        var burst = ""
+        for i in 1...10 { burst += #"{"jsonrpc":"2.0","id":\#(i),"method":"url.open","params":{"url":"appa://\#(i)"}}"# + "\n" }
+        flooder.send(burst)
+        var ok: [Int] = []
+        var refused: [Int] = []
+        for _ in 1...10 {
+            guard let r = flooder.readJSON(), let id = r["id"]?.intValue else { return XCTFail("missing reply") }
+            if r["result"]?["eventID"] != nil {
+                ok.append(id)
+            } else {
+                XCTAssertEqual(r["error"]?["code"]?.intValue, -32007, "\(r)")
+                XCTAssertTrue(r["error"]?["message"]?.stringValue?.contains("in flight") ?? false, "\(r)")
+                refused.append(id)
+            }
+        }
+        XCTAssertEqual(ok.sorted(), [1, 2, 3])
+        XCTAssertEqual(refused.sorted(), Array(4...10))
+        // Refused requests were not run: three events are pending, not ten.
+        let tool = try h.tool()
+        let status = try tool.call("broker.status")
+        XCTAssertEqual(status["pendingEvents"]?.intValue, 3)
+        XCTAssertEqual(status["rejectedOverQuota"]?.intValue, 7)
+        // Once the replies are out the connection has room again, and other connections never noticed.
+        flooder.send(#"{"jsonrpc":"2.0","id":11,"method":"url.open","params":{"url":"appa://11"}}"# + "\n")
+        XCTAssertNotNil(flooder.readJSON()?["result"]?["eventID"])
+        XCTAssertNotNil(try tool.call("url.open", ["url": "appa://other"])["eventID"])
+        // A batch counts its members: the fourth durable member is refused, the others run.
+        var batch = "["
+        for i in 20..<25 {
+            if i > 20 { batch += "," }
+            batch += #"{"jsonrpc":"2.0","id":\#(i),"method":"url.open","params":{"url":"appa://\#(i)"}}"#
+        }
+        flooder.send(batch + "]\n")
+        guard case .array(let replies)? = flooder.readJSON() else { return XCTFail("no batch reply") }
+        XCTAssertEqual(replies.filter { $0["result"] != nil }.count, 3)
+        XCTAssertEqual(replies.filter { $0["error"]?["code"]?.intValue == -32007 }.count, 2)
+        h.stop()
+    }
+
+    func testAPipeliningClientGetsEveryAnswer() throws {
+        // Requests sent in separate writes are read turn by turn: a client that keeps more than the
+        // quota in flight gets every answer once the broker catches up, when nothing is over the
+        // quota within one read.
+        let h = BrokerHarness(manifests: ["a.json": #"{"bundleID": "com.a", "urlSchemes": ["appa"]}"#])
+        try h.start { $0.maxRequestsInFlight = 64 }
+        let c = try RawClient(h.socket)
+        c.send(#"{"jsonrpc":"2.0","id":0,"method":"hello","params":{"role":"tool"}}"# + "\n")
+        XCTAssertNotNil(c.readJSON()?["result"])
+        for i in 1...200 {
+            c.send(#"{"jsonrpc":"2.0","id":\#(i),"method":"url.open","params":{"url":"appa://\#(i)"}}"# + "\n")
+        }
+        var answered = 0
+        var refused = 0
+        for _ in 1...200 {
+            guard let r = c.readJSON() else { return XCTFail("missing reply after \(answered)") }
+            if r["result"] != nil { answered += 1 } else if r["error"]?["code"]?.intValue == -32007 { refused += 1 }
+        }
+        XCTAssertEqual(answered + refused, 200)
+        XCTAssertGreaterThan(answered, 64, "more than one quota's worth gets through, turn by turn")
+        h.stop()
+    }
 }

@@ -28,6 +28,8 @@ STORAGE_FAILURE = -32005
 VERSION_CONFLICT = -32006
 """``defaults.set``/``defaults.remove`` with ``ifVersion`` that did not match; ``data["version"]``
 is the group's current version."""
+TOO_MANY_REQUESTS = -32007
+"""The connection already had the broker's limit of requests waiting for replies; not run."""
 
 ERROR_NAMES = {
     PARSE_ERROR: "parse error",
@@ -41,6 +43,7 @@ ERROR_NAMES = {
     NO_HANDLER: "no handler",
     STORAGE_FAILURE: "storage failure",
     VERSION_CONFLICT: "version conflict",
+    TOO_MANY_REQUESTS: "too many requests in flight",
 }
 
 

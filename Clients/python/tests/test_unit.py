@@ -91,8 +91,9 @@ class ErrorTests(unittest.TestCase):
     def test_codes(self):
         self.assertEqual(
             (sharebroker.UNAUTHORIZED, sharebroker.NOT_FOUND, sharebroker.NOT_ACCEPTED,
-             sharebroker.NO_HANDLER, sharebroker.STORAGE_FAILURE, sharebroker.VERSION_CONFLICT),
-            (-32001, -32002, -32003, -32004, -32005, -32006))
+             sharebroker.NO_HANDLER, sharebroker.STORAGE_FAILURE, sharebroker.VERSION_CONFLICT,
+             sharebroker.TOO_MANY_REQUESTS),
+            (-32001, -32002, -32003, -32004, -32005, -32006, -32007))
         self.assertEqual(
             (sharebroker.PARSE_ERROR, sharebroker.INVALID_REQUEST, sharebroker.METHOD_NOT_FOUND,
              sharebroker.INVALID_PARAMS, sharebroker.INTERNAL_ERROR),
