@@ -30,7 +30,7 @@ extension Broker {
     /// Methods of routing and delivery, added to the method table.
     static func eventMethods() -> [MethodSpec] {
         [
-            MethodSpec("url.open") { b, c, p throws(RPCError) in try b.urlOpen(c, p) },
+            MethodSpec("url.open", encoding: { b, c, p throws(RPCError) in try b.urlOpen(c, p) }),
             MethodSpec("url.canOpen") { b, _, p throws(RPCError) in try b.urlCanOpen(p) },
             MethodSpec("url.explain") { b, _, p throws(RPCError) in try b.urlExplain(p) },
             MethodSpec("app.subscribe", roles: [.app]) { b, c, _ throws(RPCError) in try b.appSubscribe(c) },
@@ -73,21 +73,23 @@ extension Broker {
         return RPCError(.invalidParams, "Invalid params: \(message)")
     }
 
-    func urlOpen(_ conn: Connection, _ p: Params) throws(RPCError) -> JSONValue {
+    func urlOpen(_ conn: Connection, _ p: Params) throws(RPCError) -> MethodResult {
         let url = try p.string("url")
         let fallback = try p.optionalString("fallback")
         let decision = router.resolve(url, fallback: fallback)
         guard case .routed(let app, let via, let kind, let openedURL) = decision else { throw decisionError(decision) }
-        var fields: JSONObject = ["kind": .string(kind.rawValue)]
+        var members: [(key: String, value: JSONValue)] = [(key: "kind", value: .string(kind.rawValue))]
+        members.reserveCapacity(5)
         switch kind {
         case .openURL:
-            fields["url"] = .string(openedURL)
+            members.append((key: "url", value: .string(openedURL)))
         case .continueUserActivity:
-            fields["activityType"] = "NSUserActivityTypeBrowsingWeb"
-            fields["webpageURL"] = .string(openedURL)
+            members.append((key: "activityType", value: "NSUserActivityTypeBrowsingWeb"))
+            members.append((key: "webpageURL", value: .string(openedURL)))
         }
-        if let source = conn.bundleID { fields["sourceApp"] = .string(source) }
-        fields["via"] = .string(via.rawValue)
+        if let source = conn.bundleID { members.append((key: "sourceApp", value: .string(source))) }
+        members.append((key: "via", value: .string(via.rawValue)))
+        let fields = JSONObject(uniqueMembers: members)
         let store = try requireStore()
         guard store.pendingCount(for: app) < config.maxPendingEventsPerApp else {
             throw RPCError(
@@ -105,10 +107,14 @@ extension Broker {
         if log.enabled(.debug) {
             log.log(.debug, "url.open \(url) → \(app) via \(via.rawValue) as \(event.id) (\(live ? "delivering" : "queued"))", connection: conn.id)
         }
-        return [
-            "app": .string(app), "via": .string(via.rawValue), "eventID": .string(event.id), "delivered": .bool(live),
-            "queued": .bool(!live), "kind": .string(kind.rawValue),
-        ]
+        var w = JSONObjectWriter(capacity: 128)
+        w.string("app", app)
+        w.string("via", via.rawValue)
+        w.string("eventID", event.id)
+        w.bool("delivered", live)
+        w.bool("queued", !live)
+        w.string("kind", kind.rawValue)
+        return .encoded(w.finish())
     }
 
     func urlCanOpen(_ p: Params) throws(RPCError) -> JSONValue {
@@ -170,7 +176,11 @@ extension Broker {
     }
 
     func sendEvent(_ e: StoredEvent, to conn: Connection) {
-        conn.emit { out in RPCCodec.writeRequest(id: nil, method: "app.event", params: .object(e.body), to: &out) }
+        conn.emit { out in
+            JSONValue.appendStatic(#"{"jsonrpc":"2.0","method":"app.event","params":"#, to: &out)
+            JSONValue.object(e.body).write(to: &out)
+            out.append(UInt8(ascii: "}"))
+        }
         markDirty(conn)
     }
 

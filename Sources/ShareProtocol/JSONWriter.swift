@@ -89,6 +89,11 @@ extension JSONValue {
         out.append(UInt8(ascii: "\""))
         var copy = s
         copy.withUTF8 { buf in
+            // Fast path: most strings (keys, ids, URLs) need no escaping; test 8 bytes at a time.
+            if !needsEscaping(buf) {
+                out.append(contentsOf: buf)
+                return
+            }
             var runStart = 0
             for i in 0..<buf.count {
                 let c = buf[i]
@@ -113,5 +118,32 @@ extension JSONValue {
             if runStart < buf.count { out.append(contentsOf: UnsafeBufferPointer(rebasing: buf[runStart..<buf.count])) }
         }
         out.append(UInt8(ascii: "\""))
+    }
+
+    /// True when some byte of `buf` must be escaped in a JSON string (a control character, `"` or
+    /// `\\`). Word at a time: each test flags a byte's high bit when the byte matches (borrows
+    /// can only add flags above a real match, so "any flag" is exact).
+    @inline(__always) static func needsEscaping(_ buf: UnsafeBufferPointer<UInt8>) -> Bool {
+        let n = buf.count
+        guard let base = buf.baseAddress else { return false }
+        var i = 0
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let highs: UInt64 = 0x8080_8080_8080_8080
+        while i + 8 <= n {
+            let w = UnsafeRawPointer(base + i).loadUnaligned(as: UInt64.self)
+            let control = (w &- 0x2020_2020_2020_2020) & ~w & highs
+            let q = w ^ 0x2222_2222_2222_2222
+            let quote = (q &- ones) & ~q & highs
+            let b = w ^ 0x5C5C_5C5C_5C5C_5C5C
+            let backslash = (b &- ones) & ~b & highs
+            if (control | quote | backslash) != 0 { return true }
+            i += 8
+        }
+        while i < n {
+            let c = base[i]
+            if c < 0x20 || c == 0x22 || c == 0x5C { return true }
+            i += 1
+        }
+        return false
     }
 }

@@ -232,25 +232,25 @@ public enum RPCCodec {
 
     /// Appends the bytes of an error response.
     public static func writeError(id: RequestID, error: RPCError, to out: inout [UInt8]) {
-        out.append(contentsOf: #"{"jsonrpc":"2.0","id":"#.utf8)
+        JSONValue.appendStatic(#"{"jsonrpc":"2.0","id":"#, to: &out)
         id.json.write(to: &out)
-        out.append(contentsOf: #","error":"#.utf8)
+        JSONValue.appendStatic(#","error":"#, to: &out)
         error.json.write(to: &out)
         out.append(UInt8(ascii: "}"))
     }
 
     /// Appends the bytes of a notification (or, with `id`, a request).
     public static func writeRequest(id: RequestID?, method: String, params: JSONValue?, to out: inout [UInt8]) {
-        out.append(contentsOf: #"{"jsonrpc":"2.0","#.utf8)
+        JSONValue.appendStatic(#"{"jsonrpc":"2.0","#, to: &out)
         if let id {
-            out.append(contentsOf: #""id":"#.utf8)
+            JSONValue.appendStatic(#""id":"#, to: &out)
             id.json.write(to: &out)
             out.append(UInt8(ascii: ","))
         }
-        out.append(contentsOf: #""method":"#.utf8)
+        JSONValue.appendStatic(#""method":"#, to: &out)
         JSONValue.writeString(method, to: &out)
         if let params {
-            out.append(contentsOf: #","params":"#.utf8)
+            JSONValue.appendStatic(#","params":"#, to: &out)
             params.write(to: &out)
         }
         out.append(UInt8(ascii: "}"))

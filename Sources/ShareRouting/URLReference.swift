@@ -112,46 +112,20 @@ public struct URLReference: Sendable, Equatable, Hashable, CustomStringConvertib
         func fail(_ reason: String, at position: Int? = nil) -> URLParseError {
             URLParseError(input: text, reason: reason, position: position)
         }
+        let failAt: (String, Int?) -> URLParseError = { fail($0, at: $1) }
         if text.isEmpty { throw fail("the URL is empty") }
 
         // Pass 1: every character must be one RFC 3986 allows raw, and every '%' must start '%XX'.
-        let scalars = Array(text.unicodeScalars)
-        var i = 0
-        while i < scalars.count {
-            let u = scalars[i]
-            let v = u.value
-            if v == 0x20 { throw fail("space at position \(i) must be percent-encoded (%20)", at: i) }
-            if v < 0x20 || v == 0x7F {
-                let hex = String(v, radix: 16, uppercase: true)
-                throw fail(
-                    "control character U+\(String(repeating: "0", count: max(0, 4 - hex.count)))\(hex) at position \(i) must be percent-encoded",
-                    at: i)
-            }
-            if v > 0x7F {
-                let encoded = String(u).utf8.map { "%" + URLReference.hex2($0) }.joined()
-                throw fail("non-ASCII character '\(u)' at position \(i) must be percent-encoded (\(encoded))", at: i)
-            }
-            let c = UInt8(v)
-            if c == UInt8(ascii: "%") {
-                let ok =
-                    i + 2 < scalars.count && URLReference.isHex(scalars[i + 1]) && URLReference.isHex(scalars[i + 2])
-                if !ok {
-                    let shown = String(String.UnicodeScalarView(scalars[i..<min(i + 3, scalars.count)]))
-                    throw fail(
-                        "invalid percent-escape '\(shown)' at position \(i) ('%' must be followed by two hex digits; write '%25' for a literal '%')",
-                        at: i)
-                }
-                i += 3
-                continue
-            }
-            if !URLReference.allowedRaw(c) {
-                throw fail("character '\(u)' at position \(i) is not allowed in a URL and must be percent-encoded (%\(URLReference.hex2(c)))", at: i)
-            }
-            i += 1
+        // Positions count Unicode scalars; for ASCII text (the usual case) they are the bytes.
+        let b = Array(text.utf8)
+        if b.contains(where: { $0 >= 0x80 }) {
+            let scalars = Array(text.unicodeScalars)
+            try URLReference.checkRawCharacters(count: scalars.count, { scalars[$0].value }, failAt)
+        } else {
+            try URLReference.checkRawCharacters(count: b.count, { UInt32(b[$0]) }, failAt)
         }
 
         // From here on the text is ASCII: work on bytes.
-        let b = Array(text.utf8)
         let n = b.count
 
         // Scheme: everything before the first ':' that comes before any '/', '?', '#'.
@@ -297,6 +271,47 @@ public struct URLReference: Sendable, Equatable, Hashable, CustomStringConvertib
     }
 
     /// Parses without throwing: nil when `text` is not a valid URL.
+    /// Pass 1 of parsing: `value(i)` is the i-th Unicode scalar of the text.
+    @inline(__always)
+    static func checkRawCharacters(
+        count: Int, _ value: (Int) -> UInt32, _ fail: (String, Int?) -> URLParseError
+    ) throws(URLParseError) {
+        var i = 0
+        while i < count {
+            let v = value(i)
+            let u = Unicode.Scalar(v)!
+            if v == 0x20 { throw fail("space at position \(i) must be percent-encoded (%20)", i) }
+            if v < 0x20 || v == 0x7F {
+                let hex = String(v, radix: 16, uppercase: true)
+                throw fail(
+                    "control character U+\(String(repeating: "0", count: max(0, 4 - hex.count)))\(hex) at position \(i) must be percent-encoded",
+                    i)
+            }
+            if v > 0x7F {
+                let encoded = String(u).utf8.map { "%" + URLReference.hex2($0) }.joined()
+                throw fail("non-ASCII character '\(u)' at position \(i) must be percent-encoded (\(encoded))", i)
+            }
+            let c = UInt8(v)
+            if c == UInt8(ascii: "%") {
+                let ok =
+                    i + 2 < count && URLReference.isHex(Unicode.Scalar(value(i + 1))!)
+                    && URLReference.isHex(Unicode.Scalar(value(i + 2))!)
+                if !ok {
+                    let shown = String(String.UnicodeScalarView((i..<min(i + 3, count)).map { Unicode.Scalar(value($0))! }))
+                    throw fail(
+                        "invalid percent-escape '\(shown)' at position \(i) ('%' must be followed by two hex digits; write '%25' for a literal '%')",
+                        i)
+                }
+                i += 3
+                continue
+            }
+            if !URLReference.allowedRaw(c) {
+                throw fail("character '\(u)' at position \(i) is not allowed in a URL and must be percent-encoded (%\(URLReference.hex2(c)))", i)
+            }
+            i += 1
+        }
+    }
+
     public static func parse(_ text: String) -> URLReference? { try? URLReference(parsing: text) }
 
     // MARK: - Percent decoding

@@ -168,13 +168,13 @@ public final class EventStore: TurnParticipant {
     /// visible at once; undone if that commit fails. `fields` become the notification params.
     public func enqueue(app: String, fields: JSONObject) throws(StoreError) -> StoredEvent {
         let seq = nextSeq
-        let id = "ev-\(seq)"
-        var body: JSONObject = ["id": .string(id)]
-        for m in fields { body[m.key] = m.value }
+        let id = "ev-" + String(seq)
+        var members: [(key: String, value: JSONValue)] = [(key: "id", value: .string(id))]
+        members.reserveCapacity(fields.count + 1)
+        for m in fields where m.key != "id" { members.append(m) }  // the store owns `id`
+        let body = JSONObject(uniqueMembers: members)
         try journal.append(type: RecordType.event.rawValue) { out in
-            JSONValue.object([
-                "app": .string(app), "id": .string(id), "seq": .number(String(seq)), "body": .object(body),
-            ]).write(to: &out)
+            EventStore.writeEventRecord(app: app, id: id, seq: seq, body: body, to: &out)
         }
         nextSeq += 1
         let event = StoredEvent(id: id, seq: seq, app: app, body: body, segment: journal.activeSegment)
@@ -186,24 +186,57 @@ public final class EventStore: TurnParticipant {
         return event
     }
 
+    /// An event record's payload: `{"app":…,"id":…,"seq":N,"body":{…}}`, written without a tree.
+    static func writeEventRecord(app: String, id: String, seq: UInt64, body: JSONObject, to out: inout [UInt8]) {
+        JSONValue.appendStatic(#"{"app":"#, to: &out)
+        JSONValue.writeString(app, to: &out)
+        JSONValue.appendStatic(#","id":"#, to: &out)
+        JSONValue.writeString(id, to: &out)
+        JSONValue.appendStatic(#","seq":"#, to: &out)
+        JSONValue.writeInteger(seq, to: &out)
+        JSONValue.appendStatic(#","body":"#, to: &out)
+        JSONValue.object(body).write(to: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Removes the given events of `app`; ids it does not hold are ignored. Returns the ids removed.
     public func ack(app: String, ids: [String]) throws(StoreError) -> [String] {
-        let held = ids.filter { queues[app]?.contains($0) ?? false }
-        var unique: [String] = []
-        var seen = Set<String>()
-        for id in held where seen.insert(id).inserted { unique.append(id) }
-        guard !unique.isEmpty else { return [] }
-        try journal.append(type: RecordType.ack.rawValue) { out in
-            JSONValue.object(["app": .string(app), "ids": .array(unique.map { .string($0) })]).write(to: &out)
+        // The queue is taken out of the dictionary while it changes: one lookup of `app`, and
+        // the queue is uniquely referenced (no copy on write).
+        guard var q = queues.removeValue(forKey: app) else { return [] }
+        var removed: [StoredEvent] = []
+        for id in ids {
+            if let e = q.remove(id) { removed.append(e) }  // a repeated id is not found twice
         }
-        recordsBySegment[journal.activeSegment, default: 0] += 1
-        for id in unique {
-            if let e = queues[app]?.remove(id) {
-                liveBySegment[e.segment, default: 0] -= 1
-                undo.append(.restoreEvent(e))
+        guard !removed.isEmpty else {
+            queues[app] = q
+            return []
+        }
+        do {
+            try journal.append(type: RecordType.ack.rawValue) { out in
+                JSONValue.appendStatic(#"{"app":"#, to: &out)
+                JSONValue.writeString(app, to: &out)
+                JSONValue.appendStatic(#","ids":["#, to: &out)
+                for (i, e) in removed.enumerated() {
+                    if i > 0 { out.append(UInt8(ascii: ",")) }
+                    JSONValue.writeString(e.id, to: &out)
+                }
+                JSONValue.appendStatic("]}", to: &out)
             }
+        } catch {
+            for e in removed { q.insertOrdered(e) }  // nothing was stored: put them back
+            queues[app] = q
+            throw error
         }
-        if queues[app]?.count == 0 { queues[app] = nil }
+        if q.count > 0 { queues[app] = q }
+        recordsBySegment[journal.activeSegment, default: 0] += 1
+        var unique: [String] = []
+        unique.reserveCapacity(removed.count)
+        for e in removed {
+            liveBySegment[e.segment, default: 0] -= 1
+            undo.append(.restoreEvent(e))
+            unique.append(e.id)
+        }
         turn?.touch(self)
         return unique
     }
@@ -228,9 +261,7 @@ public final class EventStore: TurnParticipant {
     public func restore(app: String, id: String, seq: UInt64, body: JSONObject) throws(StoreError) {
         guard !isPending(app: app, id: id) else { return }
         try journal.append(type: RecordType.event.rawValue) { out in
-            JSONValue.object([
-                "app": .string(app), "id": .string(id), "seq": .number(String(seq)), "body": .object(body),
-            ]).write(to: &out)
+            EventStore.writeEventRecord(app: app, id: id, seq: seq, body: body, to: &out)
         }
         let event = StoredEvent(id: id, seq: seq, app: app, body: body, segment: journal.activeSegment)
         queues[app, default: AppQueue()].insertOrdered(event)

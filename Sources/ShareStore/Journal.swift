@@ -70,6 +70,8 @@ public final class Journal {
     static let magic0: UInt8 = 0xA5
     static let magic1: UInt8 = 0x53
     static let headerSize = 12
+    /// A header with the magic and zeros, copied in front of each record.
+    static let headerTemplate: [UInt8] = [magic0, magic1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]
     /// Largest record payload accepted at replay (guards against a corrupt length).
     public static let maxPayload = 64 * 1024 * 1024
 
@@ -222,18 +224,16 @@ public final class Journal {
     /// on disk first, so a full disk fails here (nothing appended) rather than at commit.
     public func append(type: UInt8, _ body: (inout [UInt8]) -> Void) throws(StoreError) {
         let start = pending.count
-        pending.append(contentsOf: [Journal.magic0, Journal.magic1, type, 0, 0, 0, 0, 0, 0, 0, 0, 0])
+        pending.append(contentsOf: Journal.headerTemplate)
+        pending[start + 2] = type
         body(&pending)
         let len = pending.count - start - Journal.headerSize
-        withUnsafeBytes(of: UInt32(len).littleEndian) { lb in
-            for i in 0..<4 { pending[start + 4 + i] = lb[i] }
-        }
-        let crc = pending.withUnsafeBytes { buf -> UInt32 in
-            let c = sb_crc32c(0, buf.baseAddress! + start + 2, 6)
-            return sb_crc32c(c, buf.baseAddress! + start + Journal.headerSize, len)
-        }
-        withUnsafeBytes(of: crc.littleEndian) { cb in
-            for i in 0..<4 { pending[start + 8 + i] = cb[i] }
+        pending.withUnsafeMutableBytes { buf in
+            let header = buf.baseAddress! + start
+            header.storeBytes(of: UInt32(len).littleEndian, toByteOffset: 4, as: UInt32.self)
+            let c = sb_crc32c(0, header + 2, 6)
+            let crc = sb_crc32c(c, header + Journal.headerSize, len)
+            header.storeBytes(of: crc.littleEndian, toByteOffset: 8, as: UInt32.self)
         }
         let needed = activeSize + pending.count
         if needed > reservedEnd {

@@ -49,3 +49,30 @@ import Testing
         #expect(String(decoding: out, as: UTF8.self) == String(UInt64.max))
     }
 }
+
+@Suite struct JSONStringEscapingTests {
+    /// The word-at-a-time scan must find a character that needs escaping at every position.
+    @Test func escapesAtEveryPosition() throws {
+        for special: Character in ["\"", "\\", "\n", "\u{00}", "\u{1F}", "\t"] {
+            for length in 1...24 {
+                for position in 0..<length {
+                    var chars = Array(repeating: Character("a"), count: length)
+                    chars[position] = special
+                    let s = String(chars)
+                    var out: [UInt8] = []
+                    JSONValue.writeString(s, to: &out)
+                    #expect(out.count > s.utf8.count + 2, "\(s.debugDescription) was not escaped")
+                    #expect(try JSONParser.parse(out) == .string(s))
+                }
+            }
+        }
+    }
+
+    @Test func bytesThatLookCloseAreNotEscaped() throws {
+        // 0x20 (space), 0x21, 0x23, 0x5B, 0x5D, 0x7F and multi-byte UTF-8 need no escaping.
+        let s = " !#[]\u{7F}é中😀 !#[]\u{7F}é中😀"
+        var out: [UInt8] = []
+        JSONValue.writeString(s, to: &out)
+        #expect(out == Array(("\"" + s + "\"").utf8))
+    }
+}
