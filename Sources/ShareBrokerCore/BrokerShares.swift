@@ -353,8 +353,15 @@ extension Broker {
         if let route = pendingRoute, let events = self.store {
             let event: StoredEvent
             do { event = try events.enqueue(app: route.app, fields: route.fields) } catch {
-                // Undo the share in the same turn: its record and a completion cancel out.
-                _ = try? store.complete(stored.id)
+                // Take the share back in the same turn: its record leaves the uncommitted batch
+                // (no disk space needed, unlike a completion record).
+                if !store.retract(stored.id) {
+                    do { _ = try store.complete(stored.id) } catch let undoError {
+                        // Cannot happen (the share was just added); the turn's commit must not keep it.
+                        log.log(.error, "cannot take back share \(stored.id): \(undoError.message)")
+                        store.failTurn("share \(stored.id) could not be taken back: \(undoError.message)")
+                    }
+                }
                 throw RPCError(.storageFailure, "Storage failure: \(error.message); nothing was stored")
             }
             turnEvents.append(event)

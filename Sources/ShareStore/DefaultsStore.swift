@@ -294,7 +294,7 @@ public final class DefaultsStore: TurnParticipant {
         let newVersion = version + 1
         let before = journal.pending.count
         do {
-            try journal.append(type: RecordType.remove.rawValue) { out in
+            try journal.append(type: RecordType.remove.rawValue, freeing: true) { out in
                 out.append(contentsOf: #"{"key":"#.utf8)
                 JSONValue.writeString(key, to: &out)
                 out.append(contentsOf: #","version":"#.utf8)

@@ -213,7 +213,7 @@ public final class EventStore: TurnParticipant {
             return []
         }
         do {
-            try journal.append(type: RecordType.ack.rawValue) { out in
+            try journal.append(type: RecordType.ack.rawValue, freeing: true) { out in
                 JSONValue.appendStatic(#"{"app":"#, to: &out)
                 JSONValue.writeString(app, to: &out)
                 JSONValue.appendStatic(#","ids":["#, to: &out)

@@ -83,6 +83,9 @@ public final class Journal {
     public var segmentLimit: Int = 16 * 1024 * 1024
     /// Preallocate this much ahead of the active segment's end.
     public var reserveChunk: Int = 1 * 1024 * 1024
+    /// Reserved space that only space-freeing records (`append(freeing: true)`: acks, share
+    /// completions) may use, so that a full disk can still be freed through the broker.
+    public var freeingHeadroom: Int = 64 * 1024
 
     /// Segment numbers present, oldest first; the last is the active one.
     public private(set) var segments: [Int] = []
@@ -222,7 +225,7 @@ public final class Journal {
 
     /// Appends a record to the pending batch. The payload is written by `body`. Space is reserved
     /// on disk first, so a full disk fails here (nothing appended) rather than at commit.
-    public func append(type: UInt8, _ body: (inout [UInt8]) -> Void) throws(StoreError) {
+    public func append(type: UInt8, freeing: Bool = false, _ body: (inout [UInt8]) -> Void) throws(StoreError) {
         let start = pending.count
         pending.append(contentsOf: Journal.headerTemplate)
         pending[start + 2] = type
@@ -235,10 +238,17 @@ public final class Journal {
             let crc = sb_crc32c(c, header + Journal.headerSize, len)
             header.storeBytes(of: crc.littleEndian, toByteOffset: 8, as: UInt32.self)
         }
-        let needed = activeSize + pending.count
+        // Other records keep `freeingHeadroom` reserved behind them for space-freeing ones.
+        let needed = activeSize + pending.count + (freeing ? 0 : freeingHeadroom)
         if needed > reservedEnd {
-            let want = max(needed - reservedEnd, reserveChunk)
-            let r = faultInjector?(.reserve) ?? sb_preallocate(activeFD, Int64(reservedEnd), Int64(want))
+            let least = needed - reservedEnd
+            var want = max(least, reserveChunk)
+            var r = faultInjector?(.reserve) ?? sb_preallocate(activeFD, Int64(reservedEnd), Int64(want))
+            if r == ENOSPC && want > least {
+                // Not a whole chunk left: take exactly what this record needs.
+                want = least
+                r = faultInjector?(.reserve) ?? sb_preallocate(activeFD, Int64(reservedEnd), Int64(want))
+            }
             if r != 0 {
                 pending.removeSubrange(start...)
                 throw StoreError("cannot reserve space in \(path(of: activeSegment))", SystemError("fallocate", errno: r))
@@ -250,6 +260,14 @@ public final class Journal {
 
     /// Drops the pending batch (used when a turn is rolled back).
     public func discardPending() { pending.removeAll(keepingCapacity: true) }
+
+    /// Where the next appended record starts in the pending batch (for `discardPending(from:)`).
+    public var pendingMark: Int { pending.count }
+
+    /// Drops the records appended since `mark` (taken with `pendingMark` in the same turn).
+    public func discardPending(from mark: Int) {
+        if mark >= 0 && mark < pending.count { pending.removeSubrange(mark...) }
+    }
 
     /// Writes the pending batch with one write and makes it durable with one fdatasync.
     /// On failure the segment is cut back to its previous length and the batch is dropped.
@@ -302,7 +320,9 @@ public final class Journal {
         fstat(fd, &st)
         activeFD = fd
         activeSize = Int(st.st_size)
-        reservedEnd = activeSize
+        // Space reserved before a restart stays allocated (fallocate KEEP_SIZE): count it, so a
+        // full disk does not refuse what it accepted before the restart.
+        reservedEnd = max(activeSize, Int(st.st_blocks) * 512)
     }
 
     func syncDirectory() {

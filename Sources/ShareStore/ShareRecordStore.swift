@@ -70,6 +70,10 @@ public final class ShareRecordStore: TurnParticipant {
     var shares: [String: StoredShare] = [:]
     var order: [String] = []
     var undo: [Undo] = []
+    /// The share `add` stored last in this turn and where its record starts (for `retract`).
+    var lastAdded: (id: String, mark: Int, hasFiles: Bool)? = nil
+    /// Set by `failTurn`: the reason this turn's commit fails.
+    var failedTurn: String? = nil
     var createdDirs: [String] = []
     var completedDirs: [String] = []
     /// What recovery found.
@@ -149,6 +153,7 @@ public final class ShareRecordStore: TurnParticipant {
         }
         let share = StoredShare(
             id: id, extensionID: extensionID, app: app, group: group, created: created, items: items, openEvent: openEvent)
+        let mark = journal.pendingMark
         do {
             try journal.append(type: RecordType.share.rawValue) { out in
                 var record: JSONObject = [
@@ -166,8 +171,29 @@ public final class ShareRecordStore: TurnParticipant {
         shares[id] = share
         order.append(id)
         undo.append(.removeShare(id))
+        lastAdded = (id: id, mark: mark, hasFiles: !files.isEmpty)
         turn?.touch(self)
         return share
+    }
+
+    /// Takes back the share `add` just stored, in the same turn and before anything else was
+    /// appended to this store: its record is cut out of the uncommitted batch and its files are
+    /// removed, so nothing of it is ever written (unlike `complete`, this needs no disk space).
+    /// Returns false when `id` is not the last share added in this turn.
+    public func retract(_ id: String) -> Bool {
+        guard let last = lastAdded, last.id == id, case .removeShare(id)? = undo.last, journal.pendingMark > last.mark
+        else { return false }
+        journal.discardPending(from: last.mark)
+        undo.removeLast()
+        shares[id] = nil
+        if order.last == id { order.removeLast() } else { order.removeAll { $0 == id } }
+        if last.hasFiles {
+            let dir = directory + "/files/" + id
+            createdDirs.removeAll { $0 == dir }
+            ShareRecordStore.removeTree(dir)
+        }
+        lastAdded = nil
+        return true
     }
 
     /// Writes each file with O_EXCL|O_NOFOLLOW relative to the new share directory, then fsyncs.
@@ -231,7 +257,7 @@ public final class ShareRecordStore: TurnParticipant {
     /// Removes a share (record durable at the commit; its files are deleted after it).
     public func complete(_ id: String) throws(StoreError) -> Bool {
         guard let s = shares[id] else { return false }
-        try journal.append(type: RecordType.complete.rawValue) { out in
+        try journal.append(type: RecordType.complete.rawValue, freeing: true) { out in
             JSONValue.object(["id": .string(id)]).write(to: &out)
         }
         shares[id] = nil
@@ -242,8 +268,20 @@ public final class ShareRecordStore: TurnParticipant {
         return true
     }
 
+    /// Makes this turn's commit fail (everything this turn stored in the group is rolled back and
+    /// its requests answer -32005): for a change that could not be undone any other way.
+    public func failTurn(_ reason: String) {
+        failedTurn = reason
+        turn?.touch(self)
+    }
+
     /// Makes this turn's shares durable: the new file directories' entries, then the records.
     public func commitTurn() throws(StoreError) {
+        if let reason = failedTurn {
+            failedTurn = nil
+            rollback()
+            throw StoreError(reason)
+        }
         if !createdDirs.isEmpty {
             let fd = open(directory + "/files", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
             if fd >= 0 {
@@ -257,6 +295,7 @@ public final class ShareRecordStore: TurnParticipant {
         }
         createdDirs.removeAll()
         undo.removeAll()
+        lastAdded = nil
         for d in completedDirs { ShareRecordStore.removeTree(d) }
         completedDirs.removeAll()
     }
@@ -279,6 +318,7 @@ public final class ShareRecordStore: TurnParticipant {
         createdDirs.removeAll()
         completedDirs.removeAll()
         undo.removeAll()
+        lastAdded = nil
     }
 
     /// Test seam: failures injected into this group's journal.

@@ -102,4 +102,54 @@ final class ShareAtomicityTests: XCTestCase {
         XCTAssertEqual(try again.call("broker.status")["pendingEvents"]?.intValue, 0)
         h.stop()
     }
+
+    func testARefusedEventLeavesNoTraceOfTheShare() throws {
+        // The event journal has no room left (its reservation is used up and the disk refuses
+        // more): share.send {open} answers -32005 and its share is taken back without writing
+        // anything: not the share's record, not a completion record (which a full share journal
+        // could not hold either).
+        let reserveFails = ReserveSwitch()
+        let h = BrokerHarness(manifests: ["10-myapp.json": youtubeApp])
+        try h.start { $0.storeFaults = reserveFails.injector }
+        let ext = try h.connect()
+        try ext.hello(role: "extension", bundleID: "com.mycompany.myapp.share")
+        let tool = try h.tool()
+        _ = try ext.call("share.send", ["items": [["url": "https://youtu.be/warmup"]]])  // opens the group
+        reserveFails.on = true
+        // Use up the event journal's reservation, from big URLs down to small ones.
+        for size in [512 * 1024, 128 * 1024, 32 * 1024, 8 * 1024, 2048, 512, 128, 16] {
+            let url = JSONValue.string("deeplinkmyapp://fill?p=" + String(repeating: "x", count: size))
+            while rpcCode({ try tool.call("url.open", ["url": url]) }) == nil {}
+        }
+        let pending = try tool.call("broker.status")["pendingEvents"]?.intValue
+        let journal = h.state + "/groups/group.com.mycompany.myapp/shares-000001.log"
+        let before = try XCTUnwrap(try FileManager.default.attributesOfItem(atPath: journal)[.size] as? Int)
+        XCTAssertEqual(rpcCode { try ext.call("share.send", ["items": [["url": "https://youtu.be/refused"]], "open": true]) }, -32005)
+        let after = try XCTUnwrap(try FileManager.default.attributesOfItem(atPath: journal)[.size] as? Int)
+        XCTAssertEqual(after, before, "nothing was written to the share journal")
+        let app = try h.connect()
+        try app.hello(role: "app", bundleID: "com.mycompany.myapp")
+        XCTAssertEqual(try app.call("share.list")["shares"]?.arrayValue?.count, 1, "only the warm-up share")
+        reserveFails.on = false
+        h.stop()
+        try h.start()
+        let again = try h.connect()
+        try again.hello(role: "app", bundleID: "com.mycompany.myapp")
+        XCTAssertEqual(try again.call("share.list")["shares"]?.arrayValue?.count, 1, "still only the warm-up share")
+        XCTAssertEqual(try again.call("broker.status")["pendingEvents"]?.intValue, pending, "no event was re-created")
+        h.stop()
+    }
+}
+
+/// Fails every space reservation (ENOSPC) while `on`.
+final class ReserveSwitch: @unchecked Sendable {  // guarded by `lock`
+    private let lock = NSLock()
+    private var value = false
+    var on: Bool {
+        get { lock.withLock { value } }
+        set { lock.withLock { value = newValue } }
+    }
+    var injector: @Sendable (JournalFaultPoint) -> Int32? {
+        { [self] p in p == .reserve && on ? ENOSPC : nil }
+    }
 }

@@ -37,6 +37,47 @@ final class JournalTests: XCTestCase {
         XCTAssertEqual(try s.enqueue(app: "com.a", fields: ["kind": "openURL"]).id, "ev-7")
     }
 
+    func testSpaceFreeingRecordsKeepHeadroomOnAFullDisk() throws {
+        let j = try Journal(directory: dir, name: "t")
+        _ = try j.replay { _ in }
+        j.reserveChunk = 4096
+        j.freeingHeadroom = 1024
+        let full = ReserveFault()
+        j.faultInjector = full.injector
+        let record = [UInt8](repeating: 0x41, count: 100)
+        // Ordinary records fill the reservation up to the headroom, then the "disk" is full.
+        try j.append(type: 1) { $0.append(contentsOf: record) }  // reserves 4096 bytes
+        full.on = true
+        var appended = 1
+        while (try? j.append(type: 1) { $0.append(contentsOf: record) }) != nil { appended += 1 }
+        XCTAssertLessThan(appended * 112, 4096 - 1024 + 112, "ordinary records leave the headroom alone")
+        // A space-freeing record (an ack, a completion) still fits, without reserving anything.
+        try j.append(type: 2, freeing: true) { $0.append(contentsOf: record) }
+        try j.commit()
+        // Past the headroom even those fail, cleanly.
+        var freeing = 1
+        while (try? j.append(type: 2, freeing: true) { $0.append(contentsOf: record) }) != nil { freeing += 1 }
+        XCTAssertLessThan(freeing * 112, 1024 + 2 * 112)
+    }
+
+    func testReservedSpaceIsCountedAfterAReopen() throws {
+        do {
+            let j = try Journal(directory: dir, name: "t")
+            _ = try j.replay { _ in }
+            j.reserveChunk = 64 * 1024
+            try j.append(type: 1) { $0.append(contentsOf: [1, 2, 3]) }  // reserves 64 KiB + headroom
+            try j.commit()
+        }
+        // After a restart on a full disk, what was reserved is still usable.
+        let j = try Journal(directory: dir, name: "t")
+        _ = try j.replay { _ in }
+        let full = ReserveFault()
+        full.on = true
+        j.faultInjector = full.injector
+        XCTAssertNoThrow(try j.append(type: 1) { $0.append(contentsOf: [UInt8](repeating: 7, count: 1000)) })
+        XCTAssertNoThrow(try j.commit())
+    }
+
     func testUncommittedChangesAreNotDurable() throws {
         do {
             let s = try EventStore(directory: dir)
@@ -133,5 +174,18 @@ final class JournalTests: XCTestCase {
         let reopened = try EventStore(directory: dir, segmentLimit: 2048)
         XCTAssertEqual(reopened.pending(for: "com.keep").map(\.id), [keep])
         XCTAssertEqual(reopened.pendingCount, 1)
+    }
+}
+
+/// Fails every space reservation (ENOSPC) while `on`.
+final class ReserveFault: @unchecked Sendable {  // guarded by `lock`
+    private let lock = NSLock()
+    private var value = false
+    var on: Bool {
+        get { lock.withLock { value } }
+        set { lock.withLock { value = newValue } }
+    }
+    var injector: @Sendable (JournalFaultPoint) -> Int32? {
+        { [self] p in p == .reserve && on ? ENOSPC : nil }
     }
 }
