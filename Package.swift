@@ -58,7 +58,9 @@ let package = Package(
             swiftSettings: strict),
         .testTarget(name: "ShareProtocolTests", dependencies: ["ShareProtocol"], swiftSettings: strict),
         .testTarget(name: "ShareRoutingTests", dependencies: ["ShareRouting"], swiftSettings: strict),
-        .testTarget(name: "ShareStoreTests", dependencies: ["ShareStore", "ShareProtocol", "ShareSystem"], swiftSettings: strict),
+        .testTarget(
+            name: "ShareStoreTests", dependencies: ["ShareStore", "ShareProtocol", "ShareSystem", "CShareSystem"],
+            swiftSettings: strict),
         .testTarget(
             name: "ShareClientTests", dependencies: ["ShareClient", "ShareProtocol", "ShareBrokerCore", "ShareSystem"],
             swiftSettings: strict),

@@ -315,7 +315,33 @@ static void crc_init(void) {
     crc_ready = 1;
 }
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define SB_HAVE_HW_CRC32C 1
+/* The SSE4.2 crc32 instruction computes CRC-32C 8 bytes at a time (~30x the tables). */
+__attribute__((target("sse4.2"))) static uint32_t crc32c_hw(uint32_t crc, const unsigned char *p, size_t len) {
+    uint64_t c = ~crc;
+    while (len && ((uintptr_t)p & 7)) {
+        c = __builtin_ia32_crc32qi((uint32_t)c, *p++);
+        len--;
+    }
+    while (len >= 8) {
+        uint64_t v;
+        memcpy(&v, p, 8);
+        c = __builtin_ia32_crc32di(c, v);
+        p += 8;
+        len -= 8;
+    }
+    while (len--) c = __builtin_ia32_crc32qi((uint32_t)c, *p++);
+    return ~(uint32_t)c;
+}
+static int crc_hw = -1;
+#endif
+
 uint32_t sb_crc32c(uint32_t crc, const void *buf, size_t len) {
+#ifdef SB_HAVE_HW_CRC32C
+    if (crc_hw < 0) crc_hw = __builtin_cpu_supports("sse4.2") ? 1 : 0;
+    if (crc_hw) return crc32c_hw(crc, (const unsigned char *)buf, len);
+#endif
     if (!crc_ready) crc_init();
     const unsigned char *p = (const unsigned char *)buf;
     crc = ~crc;

@@ -68,18 +68,41 @@ public struct Logger: Sendable {
         bytes.withUnsafeMutableBytes { buf in _ = write(2, buf.baseAddress, buf.count) }
     }
 
+    /// Now, as ISO 8601 UTC with milliseconds: `2026-11-30T08:21:37.123Z`. Written digit by digit
+    /// (it stamps every share: no string interpolation, no padding temporaries).
     static func timestamp() -> String {
         var ts = timespec()
         clock_gettime(CLOCK_REALTIME, &ts)
         var t = time_t(ts.tv_sec)
         var tmv = tm()
         gmtime_r(&t, &tmv)
-        func pad(_ v: Int32, _ w: Int) -> String {
-            let s = String(v)
-            return String(repeating: "0", count: max(0, w - s.count)) + s
+        var out = [UInt8]()
+        out.reserveCapacity(24)
+        func digits(_ v: Int32, _ width: Int) {
+            var divisor: Int32 = 1
+            for _ in 1..<width { divisor *= 10 }
+            var rest = max(0, v)
+            if width == 4 && rest > 9999 { rest %= 10000 }  // years past 9999 are not expected
+            while divisor > 0 {
+                out.append(UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: (rest / divisor) % 10))
+                divisor /= 10
+            }
         }
-        return "\(pad(tmv.tm_year + 1900, 4))-\(pad(tmv.tm_mon + 1, 2))-\(pad(tmv.tm_mday, 2))T"
-            + "\(pad(tmv.tm_hour, 2)):\(pad(tmv.tm_min, 2)):\(pad(tmv.tm_sec, 2)).\(pad(Int32(ts.tv_nsec / 1_000_000), 3))Z"
+        digits(tmv.tm_year + 1900, 4)
+        out.append(UInt8(ascii: "-"))
+        digits(tmv.tm_mon + 1, 2)
+        out.append(UInt8(ascii: "-"))
+        digits(tmv.tm_mday, 2)
+        out.append(UInt8(ascii: "T"))
+        digits(tmv.tm_hour, 2)
+        out.append(UInt8(ascii: ":"))
+        digits(tmv.tm_min, 2)
+        out.append(UInt8(ascii: ":"))
+        digits(tmv.tm_sec, 2)
+        out.append(UInt8(ascii: "."))
+        digits(Int32(ts.tv_nsec / 1_000_000), 3)
+        out.append(UInt8(ascii: "Z"))
+        return String(decoding: out, as: UTF8.self)
     }
 }
 

@@ -77,6 +77,11 @@ extension ActivationRule {
             let types = attachments.map { "[" + $0.registeredTypeIdentifiers.joined(separator: ", ") + "]" }.joined(
                 separator: " ")
             let items = activationPlural(attachments.count, "item")
+            if case .constant(let holds) = p.root {  // TRUEPREDICATE / FALSEPREDICATE: no context to build
+                return holds
+                    ? .accept("the activation predicate holds for the \(items) \(types)")
+                    : .refuse("the activation predicate is false for the \(items) \(types)")
+            }
             do throws(PredicateEvaluationError) {
                 if try p.evaluate(with: ActivationContext.extensionContext(attachments), table: table) {
                     return .accept("the activation predicate holds for the \(items) \(types)")

@@ -156,12 +156,28 @@ public final class ShareRecordStore: TurnParticipant {
         let mark = journal.pendingMark
         do {
             try journal.append(type: RecordType.share.rawValue) { out in
-                var record: JSONObject = [
-                    "id": .string(id), "extension": .string(extensionID), "app": .string(app), "group": .string(group),
-                    "created": .string(created), "items": .array(items.map { .object($0) }),
-                ]
-                if let openEvent { record["openEvent"] = .object(openEvent) }
-                JSONValue.object(record).write(to: &out)
+                // {"id","extension","app","group","created","items",["openEvent"]}, written directly.
+                JSONValue.appendStatic(#"{"id":"#, to: &out)
+                JSONValue.writeString(id, to: &out)
+                JSONValue.appendStatic(#","extension":"#, to: &out)
+                JSONValue.writeString(extensionID, to: &out)
+                JSONValue.appendStatic(#","app":"#, to: &out)
+                JSONValue.writeString(app, to: &out)
+                JSONValue.appendStatic(#","group":"#, to: &out)
+                JSONValue.writeString(group, to: &out)
+                JSONValue.appendStatic(#","created":"#, to: &out)
+                JSONValue.writeString(created, to: &out)
+                JSONValue.appendStatic(#","items":["#, to: &out)
+                for (i, item) in items.enumerated() {
+                    if i > 0 { out.append(UInt8(ascii: ",")) }
+                    JSONValue.object(item).write(to: &out)
+                }
+                out.append(UInt8(ascii: "]"))
+                if let openEvent {
+                    JSONValue.appendStatic(#","openEvent":"#, to: &out)
+                    JSONValue.object(openEvent).write(to: &out)
+                }
+                out.append(UInt8(ascii: "}"))
             }
         } catch {
             if !files.isEmpty { ShareRecordStore.removeTree(dir) }
