@@ -94,6 +94,11 @@ public actor ShareBrokerClient {
     deinit {
         transport?.close()
         reconnectTask?.cancel()
+        // A client dropped without close(): its streams end here (without error), as close() ends
+        // them, so a task still iterating one does not wait forever (and leak).
+        eventSink?.continuation.finish()
+        for w in watchers.values { w.continuation.finish() }
+        for o in observers.values { o.finish() }
     }
 
     /// True while the client is connected and has said `hello`.

@@ -174,6 +174,14 @@ final class RawClient {
     }
 }
 
+/// How many times a latency bound in a test is stretched: 4 when the tests run under
+/// AddressSanitizer or ThreadSanitizer (`swift test --sanitize=…`, found by their runtimes'
+/// exported entry points), which make the broker 5–20 times slower; else 1.
+let sanitizerSlowdown: Double = {
+    for symbol in ["__tsan_init", "__asan_init"] where dlsym(nil, symbol) != nil { return 4 }
+    return 1
+}()
+
 /// Paths of the built executables (next to the test bundle).
 enum Products {
     static var directory: String {

@@ -391,6 +391,19 @@ struct ClientTests {
         #expect(await brokerError { try await app.status() } == .notConnected)
     }
 
+    @Test func streamsEndWhenTheClientIsDroppedWithoutClose() async throws {
+        // A consumer of connectionEvents() or subscribe() must not wait forever (its task leaked)
+        // when the last reference to the client goes away without close().
+        let h = try startBroker()
+        var app: ShareBrokerClient? = h.client(.app, "com.mycompany.myapp")
+        try await app!.connect()
+        let states = await Collector.start(await app!.connectionEvents())
+        let events = await Collector.start(try await app!.subscribe())
+        app = nil
+        #expect(await states.waitForEnd())
+        #expect(await events.waitForEnd())
+    }
+
     @Test func reconnectGivesUpAfterMaxAttempts() async throws {
         let h = try startBroker()
         let app = ShareBrokerClient(

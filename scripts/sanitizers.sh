@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Runs the test suite under AddressSanitizer (with LeakSanitizer) and under ThreadSanitizer,
+# one after the other, and prints one summary line per sanitizer.
+#
+#   scripts/sanitizers.sh            # both
+#   scripts/sanitizers.sh address    # or: thread
+#
+# Each sanitizer builds into its own scratch directory (.build/sanitize-<name>), so the ordinary
+# .build/debug is left alone and a second run only rebuilds what changed. The executables the
+# end-to-end tests spawn (sharebroker, shareclient) are built there too, sanitized as well.
+# Logs: .build/sanitize-<name>.log. Exit status: 0 when every suite passed.
+# Environment: JOBS (default 2) is passed to `swift build -j`.
+set -u
+cd "$(dirname "$0")/.."
+root=$(pwd)
+here="$root/scripts/sanitizers"
+jobs=${JOBS:-2}
+sanitizers=("$@")
+[ ${#sanitizers[@]} -eq 0 ] && sanitizers=(address thread)
+
+# ASan: leaks are checked (LeakSanitizer), minus the toolchain false positives in lsan.supp.
+export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:halt_on_error=1:${ASAN_OPTIONS:-}"
+export LSAN_OPTIONS="suppressions=$here/lsan.supp:print_suppressions=0:${LSAN_OPTIONS:-}"
+# TSan: halt_on_error=0 so one report does not hide the next; the exit code is still non-zero.
+export TSAN_OPTIONS="suppressions=$here/tsan.supp:halt_on_error=0:second_deadlock_stack=1:${TSAN_OPTIONS:-}"
+
+summary=()
+status=0
+for s in "${sanitizers[@]}"; do
+    scratch="$root/.build/sanitize-$s"
+    log="$root/.build/sanitize-$s.log"
+    mkdir -p "$root/.build"
+    start=$(date +%s)
+    {
+        echo "== swift build --build-tests --sanitize=$s --scratch-path $scratch -j $jobs"
+        swift build --build-tests --sanitize="$s" --scratch-path "$scratch" -j "$jobs"
+    } >"$log" 2>&1
+    build=$?
+    built=$(date +%s)
+    rc=0
+    if [ $build -eq 0 ]; then
+        echo "== swift test --skip-build --sanitize=$s --scratch-path $scratch" >>"$log"
+        swift test --skip-build --sanitize="$s" --scratch-path "$scratch" >>"$log" 2>&1
+        rc=$?
+    fi
+    end=$(date +%s)
+    xc=$(grep -E "^[[:space:]]*Executed [0-9]+ tests?, with" "$log" | tail -1 | sed -E 's/^[[:space:]]*Executed ([0-9]+) tests?, with ([0-9]+) failures?.*/\1 \2/')
+    st=$(grep -E "Test run with [0-9]+ tests" "$log" | tail -1 | sed -E 's/.*Test run with ([0-9]+) tests.* (passed|failed).*/\1 \2/')
+    reports=$(grep -cE "^(==[0-9]+==ERROR: [A-Za-z]+Sanitizer|WARNING: ThreadSanitizer)" "$log")
+    if [ $build -ne 0 ]; then
+        line="sanitize=$s: BUILD FAILED (see $log)"
+        status=1
+    else
+        set -- $xc
+        xct="XCTest ${1:-?} run, ${2:-?} failed"
+        set -- $st
+        swt="swift-testing ${1:-?} run, ${2:-not run}"
+        verdict=PASS
+        if [ $rc -ne 0 ] || [ "$reports" -ne 0 ]; then verdict=FAIL; status=1; fi
+        line="sanitize=$s: $verdict — $xct; $swt; $reports sanitizer report(s); exit $rc; build $((built - start)) s, tests $((end - built)) s; log $log"
+    fi
+    summary+=("$line")
+    echo "$line"
+done
+echo "---"
+printf '%s\n' "${summary[@]}"
+exit $status
