@@ -189,7 +189,7 @@ func openRun(socket: String, openers: Int, opens: Int, rate: Double) -> OpenFigu
     ready.wait()
     usleep(50_000)  // let the subscriber drain any backlog from earlier runs
 
-    if rate <= 0 {
+    if rate <= 0 && ProcessInfo.processInfo.environment["SB_BENCH_THREADED_OPENERS"] == nil {
         // Unpaced: the one-thread load generator, `openers` connections with one url.open in flight each.
         let hello = helloLine(role: "tool")
         let t0 = Clock.monotonicNanos()
