@@ -83,14 +83,24 @@ enum BenchApp {
 
         """
 
-    /// Writes STATE/apps/bench.json.
+    /// An app nobody subscribes for: url.open to it is a durable append and nothing more (the
+    /// counterpart of Redis XADD without a consumer).
+    static let sinkBundleID = "com.sharebroker.bench.sink"
+    static let sinkScheme = "benchsink"
+    static let sinkManifest = """
+        {"bundleID": "com.sharebroker.bench.sink", "name": "sharebroker-bench sink", "urlSchemes": ["benchsink"]}
+
+        """
+
+    /// Writes STATE/apps/bench.json (and bench-sink.json).
     static func writeManifest(stateDirectory: String) throws {
         try FileManager.default.createDirectory(atPath: stateDirectory + "/apps", withIntermediateDirectories: true)
         try manifest.write(toFile: stateDirectory + "/apps/bench.json", atomically: true, encoding: .utf8)
+        try sinkManifest.write(toFile: stateDirectory + "/apps/bench-sink.json", atomically: true, encoding: .utf8)
     }
 
     /// Whether the broker at `socket` knows the bench app (for --socket runs).
-    static func isRegistered(socket: String) -> Bool {
+    static func isRegistered(socket: String, bundleID: String = BenchApp.bundleID) -> Bool {
         guard let c = try? BrokerConnection(socketPath: socket), (try? c.hello(role: "tool")) != nil,
             let apps = (try? c.call("apps.list"))?["apps"]?.arrayValue
         else { return false }

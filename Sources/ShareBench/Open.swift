@@ -274,6 +274,25 @@ func openRun(socket: String, openers: Int, opens: Int, rate: Double) -> OpenFigu
 
 func openScenario(socket: String, openers: Int, opens: Int, pacedRate: Double, pacedOpens: Int) -> [JSONValue] {
     var lines: [JSONValue] = []
+    // Durable appends alone: url.open to an app without a subscriber (Redis: XADD, no consumer).
+    if BenchApp.isRegistered(socket: socket, bundleID: BenchApp.sinkBundleID) {
+        let hello = helloLine(role: "tool")
+        let r = loopDriver(socket: socket, clients: openers, total: opens, hello: { _ in hello }) { _, serial, out in
+            RPCCodec.writeRequest(
+                id: .number(String(serial + 1)), method: "url.open",
+                params: ["url": .string("\(BenchApp.sinkScheme)://e?i=\(serial)")], to: &out)
+            out.append(0x0A)
+        }
+        let rate = Double(r.latencies.count) / max(r.seconds, 1e-9)
+        print(
+            "open-sink  openers=\(openers) opens=\(r.latencies.count) rate=\(fmt(rate))/s durable url.open, no subscriber "
+                + latencyText("url.open reply", r.latencies) + (r.errorCount > 0 ? " errors=\(r.errorCount)" : ""))
+        for e in r.errors.prefix(3) { print("  error: \(e)") }
+        lines.append([
+            "scenario": "url.open durable append (no subscriber)", "openers": .int(openers), "opens": .int(r.latencies.count),
+            "perSecond": .double(rate.rounded()), "reply": latencyJSON(r.latencies), "errors": .int(r.errorCount),
+        ])
+    }
     // Unpaced: saturation throughput (latencies include queueing).
     let u = openRun(socket: socket, openers: openers, opens: opens, rate: 0)
     print(
