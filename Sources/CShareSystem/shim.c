@@ -48,8 +48,10 @@ int sb_random(void *buf, size_t len) {
 int sb_poller_create(void) { return epoll_create1(EPOLL_CLOEXEC); }
 
 static uint32_t to_epoll(uint32_t interest) {
-    uint32_t e = EPOLLRDHUP;
-    if (interest & SB_READABLE) e |= EPOLLIN;
+    /* A peer's half-close is reported only while reading: a connection that only waits to write
+       its last replies must not wake the loop again and again. */
+    uint32_t e = 0;
+    if (interest & SB_READABLE) e |= EPOLLIN | EPOLLRDHUP;
     if (interest & SB_WRITABLE) e |= EPOLLOUT;
     return e;
 }

@@ -60,6 +60,7 @@ public final class Broker {
     static let listenerToken: UInt64 = 1
     static let signalToken: UInt64 = 2
     static let wakeToken: UInt64 = 3
+    static let syncToken: UInt64 = 4
     static let firstConnectionID: UInt64 = 16
     static let readChunk = 64 * 1024
     static let readsPerWakeup = 4
@@ -85,6 +86,8 @@ public final class Broker {
     var stopDeadline: UInt64 = 0
     var finished = false
     var totalRequests: UInt64 = 0
+    /// `totalRequests` when the current loop turn began.
+    var requestsAtTurnStart: UInt64 = 0
     var droppedSlowClients: UInt64 = 0
     var sessionCounts = SessionCounts()
     /// Open connections per peer uid (for the per-user limit).
@@ -120,6 +123,11 @@ public final class Broker {
     /// (a share whose announcing event could not be stored is completed again).
     var compensations: [(ObjectIdentifier, () -> Void)] = []
     var openFileLimit = 0
+    /// Writes and fdatasyncs each commit off the loop thread (pipelined group commit).
+    let syncWorker: SyncWorker
+    /// The commit the worker is writing, with everything that waits for it (at most one).
+    var inflight: CommitTicket? = nil
+    var nextCommitID: UInt64 = 1
     /// Requests refused with -32007 (in-flight quota), for `broker.status`.
     var rejectedOverQuota = 0
     /// Random bytes for share IDs (`randomHex`), refilled from the kernel's CSPRNG.
@@ -138,6 +146,7 @@ public final class Broker {
         do {
             poller = try Poller()
             (wakeRead, wakeWrite) = try FD.pipe()
+            syncWorker = try SyncWorker()
         } catch {
             throw BrokerStartError("cannot create the event loop: \(error)")
         }
@@ -153,6 +162,7 @@ public final class Broker {
         do {
             try poller.add(listenerFD, interest: .readable, token: Broker.listenerToken)
             try poller.add(wakeRead, interest: .readable, token: Broker.wakeToken)
+            try poller.add(syncWorker.wakeDescriptor, interest: .readable, token: Broker.syncToken)
             if config.handleSignals {
                 let sp = try SignalPipe(signals: [SIGTERM, SIGINT, SIGHUP])
                 signalPipe = sp
@@ -170,6 +180,7 @@ public final class Broker {
     }
 
     deinit {
+        syncWorker.stop()
         scratch.deallocate()
         for c in connections.values { FD.close(c.fd) }
         closeListener()
@@ -303,8 +314,10 @@ public final class Broker {
             endOfTurn()
             if stopping { checkShutdownComplete() }
         }
+        drainCommits()
         for c in Array(connections.values) { closeNow(c, reason: "broker stopped") }
         closeListener()
+        syncWorker.stop()
         log.log(.info, "stopped")
     }
 
@@ -313,6 +326,7 @@ public final class Broker {
         case Broker.listenerToken: acceptConnections()
         case Broker.signalToken: handleSignals()
         case Broker.wakeToken: handleWake()
+        case Broker.syncToken: completeCommits(syncWorker.takeOutcomes())
         default:
             guard let conn = connections[token] else { return }
             if events.contains(.readable) || events.contains(.hangup) || events.contains(.error) {
@@ -326,28 +340,21 @@ public final class Broker {
         }
     }
 
-    /// Ends a loop turn: makes the turn's writes durable with one commit (group commit), releases
-    /// the replies that waited for it (as -32005 if it failed), delivers new events, then writes
-    /// every connection's output.
+    /// Ends a loop turn: hands the turn's writes to the sync worker as one commit (group commit),
+    /// unless a commit is still being written (then they join the next one, handed over as soon as
+    /// that one is done), then writes every connection's output. Replies that wait for a commit
+    /// go out when it is durable (as -32005 if it failed), and new events are delivered then.
     func endOfTurn() {
-        if turn.hasDirty {
-            let failed = turn.commitAll()
-            for (_, e) in failed { log.log(.error, "commit failed: \(e.message)") }
-            if !failed.isEmpty && !compensations.isEmpty {
-                for (participant, undo) in compensations where failed[participant] != nil { undo() }
-                for (_, e) in turn.commitAll() { log.log(.error, "commit of compensations failed: \(e.message)") }
-            }
-            compensations.removeAll(keepingCapacity: true)
-            releaseHeld(failed)
-            let actions = afterCommit
-            afterCommit.removeAll(keepingCapacity: true)
-            for (participant, action) in actions where failed[participant] == nil { action() }
-        } else if !heldConnections.isEmpty {
-            releaseHeld([:])
+        if inflight == nil {
+            // A lone request on an idle broker is committed on the loop thread: handing it to the
+            // worker and being woken again would only add two thread switches to its latency.
+            startCommit(inline: totalRequests - requestsAtTurnStart <= 1)
         }
-        if !afterCommit.isEmpty { afterCommit.removeAll(keepingCapacity: true) }
-        if !compensations.isEmpty { compensations.removeAll(keepingCapacity: true) }
-        if !turnEvents.isEmpty { turnEvents.removeAll(keepingCapacity: true) }
+        flushDirty()
+        requestsAtTurnStart = totalRequests
+    }
+
+    func flushDirty() {
         if dirty.isEmpty { return }
         let list = dirty
         dirty.removeAll(keepingCapacity: true)
@@ -358,17 +365,128 @@ public final class Broker {
         }
     }
 
-    func releaseHeld(_ failed: [ObjectIdentifier: StoreError]) {
-        let list = heldConnections
-        heldConnections.removeAll(keepingCapacity: true)
-        for c in list {
+    /// Starts the commit of everything changed since the last one.
+    func startCommit(inline: Bool = false) {
+        guard turn.hasDirty else {
+            // Nothing to write: replies held by requests that changed nothing after all go now.
+            if !heldConnections.isEmpty { releaseHeld(takeHeld(), [:]) }
+            if !afterCommit.isEmpty { afterCommit.removeAll(keepingCapacity: true) }
+            if !compensations.isEmpty { compensations.removeAll(keepingCapacity: true) }
+            if !turnEvents.isEmpty { turnEvents.removeAll(keepingCapacity: true) }
+            return
+        }
+        let begun = turn.beginAll()
+        let ticket = CommitTicket(
+            id: nextCommitID, stores: begun.stores, failed: begun.failed, held: takeHeld(), afterCommit: afterCommit,
+            compensations: compensations, events: turnEvents)
+        nextCommitID += 1
+        afterCommit = []
+        compensations = []
+        turnEvents = []
+        let jobs = begun.stores.compactMap(\.1)
+        if jobs.isEmpty {
+            finishCommit(ticket, errors: [])
+            return
+        }
+        if inline {
+            finishCommit(ticket, errors: SyncWorker.run(jobs))
+            return
+        }
+        inflight = ticket
+        syncWorker.submit((ticket.id, jobs))
+    }
+
+    /// The worker finished commits: the stores learn the outcome, replies go out, events are
+    /// delivered; then what accumulated meanwhile is handed over at once.
+    func completeCommits(_ outcomes: [SyncWorker.Outcome]) {
+        for outcome in outcomes {
+            guard let ticket = inflight, ticket.id == outcome.id else {
+                log.log(.error, "commit \(outcome.id) finished but was not in flight")
+                continue
+            }
+            inflight = nil
+            finishCommit(ticket, errors: outcome.errors)
+        }
+        if inflight == nil { startCommit() }
+    }
+
+    func finishCommit(_ ticket: CommitTicket, errors: [StoreError?]) {
+        var failed = ticket.failed
+        var next = 0
+        for (store, job) in ticket.stores {
+            var error: StoreError? = nil
+            if job != nil {
+                error = next < errors.count ? errors[next] : StoreError("the commit was not written")
+                next += 1
+            }
+            store.finishCommit(job, error: error)
+            if let error {
+                failed[ObjectIdentifier(store)] = error
+                failAccumulated(ObjectIdentifier(store), error)
+            }
+        }
+        for (_, e) in failed { log.log(.error, "commit failed: \(e.message)") }
+        if !failed.isEmpty {
+            // Undo, in other stores, what requests did whose own store failed (they join the next commit).
+            for (participant, undo) in ticket.compensations where failed[participant] != nil { undo() }
+        }
+        releaseHeld(ticket.held, failed)
+        for (participant, action) in ticket.afterCommit where failed[participant] == nil { action() }
+    }
+
+    /// A commit of `store` failed, and the store undid what it had changed since too: the requests
+    /// of the next commit that touched it answer -32005 (in place, so replies keep their order),
+    /// their after-commit work is dropped and their compensations run now.
+    func failAccumulated(_ store: ObjectIdentifier, _ error: StoreError) {
+        let rpcError = RPCError(.storageFailure, "Storage failure: \(error.message); nothing was stored")
+        func convert(_ h: HeldReply) -> HeldReply {
+            switch h {
+            case .deferred(let id, _, let touched) where touched.contains(store):
+                var out: [UInt8] = []
+                RPCCodec.writeError(id: id, error: rpcError, to: &out)
+                return .bytes(out)
+            case .batch(let parts): return .batch(parts.map(convert))
+            default: return h
+            }
+        }
+        for c in heldConnections { c.held = c.held?.map(convert) }
+        afterCommit.removeAll { $0.0 == store }
+        let undo = compensations.filter { $0.0 == store }
+        compensations.removeAll { $0.0 == store }
+        for (_, action) in undo { action() }
+        if let events = self.store, ObjectIdentifier(events) == store { turnEvents.removeAll() }
+    }
+
+    /// Takes the replies held since the last commit began (they wait for the next one).
+    func takeHeld() -> [(Connection, [HeldReply], Int)] {
+        var list: [(Connection, [HeldReply], Int)] = []
+        list.reserveCapacity(heldConnections.count)
+        for c in heldConnections {
             guard let held = c.held else { continue }
+            list.append((c, held, c.heldRequests))
             c.held = nil
-            c.inFlight = 0
+            c.heldRequests = 0
+        }
+        heldConnections.removeAll(keepingCapacity: true)
+        return list
+    }
+
+    func releaseHeld(_ list: [(Connection, [HeldReply], Int)], _ failed: [ObjectIdentifier: StoreError]) {
+        for (c, held, requests) in list {
+            c.inFlight -= requests
             guard connections[c.id] != nil else { continue }
             for h in held { c.enqueue { Broker.writeHeld(h, failed: failed, to: &$0) } }
             markDirty(c)
         }
+    }
+
+    /// Blocks until every change is durable (shutdown): the commit in flight, then the rest.
+    func drainCommits() {
+        while inflight != nil || turn.hasDirty {
+            if inflight == nil { startCommit() }
+            if inflight != nil { completeCommits(syncWorker.waitForOutcomes()) }
+        }
+        flushDirty()
     }
 
     func markDirty(_ c: Connection) {
@@ -500,6 +618,7 @@ public final class Broker {
                 switch response {
                 case .success(let result) where !turn.requestTouched.isEmpty:
                     conn.inFlight += 1
+                    conn.heldRequests += 1
                     hold(conn, .deferred(id, result, touched: turn.requestTouched))
                 case .success(let result):
                     conn.emit { result.writeResponse(id: id, to: &$0) }
@@ -528,6 +647,7 @@ public final class Broker {
                     switch response {
                     case .success(let result) where !turn.requestTouched.isEmpty:
                         conn.inFlight += 1
+                        conn.heldRequests += 1
                         parts.append(.deferred(request.id!, result, touched: turn.requestTouched))
                         waits = true
                         continue
@@ -654,7 +774,8 @@ public final class Broker {
                 conn.wantsWrite = false
                 updateInterest(conn)
             }
-            if conn.closing { closeNow(conn, reason: "closed") }
+            // A closing connection still waiting for replies held for a commit stays until they are written.
+            if conn.closing && conn.inFlight == 0 { closeNow(conn, reason: "closed") }
             return
         }
         if conn.pendingOutput > config.effectiveMaxOutputBuffer {
@@ -691,7 +812,7 @@ public final class Broker {
     func beginClosing(_ conn: Connection) {
         guard !conn.closing else { return }
         conn.closing = true
-        if conn.pendingOutput == 0 && !conn.dirty {
+        if conn.pendingOutput == 0 && !conn.dirty && conn.inFlight == 0 {
             closeNow(conn, reason: "closed")
         } else {
             updateInterest(conn)
@@ -755,7 +876,10 @@ public final class Broker {
 
     func checkShutdownComplete() {
         endOfTurn()
-        if connections.isEmpty || Clock.monotonicNanos() >= stopDeadline { finished = true }
+        if connections.isEmpty || Clock.monotonicNanos() >= stopDeadline {
+            drainCommits()  // nothing acknowledged or waiting is left unwritten
+            finished = true
+        }
     }
 
     // MARK: Status

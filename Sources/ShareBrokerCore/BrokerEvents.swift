@@ -144,7 +144,8 @@ extension Broker {
             launches[app] = l
         }
         // Events queued this turn are delivered after the commit; the rest now, after the reply.
-        let fresh = Set(turnEvents.filter { $0.app == app }.map(\.id))
+        // (also those of the commit being written: they are delivered when it is durable)
+        let fresh = Set((turnEvents + (inflight?.events ?? [])).filter { $0.app == app }.map(\.id))
         let backlog = (store?.pending(for: app) ?? []).filter { !fresh.contains($0.id) }
         afterReply.append { [unowned self] in
             guard self.subscribers[app] === conn else { return }

@@ -2,6 +2,7 @@
 // Owned by the loop thread; never shared.
 
 import ShareProtocol
+import ShareStore
 import ShareSystem
 
 /// A session's role, as declared in `hello`.
@@ -49,8 +50,11 @@ final class Connection {
     /// Replies held until this turn's commit (non-nil while the connection has a reply that waits
     /// for durability; later replies queue behind it to keep their order).
     var held: [HeldReply]? = nil
-    /// Requests whose replies are held for this turn's commit (`Configuration.maxRequestsInFlight`).
+    /// Requests whose replies wait for a commit: this turn's and the one being written
+    /// (`Configuration.maxRequestsInFlight`).
     var inFlight = 0
+    /// Of those, the requests whose replies are in `held` (not yet handed to a commit).
+    var heldRequests = 0
 
     init(id: UInt64, fd: Int32, peer: PeerCredentials?, maxMessage: Int) {
         self.id = id
@@ -119,4 +123,35 @@ enum HeldReply {
     case deferred(RequestID, MethodResult, touched: [ObjectIdentifier])
     /// A batch response whose members may wait for durability.
     case batch([HeldReply])
+}
+
+/// A commit handed to the sync worker, with everything that waits for it to be durable.
+final class CommitTicket {
+    let id: UInt64
+    /// The stores in commit order, with their jobs (nil: nothing to write).
+    let stores: [(TurnParticipant, SyncJob?)]
+    /// Stores that failed before the commit was handed over (their changes are already undone).
+    let failed: [ObjectIdentifier: StoreError]
+    /// Replies that wait for it, per connection, with the number of requests they answer.
+    let held: [(Connection, [HeldReply], Int)]
+    /// Work to run for each store once it is durable (e.g. delivering events).
+    let afterCommit: [(ObjectIdentifier, () -> Void)]
+    /// Work that undoes, in another store, what a request did when this store fails.
+    let compensations: [(ObjectIdentifier, () -> Void)]
+    /// Events queued in it (not delivered before it is durable).
+    let events: [StoredEvent]
+
+    init(
+        id: UInt64, stores: [(TurnParticipant, SyncJob?)], failed: [ObjectIdentifier: StoreError],
+        held: [(Connection, [HeldReply], Int)], afterCommit: [(ObjectIdentifier, () -> Void)],
+        compensations: [(ObjectIdentifier, () -> Void)], events: [StoredEvent]
+    ) {
+        self.id = id
+        self.stores = stores
+        self.failed = failed
+        self.held = held
+        self.afterCommit = afterCommit
+        self.compensations = compensations
+        self.events = events
+    }
 }

@@ -278,6 +278,7 @@ extension Broker {
         w.uint("requests", UInt64(totalRequests))
         w.uint("droppedSlowClients", UInt64(droppedSlowClients))
         w.uint("rejectedOverQuota", UInt64(rejectedOverQuota))
+        w.uint("commits", nextCommitID - 1)
         w.int("manifestErrors", manifestErrorCount)
         w.int("maxMessage", config.maxMessage)
         w.int("associationErrors", associationErrors.count)

@@ -356,6 +356,41 @@ public final class DefaultsStore: TurnParticipant {
         turnStart = nil
     }
 
+    // The changes handed to the sync worker and not yet durable (pipelined commit).
+    var inflightUndo: [(key: String, previous: Entry?)] = []
+    var inflightStart: (version: UInt64, suiteBytes: Int, journalBytes: Int)? = nil
+
+    public func beginCommit() throws(StoreError) -> SyncJob? {
+        let batch: JournalBatch?
+        do { batch = try journal.takeBatch() } catch {
+            rollback()
+            throw error
+        }
+        inflightUndo = undo
+        inflightStart = turnStart
+        undo.removeAll(keepingCapacity: true)
+        turnStart = nil
+        return batch.map { SyncJob(batch: $0) }
+    }
+
+    public func finishCommit(_ job: SyncJob?, error: StoreError?) {
+        if error != nil {
+            rollback()  // the changes made since, then the job's own
+            for u in inflightUndo.reversed() { values[u.key] = u.previous }
+            if let s = inflightStart {
+                version = s.version
+                suiteBytes = s.suiteBytes
+                journalBytes = s.journalBytes
+            }
+            if let b = job?.batch { journal.finishBatch(b, failed: true) }
+        } else if let b = job?.batch {
+            journal.finishBatch(b, failed: false)
+        }
+        inflightUndo.removeAll(keepingCapacity: true)
+        inflightStart = nil
+        if error == nil && !journal.hasPending && undo.isEmpty { compactIfUseful() }
+    }
+
     /// Bytes the live keys would take as records.
     var liveRecordBytes: Int { suiteBytes + values.count * DefaultsStore.recordOverhead }
 

@@ -284,6 +284,12 @@ public final class EventStore: TurnParticipant {
             throw error
         }
         undo.removeAll(keepingCapacity: true)
+        afterDurable()
+    }
+
+    /// Segment clean-up once everything is durable: only then may a segment whose events were
+    /// all acked go (the acks must be on disk first).
+    func afterDurable() {
         if let through = segmentsToDelete {
             journal.deleteSegments(through: through)
             for s in Array(liveBySegment.keys) where s <= through { liveBySegment[s] = nil }
@@ -293,10 +299,43 @@ public final class EventStore: TurnParticipant {
         compactIfUseful()
     }
 
+    /// The changes handed to the sync worker and not yet durable (pipelined commit).
+    var inflightUndo: [Undo] = []
+
+    public func beginCommit() throws(StoreError) -> SyncJob? {
+        let batch: JournalBatch?
+        do { batch = try journal.takeBatch() } catch {
+            rollback()
+            throw error
+        }
+        inflightUndo = undo
+        undo.removeAll(keepingCapacity: true)
+        return batch.map { SyncJob(batch: $0) }
+    }
+
+    public func finishCommit(_ job: SyncJob?, error: StoreError?) {
+        if error != nil {
+            rollback()  // the changes made since, then the job's own
+            undoAll(inflightUndo)
+            inflightUndo.removeAll(keepingCapacity: true)
+            if let b = job?.batch { journal.finishBatch(b, failed: true) }
+            return
+        }
+        inflightUndo.removeAll(keepingCapacity: true)
+        if let b = job?.batch { journal.finishBatch(b, failed: false) }
+        if !journal.hasPending && undo.isEmpty { afterDurable() }
+    }
+
     /// Undoes this turn's changes in memory and drops its journal records.
     public func rollback() {
         journal.discardPending()
-        for u in undo.reversed() {
+        undoAll(undo)
+        undo.removeAll(keepingCapacity: true)
+        segmentsToDelete = nil
+    }
+
+    func undoAll(_ list: [Undo]) {
+        for u in list.reversed() {
             switch u {
             case .removeEvent(let app, let id):
                 if let e = queues[app]?.remove(id) { liveBySegment[e.segment, default: 0] -= 1 }
@@ -307,8 +346,6 @@ public final class EventStore: TurnParticipant {
                 liveBySegment[e.segment, default: 0] += 1
             }
         }
-        undo.removeAll(keepingCapacity: true)
-        segmentsToDelete = nil
     }
 
     /// Drops sealed segments that hold no live event; carries the few live events of the oldest

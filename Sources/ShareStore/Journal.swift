@@ -64,6 +64,29 @@ public enum JournalFaultPoint: Sendable {
     case sync
 }
 
+/// One journal's records of one commit, written and made durable off the loop thread.
+public struct JournalBatch: @unchecked Sendable {  // the descriptor and bytes are the worker's alone
+    let fd: Int32
+    let bytes: [UInt8]
+    let startOffset: Int
+    let path: String
+    let faults: (@Sendable (JournalFaultPoint) -> Int32?)?
+
+    /// write(2) + fdatasync, then closes the batch's descriptor. Runs on the worker thread.
+    func writeAndSync() -> StoreError? {
+        defer { FD.close(fd) }
+        do throws(SystemError) {
+            if let e = faults?(.write) { throw SystemError("write", errno: e) }
+            try FD.writeAll(fd, bytes)
+            if let e = faults?(.sync) { throw SystemError("fdatasync", errno: e) }
+            _ = try retrying("fdatasync") { sb_datasync(fd) }
+        } catch {
+            return StoreError("cannot write \(path)", error)
+        }
+        return nil
+    }
+}
+
 /// Record layout (little endian): magic "\xA5S" (2 bytes), type (1), flags (1, zero),
 /// payload length (4), CRC-32C (4) of bytes 2..<8 followed by the payload, then the payload.
 public final class Journal {
@@ -273,6 +296,7 @@ public final class Journal {
     /// On failure the segment is cut back to its previous length and the batch is dropped.
     public func commit() throws(StoreError) {
         guard !pending.isEmpty else { return }
+        precondition(!batchInFlight, "commit() with a batch in flight")
         let before = activeSize
         do throws(SystemError) {
             if let e = faultInjector?(.write) { throw SystemError("write", errno: e) }
@@ -289,6 +313,45 @@ public final class Journal {
         // The batch is durable now; failing to start the next segment must not undo it: keep
         // appending to this one and try again at the next commit.
         if activeSize >= segmentLimit { try? roll() }
+    }
+
+    // MARK: Pipelined commit (the batch is written and synced by a SyncWorker thread)
+
+    /// True while a batch taken with `takeBatch` waits for `finishBatch`.
+    public private(set) var batchInFlight = false
+
+    /// Takes the pending records out as a batch for a `SyncWorker` to write and fdatasync, so the
+    /// loop can go on (records appended meanwhile form the next batch). Nil when nothing is pending.
+    public func takeBatch() throws(StoreError) -> JournalBatch? {
+        guard !pending.isEmpty else { return nil }
+        precondition(!batchInFlight, "takeBatch() with a batch in flight")
+        let fd = dup(activeFD)  // the worker's own descriptor: a later roll may close activeFD
+        if fd < 0 {
+            let e = SystemError("dup", errno: currentErrno())
+            pending.removeAll(keepingCapacity: true)
+            throw StoreError("cannot write \(path(of: activeSegment))", e)
+        }
+        var bytes: [UInt8] = []
+        swap(&bytes, &pending)
+        pending.reserveCapacity(min(bytes.capacity, 1 << 20))
+        let batch = JournalBatch(
+            fd: fd, bytes: bytes, startOffset: activeSize, path: path(of: activeSegment), faults: faultInjector)
+        activeSize += bytes.count
+        batchInFlight = true
+        return batch
+    }
+
+    /// Ends a batch: on failure the segment is cut back to where the batch began (the store rolls
+    /// back what it had changed since, pending records included); on success the next segment is
+    /// started when this one is full and nothing newer is pending.
+    public func finishBatch(_ batch: JournalBatch, failed: Bool) {
+        batchInFlight = false
+        if failed {
+            _ = ftruncate(activeFD, off_t(batch.startOffset))
+            activeSize = batch.startOffset
+            return
+        }
+        if activeSize >= segmentLimit && pending.isEmpty { try? roll() }
     }
 
     /// Seals the active segment and starts the next one.

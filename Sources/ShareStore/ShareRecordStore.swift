@@ -319,7 +319,16 @@ public final class ShareRecordStore: TurnParticipant {
     /// Undoes this turn's changes (memory, files written, records pending).
     public func rollback() {
         journal.discardPending()
-        for u in undo.reversed() {
+        undoAll(undo)
+        for d in createdDirs { ShareRecordStore.removeTree(d) }
+        createdDirs.removeAll()
+        completedDirs.removeAll()
+        undo.removeAll()
+        lastAdded = nil
+    }
+
+    func undoAll(_ list: [Undo]) {
+        for u in list.reversed() {
             switch u {
             case .removeShare(let id):
                 shares[id] = nil
@@ -330,11 +339,48 @@ public final class ShareRecordStore: TurnParticipant {
                 order.sort { (shares[$0]?.created ?? "", $0) < (shares[$1]?.created ?? "", $1) }
             }
         }
-        for d in createdDirs { ShareRecordStore.removeTree(d) }
+    }
+
+    // The changes handed to the sync worker and not yet durable (pipelined commit).
+    var inflightUndo: [Undo] = []
+    var inflightCreatedDirs: [String] = []
+    var inflightCompletedDirs: [String] = []
+
+    public func beginCommit() throws(StoreError) -> SyncJob? {
+        if let reason = failedTurn {
+            failedTurn = nil
+            rollback()
+            throw StoreError(reason)
+        }
+        let batch: JournalBatch?
+        do { batch = try journal.takeBatch() } catch {
+            rollback()
+            throw error
+        }
+        inflightUndo = undo
+        inflightCreatedDirs = createdDirs
+        inflightCompletedDirs = completedDirs
+        undo.removeAll()
         createdDirs.removeAll()
         completedDirs.removeAll()
-        undo.removeAll()
         lastAdded = nil
+        let job = SyncJob(directories: inflightCreatedDirs.isEmpty ? [] : [directory + "/files"], batch: batch)
+        return job.isEmpty ? nil : job
+    }
+
+    public func finishCommit(_ job: SyncJob?, error: StoreError?) {
+        if error != nil {
+            rollback()  // the changes made since, then the job's own
+            undoAll(inflightUndo)
+            for d in inflightCreatedDirs { ShareRecordStore.removeTree(d) }
+            if let b = job?.batch { journal.finishBatch(b, failed: true) }
+        } else {
+            if let b = job?.batch { journal.finishBatch(b, failed: false) }
+            for d in inflightCompletedDirs { ShareRecordStore.removeTree(d) }  // their completions are durable
+        }
+        inflightUndo.removeAll()
+        inflightCreatedDirs.removeAll()
+        inflightCompletedDirs.removeAll()
     }
 
     /// Test seam: failures injected into this group's journal.

@@ -12,6 +12,13 @@ public protocol TurnParticipant: AnyObject {
     /// durable before the event that announces it, so a crash between the two never leaves an
     /// event pointing at a missing share (recovery re-creates the event from the share's record).
     var commitOrder: Int { get }
+    /// Pipelined commit, first half: hands the turn's changes over as a job for a `SyncWorker`
+    /// (nil: nothing to write) and keeps what is needed to undo them until `finishCommit`.
+    /// Changes made after it form the next commit. On a thrown error the turn's changes are undone.
+    func beginCommit() throws(StoreError) -> SyncJob?
+    /// Pipelined commit, second half: the job is durable (error nil), or it failed, and then every
+    /// change not yet durable (the job's and any made since) is undone and the journal cut back.
+    func finishCommit(_ job: SyncJob?, error: StoreError?)
 }
 
 extension TurnParticipant {
@@ -60,4 +67,21 @@ public final class TurnLog {
 
     /// True when some store waits for a commit.
     public var hasDirty: Bool { !dirty.isEmpty }
+
+    /// Pipelined commit: `beginCommit` of every dirty store, in commit order. Returns the stores
+    /// with their jobs (nil: nothing to write) and those that failed to begin (already rolled back).
+    public func beginAll() -> (stores: [(TurnParticipant, SyncJob?)], failed: [ObjectIdentifier: StoreError]) {
+        var failed: [ObjectIdentifier: StoreError] = [:]
+        var list = dirty
+        if list.count > 1 {
+            list = list.enumerated().sorted { ($0.element.commitOrder, $0.offset) < ($1.element.commitOrder, $1.offset) }.map(\.element)
+        }
+        dirty.removeAll(keepingCapacity: true)
+        dirtyIDs.removeAll(keepingCapacity: true)
+        var stores: [(TurnParticipant, SyncJob?)] = []
+        for p in list {
+            do { stores.append((p, try p.beginCommit())) } catch { failed[ObjectIdentifier(p)] = error }
+        }
+        return (stores, failed)
+    }
 }

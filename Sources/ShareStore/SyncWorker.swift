@@ -1,0 +1,183 @@
+// The pipelined group commit: at the end of a loop turn the broker hands each dirty store's batch
+// to one worker thread, which writes it and makes it durable (write + fdatasync), store after
+// store in commit order, while the loop goes on reading and handling requests. What arrives
+// meanwhile forms the next batch; it is handed over when the first one is done. So the loop never
+// waits for the disk, and the disk is busy back to back under load.
+
+#if canImport(Glibc)
+    @preconcurrency import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+import ShareSystem
+
+/// What one store hands over at the end of a turn: directories to fsync first (new share file
+/// directories), then its journal batch.
+public struct SyncJob: @unchecked Sendable {  // owned by whoever holds it: the loop, then the worker
+    /// Directories whose entries must be durable before the batch (fsync of the directory).
+    public var directories: [String] = []
+    /// The journal records.
+    public var batch: JournalBatch?
+
+    /// Creates a job.
+    public init(directories: [String] = [], batch: JournalBatch?) {
+        self.directories = directories
+        self.batch = batch
+    }
+
+    /// True when there is nothing to write or sync.
+    public var isEmpty: Bool { directories.isEmpty && batch == nil }
+
+    func run() -> StoreError? {
+        for d in directories {
+            let fd = open(d, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+            if fd >= 0 {
+                fsync(fd)
+                FD.close(fd)
+            }
+        }
+        return batch?.writeAndSync()
+    }
+}
+
+/// One worker thread that runs commits handed to it, in order, and reports each through a pipe
+/// the loop polls (`wakeDescriptor`).
+public final class SyncWorker: @unchecked Sendable {  // state guarded by `mutex`
+    /// One commit: the jobs of the stores in commit order. A failed job stops the rest (a later
+    /// store's records are never durable without an earlier one's: a share before its event).
+    public typealias Commit = (id: UInt64, jobs: [SyncJob])
+    /// What happened to a commit: one error (or nil) per job, in order.
+    public typealias Outcome = (id: UInt64, errors: [StoreError?])
+
+    private var mutex = pthread_mutex_t()
+    private var cond = pthread_cond_t()
+    private var queue: [Commit] = []
+    private var done: [Outcome] = []
+    private var stopping = false
+    private var thread: pthread_t? = nil
+    private let wakeRead: Int32
+    private let wakeWrite: Int32
+
+    /// The descriptor that becomes readable when outcomes are ready (`takeOutcomes`).
+    public var wakeDescriptor: Int32 { wakeRead }
+
+    /// Starts the worker thread.
+    public init() throws(SystemError) {
+        var fds: [Int32] = [0, 0]
+        guard pipe(&fds) == 0 else { throw SystemError("pipe", errno: currentErrno()) }
+        wakeRead = fds[0]
+        wakeWrite = fds[1]
+        for fd in fds {
+            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+            _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+        }
+        pthread_mutex_init(&mutex, nil)
+        pthread_cond_init(&cond, nil)
+        let unmanaged = Unmanaged.passRetained(self)
+        var t = pthread_t()
+        let r = pthread_create(
+            &t, nil,
+            { arg in
+                let worker = Unmanaged<SyncWorker>.fromOpaque(arg!).takeRetainedValue()
+                worker.loop()
+                return nil
+            }, unmanaged.toOpaque())
+        guard r == 0 else {
+            unmanaged.release()
+            FD.close(wakeRead)
+            FD.close(wakeWrite)
+            throw SystemError("pthread_create", errno: r)
+        }
+        thread = t
+    }
+
+    /// Hands a commit to the worker.
+    public func submit(_ commit: Commit) {
+        pthread_mutex_lock(&mutex)
+        queue.append(commit)
+        pthread_cond_signal(&cond)
+        pthread_mutex_unlock(&mutex)
+    }
+
+    /// The outcomes ready so far (drains the wake pipe).
+    public func takeOutcomes() -> [Outcome] {
+        var buf = [UInt8](repeating: 0, count: 64)
+        while buf.withUnsafeMutableBytes({ read(wakeRead, $0.baseAddress, $0.count) }) > 0 {}
+        pthread_mutex_lock(&mutex)
+        let out = done
+        done.removeAll()
+        pthread_mutex_unlock(&mutex)
+        return out
+    }
+
+    /// Blocks until the worker has an outcome ready (used at shutdown), then returns them.
+    public func waitForOutcomes() -> [Outcome] {
+        pthread_mutex_lock(&mutex)
+        while done.isEmpty && !(queue.isEmpty && !busy) { pthread_cond_wait(&cond, &mutex) }
+        pthread_mutex_unlock(&mutex)
+        return takeOutcomes()
+    }
+
+    private var busy = false
+
+    /// Runs a commit's jobs in order on the calling thread; a failed job stops the rest. The
+    /// worker does this off the loop; the loop does it itself when waiting costs less than handing
+    /// over (a lone request on an idle broker).
+    public static func run(_ jobs: [SyncJob]) -> [StoreError?] {
+        var errors: [StoreError?] = []
+        var failedBefore = false
+        for job in jobs {
+            if failedBefore {
+                // Not written: an earlier store of this commit failed (and must come first).
+                errors.append(StoreError("not written: an earlier store of the same commit failed"))
+                job.batch.map { FD.close($0.fd) }
+                continue
+            }
+            let e = job.run()
+            if e != nil { failedBefore = true }
+            errors.append(e)
+        }
+        return errors
+    }
+
+    /// Stops the thread after the commits already handed over (their outcomes stay readable).
+    public func stop() {
+        pthread_mutex_lock(&mutex)
+        stopping = true
+        pthread_cond_broadcast(&cond)
+        pthread_mutex_unlock(&mutex)
+        if let t = thread { pthread_join(t, nil) }
+        thread = nil
+    }
+
+    deinit {
+        FD.close(wakeRead)
+        FD.close(wakeWrite)
+        pthread_cond_destroy(&cond)
+        pthread_mutex_destroy(&mutex)
+    }
+
+    private func loop() {
+        while true {
+            pthread_mutex_lock(&mutex)
+            while queue.isEmpty && !stopping { pthread_cond_wait(&cond, &mutex) }
+            if queue.isEmpty && stopping {
+                pthread_mutex_unlock(&mutex)
+                return
+            }
+            let commit = queue.removeFirst()
+            busy = true
+            pthread_mutex_unlock(&mutex)
+
+            let errors = SyncWorker.run(commit.jobs)
+
+            pthread_mutex_lock(&mutex)
+            done.append((commit.id, errors))
+            busy = false
+            pthread_cond_broadcast(&cond)
+            pthread_mutex_unlock(&mutex)
+            var b: UInt8 = 1
+            _ = write(wakeWrite, &b, 1)
+        }
+    }
+}
