@@ -86,6 +86,8 @@ public final class Broker {
     var stopDeadline: UInt64 = 0
     var finished = false
     var totalRequests: UInt64 = 0
+    /// This process (for broker.status; the broker never forks).
+    let brokerPID = ProcessInfoLite.pid
     /// `totalRequests` when the current loop turn began.
     var requestsAtTurnStart: UInt64 = 0
     var droppedSlowClients: UInt64 = 0

@@ -266,7 +266,7 @@ extension Broker {
         w.int("pendingEvents", store?.pendingCount ?? 0)
         w.int("pendingShares", pendingShareCount)
         w.double("uptimeSeconds", (uptimeSeconds * 1000).rounded() / 1000)
-        w.int("pid", Int(ProcessInfoLite.pid))
+        w.int("pid", Int(brokerPID))
         w.string("socket", config.socketPath)
         w.string("stateDirectory", config.stateDirectory)
         w.object("sessions") { s in

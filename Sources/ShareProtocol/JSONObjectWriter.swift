@@ -26,14 +26,34 @@ public struct JSONObjectWriter {
     }
 
     @inline(__always) private mutating func key(_ k: StaticString) {
-        if empty { empty = false } else { bytes.append(UInt8(ascii: ",")) }
-        bytes.append(UInt8(ascii: "\""))
+        let comma = !empty
+        empty = false
         k.withUTF8Buffer { b in
             assert(!b.contains { $0 < 0x20 || $0 == 0x22 || $0 == 0x5C }, "a JSONObjectWriter key needs escaping")
-            bytes.append(contentsOf: b)
+            // `,"key":` assembled on the stack and appended at once (one append per member).
+            var scratch: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0, 0, 0, 0, 0)
+            let total = b.count + 3 + (comma ? 1 : 0)
+            guard total <= MemoryLayout.size(ofValue: scratch) else {
+                if comma { bytes.append(UInt8(ascii: ",")) }
+                bytes.append(UInt8(ascii: "\""))
+                bytes.append(contentsOf: b)
+                bytes.append(UInt8(ascii: "\""))
+                bytes.append(UInt8(ascii: ":"))
+                return
+            }
+            withUnsafeMutableBytes(of: &scratch) { s in
+                var i = 0
+                if comma {
+                    s[0] = UInt8(ascii: ",")
+                    i = 1
+                }
+                s[i] = UInt8(ascii: "\"")
+                UnsafeMutableRawBufferPointer(rebasing: s[(i + 1)...]).copyMemory(from: UnsafeRawBufferPointer(b))
+                s[i + 1 + b.count] = UInt8(ascii: "\"")
+                s[i + 2 + b.count] = UInt8(ascii: ":")
+                bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: s[0..<total]))
+            }
         }
-        bytes.append(UInt8(ascii: "\""))
-        bytes.append(UInt8(ascii: ":"))
     }
 
     /// An integer member.
