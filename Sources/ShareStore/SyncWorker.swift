@@ -74,14 +74,25 @@ public final class SyncWorker: @unchecked Sendable {  // state guarded by `mutex
         pthread_mutex_init(&mutex, nil)
         pthread_cond_init(&cond, nil)
         let unmanaged = Unmanaged.passRetained(self)
-        var t = pthread_t()
-        let r = pthread_create(
-            &t, nil,
-            { arg in
-                let worker = Unmanaged<SyncWorker>.fromOpaque(arg!).takeRetainedValue()
-                worker.loop()
-                return nil
-            }, unmanaged.toOpaque())
+        #if canImport(Darwin)
+            var t: pthread_t? = nil
+            let r = pthread_create(
+                &t, nil,
+                { arg in
+                    let worker = Unmanaged<SyncWorker>.fromOpaque(arg).takeRetainedValue()
+                    worker.loop()
+                    return nil
+                }, unmanaged.toOpaque())
+        #else
+            var t = pthread_t()
+            let r = pthread_create(
+                &t, nil,
+                { arg in
+                    let worker = Unmanaged<SyncWorker>.fromOpaque(arg!).takeRetainedValue()
+                    worker.loop()
+                    return nil
+                }, unmanaged.toOpaque())
+        #endif
         guard r == 0 else {
             unmanaged.release()
             FD.close(wakeRead)
@@ -146,7 +157,7 @@ public final class SyncWorker: @unchecked Sendable {  // state guarded by `mutex
         stopping = true
         pthread_cond_broadcast(&cond)
         pthread_mutex_unlock(&mutex)
-        if let t = thread { pthread_join(t, nil) }
+        if let t = thread { _ = pthread_join(t, nil) }
         thread = nil
     }
 
