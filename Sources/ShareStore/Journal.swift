@@ -295,24 +295,14 @@ public final class Journal {
     /// Writes the pending batch with one write and makes it durable with one fdatasync.
     /// On failure the segment is cut back to its previous length and the batch is dropped.
     public func commit() throws(StoreError) {
-        guard !pending.isEmpty else { return }
         precondition(!batchInFlight, "commit() with a batch in flight")
-        let before = activeSize
-        do throws(SystemError) {
-            if let e = faultInjector?(.write) { throw SystemError("write", errno: e) }
-            try FD.writeAll(activeFD, pending)
-            if let e = faultInjector?(.sync) { throw SystemError("fdatasync", errno: e) }
-            _ = try retrying("fdatasync") { sb_datasync(activeFD) }
-        } catch {
-            _ = ftruncate(activeFD, off_t(before))
-            pending.removeAll(keepingCapacity: true)
-            throw StoreError("cannot write \(path(of: activeSegment))", error)
+        // The same steps as the pipelined path, on the calling thread.
+        guard let batch = try takeBatch() else { return }
+        if let error = batch.writeAndSync() {
+            finishBatch(batch, failed: true)
+            throw error
         }
-        activeSize += pending.count
-        if pending.capacity > 4 << 20 { pending = [] } else { pending.removeAll(keepingCapacity: true) }
-        // The batch is durable now; failing to start the next segment must not undo it: keep
-        // appending to this one and try again at the next commit.
-        if activeSize >= segmentLimit { try? roll() }
+        finishBatch(batch, failed: false)
     }
 
     // MARK: Pipelined commit (the batch is written and synced by a SyncWorker thread)

@@ -52,17 +52,21 @@ public final class TurnLog {
     /// Commits every dirty store; returns the ids of those that failed, with their errors.
     public func commitAll() -> [ObjectIdentifier: StoreError] {
         var failed: [ObjectIdentifier: StoreError] = [:]
+        for p in takeDirty() {
+            do { try p.commitTurn() } catch { failed[ObjectIdentifier(p)] = error }
+        }
+        return failed
+    }
+
+    /// The dirty stores in commit order (a stable sort), leaving the log clean.
+    func takeDirty() -> [TurnParticipant] {
         var list = dirty
         if list.count > 1 {
-            // Stable sort by commit order.
             list = list.enumerated().sorted { ($0.element.commitOrder, $0.offset) < ($1.element.commitOrder, $1.offset) }.map(\.element)
         }
         dirty.removeAll(keepingCapacity: true)
         dirtyIDs.removeAll(keepingCapacity: true)
-        for p in list {
-            do { try p.commitTurn() } catch { failed[ObjectIdentifier(p)] = error }
-        }
-        return failed
+        return list
     }
 
     /// True when some store waits for a commit.
@@ -72,14 +76,8 @@ public final class TurnLog {
     /// with their jobs (nil: nothing to write) and those that failed to begin (already rolled back).
     public func beginAll() -> (stores: [(TurnParticipant, SyncJob?)], failed: [ObjectIdentifier: StoreError]) {
         var failed: [ObjectIdentifier: StoreError] = [:]
-        var list = dirty
-        if list.count > 1 {
-            list = list.enumerated().sorted { ($0.element.commitOrder, $0.offset) < ($1.element.commitOrder, $1.offset) }.map(\.element)
-        }
-        dirty.removeAll(keepingCapacity: true)
-        dirtyIDs.removeAll(keepingCapacity: true)
         var stores: [(TurnParticipant, SyncJob?)] = []
-        for p in list {
+        for p in takeDirty() {
             do { stores.append((p, try p.beginCommit())) } catch { failed[ObjectIdentifier(p)] = error }
         }
         return (stores, failed)
