@@ -88,6 +88,8 @@ public final class Broker {
     var totalRequests: UInt64 = 0
     /// This process (for broker.status; the broker never forks).
     let brokerPID = ProcessInfoLite.pid
+    /// broker.status's unchanging leading members, encoded once.
+    var statusPrefix: [UInt8] = []
     /// `totalRequests` when the current loop turn began.
     var requestsAtTurnStart: UInt64 = 0
     var droppedSlowClients: UInt64 = 0

@@ -257,18 +257,25 @@ extension Broker {
     /// `broker.status`, encoded straight into bytes (it is the benchmark's round trip: no tree).
     func encodedStatus(verbose: Bool) -> [UInt8] {
         let anonymous = connections.count - sessionCounts.app - sessionCounts.extension - sessionCounts.tool
-        var w = JSONObjectWriter(capacity: 768)
-        w.string("version", SharebrokerVersion.string)
-        w.int("protocol", SharebrokerVersion.protocolVersion)
+        // The members that never change while the broker runs are written once.
+        if statusPrefix.isEmpty {
+            var w = JSONObjectWriter(capacity: 256)
+            w.string("version", SharebrokerVersion.string)
+            w.int("protocol", SharebrokerVersion.protocolVersion)
+            w.int("pid", Int(brokerPID))
+            w.string("socket", config.socketPath)
+            w.string("stateDirectory", config.stateDirectory)
+            w.int("maxMessage", config.maxMessage)
+            w.int("openFileLimit", openFileLimit)
+            statusPrefix = w.bytes
+        }
+        var w = JSONObjectWriter(continuing: statusPrefix, capacity: 1024)
         w.int("connections", connections.count)
         w.int("apps", registry.apps.count)
         w.int("subscribers", subscribers.count)
         w.int("pendingEvents", store?.pendingCount ?? 0)
         w.int("pendingShares", pendingShareCount)
         w.double("uptimeSeconds", (uptimeSeconds * 1000).rounded() / 1000)
-        w.int("pid", Int(brokerPID))
-        w.string("socket", config.socketPath)
-        w.string("stateDirectory", config.stateDirectory)
         w.object("sessions") { s in
             s.int("app", sessionCounts.app)
             s.int("extension", sessionCounts.extension)
@@ -280,7 +287,6 @@ extension Broker {
         w.uint("rejectedOverQuota", UInt64(rejectedOverQuota))
         w.uint("commits", nextCommitID - 1)
         w.int("manifestErrors", manifestErrorCount)
-        w.int("maxMessage", config.maxMessage)
         w.int("associationErrors", associationErrors.count)
         w.object("store") { s in
             if let store {
@@ -301,7 +307,6 @@ extension Broker {
             w.value("launches", launchStatus)
         }
         w.object("defaults") { writeDefaultsStatus(&$0) }
-        w.int("openFileLimit", openFileLimit)
         if verbose { w.value("clients", clientsJSON()) }
         return w.finish()
     }

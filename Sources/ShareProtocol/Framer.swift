@@ -28,6 +28,12 @@ public enum FramingError: Error, Sendable, Equatable {
 
 /// Splits a byte stream into frames. Feed it chunks as they are read; it calls back once per frame.
 public struct Framer: Sendable {
+    /// Appends raw bytes as typed ones (a memcpy; appending the raw buffer itself goes byte by byte).
+    @inline(__always) static func append(_ raw: UnsafeRawBufferPointer, to out: inout [UInt8]) {
+        guard let base = raw.baseAddress, raw.count > 0 else { return }
+        out.append(contentsOf: UnsafeBufferPointer(start: base.assumingMemoryBound(to: UInt8.self), count: raw.count))
+    }
+
     /// Largest accepted message body, in bytes.
     public let maxMessage: Int
     /// The framing the connection uses (decided from its first bytes).
@@ -58,10 +64,10 @@ public struct Framer: Sendable {
         if pending.isEmpty {
             let used = try consume(chunk, onFrame: onFrame)
             if used < chunk.count {
-                pending.append(contentsOf: UnsafeRawBufferPointer(rebasing: chunk[used...]))
+                Framer.append(UnsafeRawBufferPointer(rebasing: chunk[used...]), to: &pending)
             }
         } else {
-            pending.append(contentsOf: chunk)
+            Framer.append(chunk, to: &pending)
             var p = pending
             pending = []
             let used = try p.withUnsafeBytes { buf in

@@ -18,6 +18,15 @@ public struct JSONObjectWriter {
     public private(set) var bytes: [UInt8]
     private var empty = true
 
+    /// Continues an object whose first members were written earlier (`bytes` of a writer that was
+    /// not finished), for replies whose leading members never change.
+    public init(continuing prefix: [UInt8], capacity: Int = 256) {
+        bytes = []
+        bytes.reserveCapacity(max(capacity, prefix.count + 64))
+        bytes.append(contentsOf: prefix)
+        empty = prefix.count <= 1
+    }
+
     /// Starts an object, reserving `capacity` bytes.
     public init(capacity: Int = 256) {
         bytes = []
@@ -51,7 +60,7 @@ public struct JSONObjectWriter {
                 UnsafeMutableRawBufferPointer(rebasing: s[(i + 1)...]).copyMemory(from: UnsafeRawBufferPointer(b))
                 s[i + 1 + b.count] = UInt8(ascii: "\"")
                 s[i + 2 + b.count] = UInt8(ascii: ":")
-                bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: s[0..<total]))
+                bytes.append(contentsOf: UnsafeBufferPointer(start: s.baseAddress!.assumingMemoryBound(to: UInt8.self), count: total))
             }
         }
     }
@@ -137,7 +146,8 @@ extension JSONValue {
                 i -= 1
                 buf[i] = UInt8(ascii: "-")
             }
-            out.append(contentsOf: UnsafeRawBufferPointer(rebasing: buf[i...]))
+            // As typed bytes: appending a raw buffer would copy byte by byte.
+            out.append(contentsOf: UnsafeBufferPointer(start: buf.baseAddress!.assumingMemoryBound(to: UInt8.self) + i, count: buf.count - i))
         }
     }
 }
