@@ -107,6 +107,7 @@ private struct Parser {
             pos += 1
             return .object(JSONObject(uniqueMembers: members))
         }
+        members.reserveCapacity(6)  // a request envelope or its params: no regrowth on the way
         while true {
             skipWhitespace()
             guard peek() == UInt8(ascii: "\"") else { throw fail("expected a string key") }
