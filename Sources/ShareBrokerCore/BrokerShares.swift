@@ -151,7 +151,7 @@ extension Broker {
             return PreparedItem(stored: stored, attachment: a, file: nil, size: text.utf8.count)
         case "data":
             guard case .string(let b64)? = o["data"] else { throw .invalidParams("Invalid params: items[\(i)].data must be a base64 string") }
-            guard let bytes = Base64.decode(b64) else { throw .invalidParams("Invalid params: items[\(i)].data is not valid base64") }
+            guard let bytes = Base64.decode(b64, urlSafe: false) else { throw .invalidParams("Invalid params: items[\(i)].data is not valid base64") }
             var name: String? = nil
             if let n = o["name"] {
                 guard case .string(let s) = n else { throw .invalidParams("Invalid params: items[\(i)].name must be a string") }
@@ -494,33 +494,3 @@ extension Broker {
     static func isoNow() -> String { Logger.timestamp() }
 }
 
-/// Base64 (RFC 4648, standard alphabet; padding optional; whitespace ignored).
-enum Base64 {
-    static func decode(_ s: String) -> [UInt8]? {
-        var table = [Int8](repeating: -1, count: 256)
-        for (i, c) in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8.enumerated() { table[Int(c)] = Int8(i) }
-        var out: [UInt8] = []
-        out.reserveCapacity(s.utf8.count * 3 / 4)
-        var acc: UInt32 = 0
-        var bits = 0
-        var padding = 0
-        for c in s.utf8 {
-            if c == 0x20 || c == 0x0A || c == 0x0D || c == 0x09 { continue }
-            if c == UInt8(ascii: "=") {
-                padding += 1
-                continue
-            }
-            if padding > 0 { return nil }  // data after padding
-            let v = table[Int(c)]
-            if v < 0 { return nil }
-            acc = (acc << 6) | UInt32(v)
-            bits += 6
-            if bits >= 8 {
-                bits -= 8
-                out.append(UInt8((acc >> UInt32(bits)) & 0xFF))
-            }
-        }
-        if padding > 2 || bits >= 6 { return nil }
-        return out
-    }
-}

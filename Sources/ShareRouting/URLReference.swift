@@ -279,6 +279,10 @@ public struct URLReference: Sendable, Equatable, Hashable, CustomStringConvertib
         var i = 0
         while i < count {
             let v = value(i)
+            if v > 0x20 && v < 0x7F && v != 0x25 && URLReference.allowedRaw(UInt8(v)) {  // the common case
+                i += 1
+                continue
+            }
             let u = Unicode.Scalar(v)!
             if v == 0x20 { throw fail("space at position \(i) must be percent-encoded (%20)", i) }
             if v < 0x20 || v == 0x7F {

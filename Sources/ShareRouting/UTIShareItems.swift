@@ -333,9 +333,11 @@ public func urlsFoundIn(_ text: String) -> [String] {
     return out
 }
 
-/// Standard base64 (RFC 4648 §4), padding optional, whitespace ignored; the URL-safe alphabet (§5) is accepted too.
-enum Base64 {
-    static func decode(_ text: String) -> [UInt8]? {
+/// Standard base64 (RFC 4648 §4), padding optional, whitespace ignored; with `urlSafe` the
+/// URL-safe alphabet (§5) is accepted too.
+public enum Base64 {
+    /// The decoded bytes, or nil when `text` is not base64.
+    public static func decode(_ text: String, urlSafe: Bool = true) -> [UInt8]? {
         var out: [UInt8] = []
         out.reserveCapacity(text.utf8.count * 3 / 4)
         var acc: UInt32 = 0
@@ -347,8 +349,10 @@ enum Base64 {
             case UInt8(ascii: "A")...UInt8(ascii: "Z"): v = UInt32(c - UInt8(ascii: "A"))
             case UInt8(ascii: "a")...UInt8(ascii: "z"): v = UInt32(c - UInt8(ascii: "a")) + 26
             case UInt8(ascii: "0")...UInt8(ascii: "9"): v = UInt32(c - UInt8(ascii: "0")) + 52
-            case UInt8(ascii: "+"), UInt8(ascii: "-"): v = 62
-            case UInt8(ascii: "/"), UInt8(ascii: "_"): v = 63
+            case UInt8(ascii: "+"): v = 62
+            case UInt8(ascii: "/"): v = 63
+            case UInt8(ascii: "-") where urlSafe: v = 62
+            case UInt8(ascii: "_") where urlSafe: v = 63
             case UInt8(ascii: "="):
                 padding += 1
                 continue

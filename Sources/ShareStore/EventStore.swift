@@ -374,9 +374,7 @@ public final class EventStore: TurnParticipant {
         for e in carried {
             do {
                 try journal.append(type: RecordType.event.rawValue) { out in
-                    JSONValue.object([
-                        "app": .string(e.app), "id": .string(e.id), "seq": .number(String(e.seq)), "body": .object(e.body),
-                    ]).write(to: &out)
+                    EventStore.writeEventRecord(app: e.app, id: e.id, seq: e.seq, body: e.body, to: &out)
                 }
             } catch {
                 journal.discardPending()

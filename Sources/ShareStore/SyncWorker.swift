@@ -54,6 +54,7 @@ public final class SyncWorker: @unchecked Sendable {  // state guarded by `mutex
     private var queue: [Commit] = []
     private var done: [Outcome] = []
     private var stopping = false
+    private var busy = false  // a commit is being run
     private var thread: pthread_t? = nil
     private let wakeRead: Int32
     private let wakeWrite: Int32
@@ -128,8 +129,6 @@ public final class SyncWorker: @unchecked Sendable {  // state guarded by `mutex
         pthread_mutex_unlock(&mutex)
         return takeOutcomes()
     }
-
-    private var busy = false
 
     /// Runs a commit's jobs in order on the calling thread; a failed job stops the rest. The
     /// worker does this off the loop; the loop does it itself when waiting costs less than handing
