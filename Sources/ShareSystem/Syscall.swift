@@ -136,6 +136,22 @@ public enum FD {
         if let failure { throw failure }
     }
 
+    /// Blocking positional write of all of `buf` at `offset` (`pwrite(2)`, retried on EINTR and
+    /// short writes); the descriptor's own offset is untouched.
+    public static func pwriteAll(_ fd: Int32, _ buf: UnsafeRawBufferPointer, at offset: Int) throws(SystemError) {
+        var done = 0
+        while done < buf.count {
+            let n = pwrite(fd, buf.baseAddress! + done, buf.count - done, off_t(offset + done))
+            if n >= 0 {
+                done += n
+                continue
+            }
+            let e = currentErrno()
+            if e == EINTR { continue }
+            throw SystemError("pwrite", errno: e)
+        }
+    }
+
     /// Blocking read (for clients and tools); returns 0 at end of file.
     public static func readBlocking(_ fd: Int32, into buf: UnsafeMutableRawBufferPointer) throws(SystemError) -> Int {
         try retrying("read") {
