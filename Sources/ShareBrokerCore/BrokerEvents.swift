@@ -78,8 +78,9 @@ extension Broker {
         let fallback = try p.optionalString("fallback")
         let decision = router.resolve(url, fallback: fallback)
         guard case .routed(let app, let via, let kind, let openedURL) = decision else { throw decisionError(decision) }
-        var members: [(key: String, value: JSONValue)] = [(key: "kind", value: .string(kind.rawValue))]
-        members.reserveCapacity(5)
+        var members: [(key: String, value: JSONValue)] = []
+        members.reserveCapacity(5)  // before the first append: one allocation
+        members.append((key: "kind", value: .string(kind.rawValue)))
         switch kind {
         case .openURL:
             members.append((key: "url", value: .string(openedURL)))
@@ -198,7 +199,7 @@ extension Broker {
 
     /// Starts the app's `launch` command unless it is running or waiting for a retry.
     func launchIfNeeded(_ app: String) {
-        guard let manifest = registry.app(app), let argv = manifest.launch, !argv.isEmpty else { return }
+        guard let argv = registry.launchCommand(of: app), !argv.isEmpty else { return }
         var state = launches[app] ?? LaunchState()
         if state.pid != nil { return }  // starting: not again
         if let retry = state.retryAt, retry > Clock.monotonicNanos() { return }  // backing off

@@ -128,13 +128,27 @@ extension JSONValue {
 
     /// Appends the decimal digits of `v` (no allocation).
     public static func writeInteger<T: FixedWidthInteger>(_ v: T, to out: inout [UInt8]) {
-        if v == 0 {
+        let negative = v < 0
+        writeDigits(negative ? UInt64(v.magnitude) : UInt64(v), negative: negative, to: &out)
+    }
+
+    /// Appends the decimal digits of `v` (the common case, without the generic's witness calls).
+    public static func writeInteger(_ v: Int, to out: inout [UInt8]) {
+        writeDigits(UInt64(v.magnitude), negative: v < 0, to: &out)
+    }
+
+    /// Appends the decimal digits of `v`.
+    public static func writeInteger(_ v: UInt64, to out: inout [UInt8]) {
+        writeDigits(v, negative: false, to: &out)
+    }
+
+    static func writeDigits(_ value: UInt64, negative: Bool, to out: inout [UInt8]) {
+        if value == 0 {
             out.append(UInt8(ascii: "0"))
             return
         }
         var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)  // 24 bytes: enough for 20 digits and a sign
-        let negative = v < 0
-        var magnitude = negative ? UInt64(v.magnitude) : UInt64(v)
+        var magnitude = value
         withUnsafeMutableBytes(of: &digits) { buf in
             var i = buf.count
             while magnitude > 0 {

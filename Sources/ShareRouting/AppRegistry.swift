@@ -113,6 +113,13 @@ public struct AppRegistry: Sendable {
         return nil
     }
 
+    /// The app's `launch` command (nil when it has none), without copying its whole manifest
+    /// (url.open asks this for every event queued for an app that is not subscribed).
+    public func launchCommand(of bundleID: String) -> [String]? {
+        if case .app(let i)? = bundles[bundleID] { return apps[i].launch }
+        return nil
+    }
+
     /// The extension with `bundleID` and its containing app.
     public func appExtension(_ bundleID: String) -> (ext: ExtensionManifest, app: AppManifest)? {
         if case .appExtension(let a, let e)? = bundles[bundleID] { return (apps[a].extensions[e], apps[a]) }

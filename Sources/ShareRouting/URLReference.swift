@@ -370,24 +370,26 @@ public struct URLReference: Sendable, Equatable, Hashable, CustomStringConvertib
         default: return false
         }
     }
-    static func isUnreservedOrSubDelim(_ c: UInt8) -> Bool { isUnreserved(c) || isSubDelim(c) }
+    // The classes below are bit sets over ASCII (bit c of lo for c < 64, bit c - 64 of hi), the
+    // same sets as isUnreserved/isSubDelim spell out; URLReferenceTests checks them byte by byte.
+    @inline(__always) static func inSet(_ c: UInt8, _ lo: UInt64, _ hi: UInt64) -> Bool {
+        c < 64 ? (lo >> UInt64(c)) & 1 != 0 : c < 128 ? (hi >> UInt64(c - 64)) & 1 != 0 : false
+    }
+    /// unreserved / sub-delims.
+    @inline(__always) static func isUnreservedOrSubDelim(_ c: UInt8) -> Bool {
+        inSet(c, 0x2BFF_7FD2_0000_0000, 0x47FF_FFFE_87FF_FFFE)
+    }
     /// pchar = unreserved / pct-encoded / sub-delims / ":" / "@" ('%' validated in pass 1).
-    static func isPChar(_ c: UInt8) -> Bool {
-        isUnreservedOrSubDelim(c) || c == UInt8(ascii: ":") || c == UInt8(ascii: "@") || c == UInt8(ascii: "%")
+    @inline(__always) static func isPChar(_ c: UInt8) -> Bool {
+        inSet(c, 0x2FFF_7FF2_0000_0000, 0x47FF_FFFE_87FF_FFFF)
     }
     /// query / fragment = *( pchar / "/" / "?" ).
-    static func isQueryOrFragmentChar(_ c: UInt8) -> Bool {
-        isPChar(c) || c == UInt8(ascii: "/") || c == UInt8(ascii: "?")
+    @inline(__always) static func isQueryOrFragmentChar(_ c: UInt8) -> Bool {
+        inSet(c, 0xAFFF_FFF2_0000_0000, 0x47FF_FFFE_87FF_FFFF)
     }
     /// Characters that may appear raw somewhere in a URI: unreserved, reserved, '%'.
-    static func allowedRaw(_ c: UInt8) -> Bool {
-        if isUnreservedOrSubDelim(c) { return true }
-        switch c {
-        case UInt8(ascii: ":"), UInt8(ascii: "/"), UInt8(ascii: "?"), UInt8(ascii: "#"), UInt8(ascii: "["),
-            UInt8(ascii: "]"), UInt8(ascii: "@"), UInt8(ascii: "%"):
-            return true
-        default: return false
-        }
+    @inline(__always) static func allowedRaw(_ c: UInt8) -> Bool {
+        inSet(c, 0xAFFF_FFFA_0000_0000, 0x47FF_FFFE_AFFF_FFFF)
     }
     static func asciiLowercased(_ s: String) -> String {
         guard s.utf8.contains(where: { $0 >= 0x41 && $0 <= 0x5A }) else { return s }

@@ -169,8 +169,9 @@ public final class EventStore: TurnParticipant {
     public func enqueue(app: String, fields: JSONObject) throws(StoreError) -> StoredEvent {
         let seq = nextSeq
         let id = "ev-" + String(seq)
-        var members: [(key: String, value: JSONValue)] = [(key: "id", value: .string(id))]
-        members.reserveCapacity(fields.count + 1)
+        var members: [(key: String, value: JSONValue)] = []
+        members.reserveCapacity(fields.count + 1)  // before the first append: one allocation
+        members.append((key: "id", value: .string(id)))
         for m in fields where m.key != "id" { members.append(m) }  // the store owns `id`
         let body = JSONObject(uniqueMembers: members)
         try journal.append(type: RecordType.event.rawValue) { out in

@@ -1,7 +1,7 @@
 // Table-driven tests for strict RFC 3986 URL parsing: components of valid URLs (custom schemes from the
 // seeds included) and the exact messages for invalid ones.
 
-import ShareRouting
+@testable import ShareRouting
 import XCTest
 
 final class URLReferenceTests: XCTestCase {
@@ -137,5 +137,23 @@ final class URLReferenceTests: XCTestCase {
         XCTAssertNil(try URLReference(parsing: "myapp://h/").effectivePort)
         XCTAssertTrue(try URLReference(parsing: "HTTPS://h/").isWeb)
         XCTAssertFalse(try URLReference(parsing: "ftp://h/").isWeb)
+    }
+}
+
+extension URLReferenceTests {
+    /// The bit-set character classes are exactly RFC 3986's sets, spelled out (every byte).
+    func testCharacterClassBitSetsMatchTheRFCSets() {
+        let unreserved = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~".utf8)
+        let subDelims = Set("!$&'()*+,;=".utf8)
+        for c in 0...255 {
+            let b = UInt8(c)
+            let us = unreserved.contains(b) || subDelims.contains(b)
+            XCTAssertEqual(URLReference.isUnreservedOrSubDelim(b), us, "byte \(c)")
+            XCTAssertEqual(URLReference.isUnreserved(b) || URLReference.isSubDelim(b), us, "byte \(c)")
+            let pchar = us || ":@%".utf8.contains(b)
+            XCTAssertEqual(URLReference.isPChar(b), pchar, "byte \(c)")
+            XCTAssertEqual(URLReference.isQueryOrFragmentChar(b), pchar || "/?".utf8.contains(b), "byte \(c)")
+            XCTAssertEqual(URLReference.allowedRaw(b), us || ":/?#[]@%".utf8.contains(b), "byte \(c)")
+        }
     }
 }

@@ -428,8 +428,10 @@ def compaction_on_full_disk(d, m, c):
     """The warm-up overwrote one key with 128 KiB values until its superseded records nearly
     reach the compaction threshold (1 MiB of dead records, and twice the live ones). One more
     overwrite, now that the disk is full, still fits the defaults journal's reservation and is
-    answered, and then the broker tries to compact: it starts a new segment and the snapshot
-    cannot get space. That failure must not lose or change anything (checked after restarts)."""
+    answered, and then the broker tries to compact: it starts a new segment, and the sealed one
+    gives back the space it had reserved (and zeroed) past its last record. The snapshot then
+    usually fits and the old segment is deleted; when it does not, the compaction fails. Either
+    way nothing may be lost or changed (checked after restarts)."""
     if not d.compaction_probe:
         return
     segs = lambda: sorted(p.name for p in Path(d.state, "groups", GROUP2).glob("defaults-*.log"))
@@ -446,9 +448,14 @@ def compaction_on_full_disk(d, m, c):
           f"segments {before} -> {segs()}, broker.status.defaults.compactionErrors {errors}")
     if segs() == before:
         c.note("the defaults journal did not try to compact on the full disk (no new segment)")
-    # The journal now writes to the new segment, which has no reservation: refused.
-    c.check(not d.set_default(BIG_KEY, {"n": -1}, group=GROUP2),
-            "after the failed compaction, defaults.set in that group is refused with -32005")
+    answered = d.set_default(BIG_KEY, {"n": -1}, group=GROUP2)
+    if errors:
+        # The journal now writes to the new segment, which has no reservation: refused.
+        c.check(not answered, "after the failed compaction, defaults.set in that group is refused with -32005")
+    elif segs() != before:
+        # Compacted: the snapshot is the only segment left (the old one deleted).
+        c.check(len(segs()) == 1, "compaction on the full disk leaves the snapshot segment alone",
+                f"segments {segs()}")
 
 
 def active_journal(state, prefix):
@@ -645,7 +652,7 @@ def check_defaults(client, m, c, when):
     if m.g2["values"] or m.g2["failed"]:
         lst = client.defaults_list(GROUP2)
         c.check(lst.get("values") == m.g2["values"] and lst.get("version") == m.g2["version"],
-                f"{when}: {GROUP2} (compaction failed on the full disk) holds exactly the answered value and version",
+                f"{when}: {GROUP2} (compacted on the full disk, or failed to) holds exactly the answered value and version",
                 f"version {lst.get('version')} (expected {m.g2['version']}), "
                 f"n {[v.get('n') for v in lst.get('values', {}).values()]} (expected {[v.get('n') for v in m.g2['values'].values()]})")
     lst = client.defaults_list(GROUP)
