@@ -52,6 +52,20 @@ public enum JSONParser {
     }
 }
 
+extension JSONParser {
+    /// The fast path for the usual request frame: one object holding only `"jsonrpc":"2.0"`,
+    /// `id` (a string, number or null), `method` (a string) and `params` (an object or an array),
+    /// each at most once, with plain (unescaped) keys. It reads the envelope without building
+    /// a tree for it. Nil for anything else, including any error: the caller then takes the
+    /// general path (`parseBuffer` + `RPCCodec.decodeRequest`), which gives the same request for
+    /// every frame this accepts (RPCTests checks the two agree) and the right error otherwise.
+    static func parseRequestEnvelope(_ buf: UnsafeRawBufferPointer) -> RPCRequest? {
+        var p = Parser(buf: buf)
+        let r = Result { () throws(JSONParseError) -> RPCRequest? in try p.requestEnvelope() }
+        return (try? r.get()) ?? nil
+    }
+}
+
 private struct Parser {
     let buf: UnsafeRawBufferPointer
     var pos = 0
@@ -195,6 +209,79 @@ private struct Parser {
     }
 
     @inline(__always) func isDigit(_ c: UInt8) -> Bool { c >= 0x30 && c <= 0x39 }
+
+    /// True (and past it) when the bytes at `pos` are exactly `word`.
+    @inline(__always) mutating func match(_ word: StaticString) -> Bool {
+        let n = word.utf8CodeUnitCount
+        guard pos + n <= buf.count else { return false }
+        let start = word.utf8Start
+        for i in 0..<n where buf[pos + i] != start[i] { return false }
+        pos += n
+        return true
+    }
+
+    /// See `JSONParser.parseRequestEnvelope`: nil when the frame is not of that usual shape.
+    mutating func requestEnvelope() throws(JSONParseError) -> RPCRequest? {
+        skipWhitespace()
+        guard peek() == UInt8(ascii: "{") else { return nil }
+        pos += 1
+        var seen: UInt8 = 0
+        var id: RequestID? = nil
+        var method: String? = nil
+        var params: JSONValue? = nil
+        while true {
+            skipWhitespace()
+            let member: UInt8
+            if match(#""method""#) {
+                member = 1
+            } else if match(#""params""#) {
+                member = 2
+            } else if match(#""id""#) {
+                member = 4
+            } else if match(#""jsonrpc""#) {
+                member = 8
+            } else {
+                return nil
+            }
+            if seen & member != 0 { return nil }  // a repeated member: the general path decides
+            seen |= member
+            skipWhitespace()
+            guard peek() == UInt8(ascii: ":") else { return nil }
+            pos += 1
+            skipWhitespace()
+            switch member {
+            case 1:
+                guard peek() == UInt8(ascii: "\"") else { return nil }
+                method = try parseString()
+            case 2:
+                guard let c = peek(), c == UInt8(ascii: "{") || c == UInt8(ascii: "[") else { return nil }
+                params = try parseValue(depth: 1)  // as deep as inside the envelope's object
+            case 4:
+                guard let c = peek() else { return nil }
+                switch c {
+                case UInt8(ascii: "\""): id = .string(try parseString())
+                case UInt8(ascii: "n"):
+                    try expectLiteral("null")
+                    id = .null
+                case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+                    guard case .number(let n) = try parseNumber() else { return nil }
+                    id = .number(n)
+                default: return nil
+                }
+            default:
+                guard match(#""2.0""#) else { return nil }
+            }
+            skipWhitespace()
+            guard let c = peek() else { return nil }
+            pos += 1
+            if c == UInt8(ascii: ",") { continue }
+            if c == UInt8(ascii: "}") { break }
+            return nil
+        }
+        skipWhitespace()
+        guard pos == buf.count, seen & 9 == 9, let method else { return nil }
+        return RPCRequest(id: id, method: method, params: params)
+    }
 
     mutating func parseString() throws(JSONParseError) -> String {
         pos += 1  // opening quote

@@ -157,6 +157,9 @@ public struct RPCErrorReply: Error, Sendable {
 public enum RPCCodec {
     /// Decodes one frame. Invalid JSON → -32700 (id null); an empty batch → -32600 (id null).
     public static func decode(_ frame: UnsafeRawBufferPointer) -> IncomingMessage {
+        // The usual request, read without a tree for its envelope; anything else (batches,
+        // errors, unusual shapes) goes the general way below.
+        if let request = JSONParser.parseRequestEnvelope(frame) { return .single(.success(request)) }
         let value: JSONValue
         do {
             value = try JSONParser.parseBuffer(frame)

@@ -381,3 +381,86 @@ struct RPCIncomingTests {
         #expect(p == [1, 2])
     }
 }
+
+/// The envelope fast path (`JSONParser.parseRequestEnvelope`) accepts the usual requests, and
+/// whatever it accepts the general path (tree + `decodeRequest`) decodes to the same request.
+@Suite struct RequestEnvelopeFastPathTests {
+    static let usual = [
+        #"{"jsonrpc":"2.0","id":1,"method":"broker.status"}"#,
+        #"{"jsonrpc":"2.0","id":"a-1","method":"url.open","params":{"url":"benchapp://x?i=1"}}"#,
+        #"{"method":"app.ack","params":[1,2],"id":-0.5e3,"jsonrpc":"2.0"}"#,
+        #"  { "jsonrpc" : "2.0" , "method" : "m\u00e9\n" , "id" : null }  "#,
+        #"{"jsonrpc":"2.0","method":"notify","params":{}}"#,
+        #"{"jsonrpc":"2.0","id":7,"method":"x","params":{"a":{"b":[{"c":null}]}}}"#,
+    ]
+    static let unusual = [
+        #"{"jsonrpc":"2.0","id":1,"method":"a","method":"b"}"#,  // repeated member: last wins
+        #"{"jsonrpc":"2.0","id":1,"method":"a","extra":true}"#,
+        #"{"json\u0072pc":"2.0","id":1,"method":"a"}"#,
+        #"{"jsonrpc":"2\u002e0","id":1,"method":"a"}"#,
+        #"{"jsonrpc":"2.0","id":true,"method":"a"}"#,
+        #"{"jsonrpc":"2.0","id":1,"method":"a","params":3}"#,
+        #"{"jsonrpc":"1.0","id":1,"method":"a"}"#,
+        #"{"id":1,"method":"a"}"#,
+        #"{"jsonrpc":"2.0","id":1}"#,
+        #"{"jsonrpc":"2.0","id":01,"method":"a"}"#,
+        #"{"jsonrpc":"2.0","id":1,"method":"a"} x"#,
+        #"{"jsonrpc":"2.0","id":1,"method":"a""#,
+        #"[{"jsonrpc":"2.0","id":1,"method":"a"}]"#,
+        #"{}"#, "", "null",
+    ]
+
+    /// The general path's answer for a frame.
+    static func general(_ frame: [UInt8]) -> Result<RPCRequest, RPCErrorReply>? {
+        let parsed = frame.withUnsafeBytes { buf in
+            Result { () throws(JSONParseError) -> JSONValue in try JSONParser.parseBuffer(buf) }
+        }
+        guard case .success(let value) = parsed else { return nil }
+        return RPCCodec.decodeRequest(value)
+    }
+
+    static func fast(_ frame: [UInt8]) -> RPCRequest? {
+        frame.withUnsafeBytes { JSONParser.parseRequestEnvelope($0) }
+    }
+
+    static func agree(_ frame: [UInt8]) -> Bool {
+        guard let f = fast(frame) else { return true }
+        guard case .success(let g)? = general(frame) else { return false }
+        return f.id == g.id && f.method == g.method && f.params == g.params
+    }
+
+    @Test func usualRequestsTakeTheFastPathAndAgree() {
+        for s in Self.usual {
+            let frame = Array(s.utf8)
+            #expect(Self.fast(frame) != nil, "\(s)")
+            #expect(Self.agree(frame), "\(s)")
+        }
+    }
+
+    @Test func unusualFramesTakeTheGeneralPath() {
+        for s in Self.unusual {
+            #expect(Self.fast(Array(s.utf8)) == nil, "\(s)")
+        }
+        // ... which still decodes them as before (last member wins, an extra member is ignored).
+        if case .success(let r)? = Self.general(Array(Self.unusual[0].utf8)) { #expect(r.method == "b") }
+        else { Issue.record("a repeated method is decoded by the general path") }
+    }
+
+    @Test func mutatedFramesNeverDisagree() {
+        var rng = SystemRandomNumberGenerator()
+        let alphabet = Array(#"{}[]":,0123456789.-eE "\u00 nultrejsoidmpa2"#.utf8)
+        for _ in 0..<20_000 {
+            var frame = Array(Self.usual[Int.random(in: 0..<Self.usual.count, using: &rng)].utf8)
+            for _ in 0..<Int.random(in: 1...3, using: &rng) {
+                let i = Int.random(in: 0..<frame.count, using: &rng)
+                switch Int.random(in: 0..<3, using: &rng) {
+                case 0: frame[i] = alphabet.randomElement(using: &rng)!
+                case 1: frame.remove(at: i)
+                default: frame.insert(alphabet.randomElement(using: &rng)!, at: i)
+                }
+                if frame.isEmpty { break }
+            }
+            #expect(Self.agree(frame), "\(String(decoding: frame, as: UTF8.self))")
+        }
+    }
+}
