@@ -29,7 +29,7 @@ extension Broker {
     static func shareMethods() -> [MethodSpec] {
         [
             MethodSpec("share.targets") { b, c, p throws(RPCError) in try b.shareTargets(c, p) },
-            MethodSpec("share.send", roles: [.extension, .tool]) { b, c, p throws(RPCError) in try b.shareSend(c, p) },
+            MethodSpec("share.send", roles: [.extension, .tool], encoding: { b, c, p throws(RPCError) in try b.shareSend(c, p) }),
             MethodSpec("share.list", roles: [.app, .extension]) { b, c, p throws(RPCError) in try b.shareList(c, p) },
             MethodSpec("share.get", roles: [.app, .extension]) { b, c, p throws(RPCError) in try b.shareGet(c, p) },
             MethodSpec("share.complete", roles: [.app, .extension]) { b, c, p throws(RPCError) in try b.shareComplete(c, p) },
@@ -220,7 +220,7 @@ extension Broker {
 
     // MARK: share.send
 
-    func shareSend(_ conn: Connection, _ p: Params) throws(RPCError) -> JSONValue {
+    func shareSend(_ conn: Connection, _ p: Params) throws(RPCError) -> MethodResult {
         let named = try p.optionalString("extension")
         let groupParam = try p.optionalString("group")
         var openURL: String? = nil
@@ -346,10 +346,11 @@ extension Broker {
         } catch {
             throw RPCError(.storageFailure, "Storage failure: \(error.message); nothing was stored")
         }
-        var result: JSONObject = [
-            "shareID": .string(stored.id), "extension": .string(chosen.ext.bundleID), "app": .string(chosen.app.bundleID),
-            "group": .string(group),
-        ]
+        var result = JSONObjectWriter(capacity: 160)
+        result.string("shareID", stored.id)
+        result.string("extension", chosen.ext.bundleID)
+        result.string("app", chosen.app.bundleID)
+        result.string("group", group)
         if let route = pendingRoute, let events = self.store {
             let event: StoredEvent
             do { event = try events.enqueue(app: route.app, fields: route.fields) } catch {
@@ -369,10 +370,10 @@ extension Broker {
             let shareID = stored.id
             compensations.append((ObjectIdentifier(events), { _ = try? store.complete(shareID) }))
             if subscribers[route.app] == nil { launchIfNeeded(route.app) }
-            result["eventID"] = .string(event.id)
+            result.string("eventID", event.id)
         }
         log.log(.debug, "share \(stored.id) from \(chosen.ext.bundleID) stored in \(group) (\(items.count) items)", connection: conn.id)
-        return .object(result)
+        return .encoded(result.finish())
     }
 
     /// After recovery: re-creates the events that shares announced but that were never written

@@ -348,7 +348,13 @@ public enum URLScheme {
     }
 
     /// Lowercased ASCII (schemes compare case-insensitively).
-    public static func normalize(_ s: String) -> String { s.lowercased() }
+    public static func normalize(_ s: String) -> String {
+        // Schemes are ASCII (see isValid): lowercase them without the Unicode machinery, and
+        // return the string itself when it has no capital (the usual case).
+        guard s.utf8.allSatisfy({ $0 < 0x80 }) else { return s.lowercased() }
+        guard s.utf8.contains(where: { $0 >= 0x41 && $0 <= 0x5A }) else { return s }
+        return String(decoding: s.utf8.map { ($0 >= 0x41 && $0 <= 0x5A) ? $0 + 0x20 : $0 }, as: UTF8.self)
+    }
 }
 
 /// One `associatedDomains` entry, parsed: `service:host[?mode=...]`, host possibly `*.domain`.

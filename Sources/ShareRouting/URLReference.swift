@@ -122,7 +122,13 @@ public struct URLReference: Sendable, Equatable, Hashable, CustomStringConvertib
             let scalars = Array(text.unicodeScalars)
             try URLReference.checkRawCharacters(count: scalars.count, { scalars[$0].value }, failAt)
         } else {
-            try URLReference.checkRawCharacters(count: b.count, { UInt32(b[$0]) }, failAt)
+            // The common case first: every byte allowed raw and no '%'. Else the general pass
+            // goes on from the first other byte (it checks escapes and explains errors).
+            var k = 0
+            while k < b.count, b[k] != UInt8(ascii: "%"), URLReference.allowedRaw(b[k]) { k += 1 }
+            if k < b.count {
+                try URLReference.checkRawCharacters(from: k, count: b.count, { UInt32(b[$0]) }, failAt)
+            }
         }
 
         // From here on the text is ASCII: work on bytes.
@@ -274,9 +280,9 @@ public struct URLReference: Sendable, Equatable, Hashable, CustomStringConvertib
     /// Pass 1 of parsing: `value(i)` is the i-th Unicode scalar of the text.
     @inline(__always)
     static func checkRawCharacters(
-        count: Int, _ value: (Int) -> UInt32, _ fail: (String, Int?) -> URLParseError
+        from start: Int = 0, count: Int, _ value: (Int) -> UInt32, _ fail: (String, Int?) -> URLParseError
     ) throws(URLParseError) {
-        var i = 0
+        var i = start
         while i < count {
             let v = value(i)
             if v > 0x20 && v < 0x7F && v != 0x25 && URLReference.allowedRaw(UInt8(v)) {  // the common case
@@ -317,6 +323,16 @@ public struct URLReference: Sendable, Equatable, Hashable, CustomStringConvertib
     }
 
     public static func parse(_ text: String) -> URLReference? { try? URLReference(parsing: text) }
+
+    /// True when `text` begins with `scheme` (lowercase ASCII) followed by ':', in any case.
+    /// A cheap test before parsing: a URL whose scheme is `scheme` must begin so.
+    public static func startsWithScheme(_ text: String, _ scheme: StaticString) -> Bool {
+        var it = text.utf8.makeIterator()
+        for i in 0..<scheme.utf8CodeUnitCount {
+            guard let c = it.next(), c | 0x20 == scheme.utf8Start[i] else { return false }
+        }
+        return it.next() == UInt8(ascii: ":")
+    }
 
     // MARK: - Percent decoding
 

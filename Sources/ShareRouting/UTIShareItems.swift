@@ -219,7 +219,9 @@ extension UTITable {
     public func attachment(for item: ShareItem) -> Attachment {
         switch item.content {
         case .url(let u):
-            let isFile = URLReference.parse(u)?.normalizedScheme == "file"
+            // Only a text starting "file:" (any case) can parse with the scheme `file`: skip the
+            // parse for the rest (it was the costliest step of share.send's typing).
+            let isFile = URLReference.startsWithScheme(u, "file") && URLReference.parse(u)?.normalizedScheme == "file"
             if let t = item.type {
                 return Attachment(kind: .url, registeredTypeIdentifiers: [t], url: u, typeSource: .given)
             }

@@ -157,3 +157,36 @@ extension URLReferenceTests {
         }
     }
 }
+
+extension URLReferenceTests {
+    func testStartsWithSchemeIsTheCheapPrefixTest() {
+        XCTAssertTrue(URLReference.startsWithScheme("file:///tmp/a", "file"))
+        XCTAssertTrue(URLReference.startsWithScheme("FiLe:x", "file"))
+        XCTAssertFalse(URLReference.startsWithScheme("files:///tmp/a", "file"))
+        XCTAssertFalse(URLReference.startsWithScheme("fil", "file"))
+        XCTAssertFalse(URLReference.startsWithScheme("file", "file"))
+        XCTAssertFalse(URLReference.startsWithScheme("https://example.com/file:", "file"))
+        // The attachment of a URL item still tells file URLs from the rest.
+        let table = UTITable.system
+        XCTAssertEqual(table.attachment(for: .url("FILE:///tmp/a.pdf", type: nil)).primaryType, "public.file-url")
+        XCTAssertEqual(table.attachment(for: .url("file:%zz", type: nil)).primaryType, "public.url")  // not a valid URL
+        XCTAssertEqual(table.attachment(for: .url("https://youtu.be/x", type: nil)).primaryType, "public.url")
+    }
+
+    func testSchemesNormalizeToASCIILowercase() {
+        XCTAssertEqual(URLScheme.normalize("HTTPS"), "https")
+        XCTAssertEqual(URLScheme.normalize("my-App+x.1"), "my-app+x.1")
+        XCTAssertEqual(URLScheme.normalize("stats"), "stats")
+        XCTAssertEqual(URLScheme.normalize("ÄB"), "äb")  // not a valid scheme; lowercased as before
+    }
+
+    func testPercentEscapesAfterThePlainPrefixAreStillChecked() throws {
+        XCTAssertEqual(try URLReference(parsing: "myapp://open/a%20b?x=%2F").path, "/a%20b")
+        XCTAssertThrowsError(try URLReference(parsing: "myapp://open/abc%2")) { error in
+            XCTAssertEqual((error as? URLParseError)?.position, 16)
+        }
+        XCTAssertThrowsError(try URLReference(parsing: "myapp://open/a b")) { error in
+            XCTAssertEqual((error as? URLParseError)?.position, 14)
+        }
+    }
+}
