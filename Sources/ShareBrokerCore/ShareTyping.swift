@@ -34,7 +34,8 @@ enum ShareTyping {
         case nil: return (false, "the extension has no activation rule, so it accepts nothing")
         case .failure(let e)?: return (false, "its activation rule is invalid (\(e)), so it accepts nothing")
         case .success(let r)?:
-            let result = r.evaluate(items.map(\.attachment), table: table)
+            // Only a refusal's reason is shown (in -32003); an acceptance needs none.
+            let result = r.evaluate(items.map(\.attachment), table: table, explainAcceptance: false)
             return (result.accepted, result.reason)
         }
     }

@@ -69,27 +69,34 @@ extension ActivationRule {
     ///   evaluation error (NSPredicate would raise) refuses.
     /// - Dictionary rules: see `ActivationDictionary.evaluate(_:table:)`.
     /// An empty list is never accepted: there is nothing to share.
-    public func evaluate(_ attachments: [Attachment], table: UTITable = .system) -> ActivationResult {
+    ///
+    /// With `explainAcceptance` false an accepting result has an empty reason (a refusal always
+    /// has its reason): the broker's share.send only needs the verdict, and the sentences cost
+    /// more than the decision.
+    public func evaluate(
+        _ attachments: [Attachment], table: UTITable = .system, explainAcceptance: Bool = true
+    ) -> ActivationResult {
         guard !attachments.isEmpty else { return .refuse("there are no items to share") }
         switch self {
-        case .dictionary(let d): return d.evaluate(attachments, table: table)
+        case .dictionary(let d): return d.evaluate(attachments, table: table, explainAcceptance: explainAcceptance)
         case .predicate(let p):
-            let types = attachments.map { "[" + $0.registeredTypeIdentifiers.joined(separator: ", ") + "]" }.joined(
-                separator: " ")
-            let items = activationPlural(attachments.count, "item")
-            if case .constant(let holds) = p.root {  // TRUEPREDICATE / FALSEPREDICATE: no context to build
-                return holds
-                    ? .accept("the activation predicate holds for the \(items) \(types)")
-                    : .refuse("the activation predicate is false for the \(items) \(types)")
+            func items() -> String {
+                activationPlural(attachments.count, "item") + " "
+                    + attachments.map { "[" + $0.registeredTypeIdentifiers.joined(separator: ", ") + "]" }.joined(
+                        separator: " ")
             }
-            do throws(PredicateEvaluationError) {
-                if try p.evaluate(with: ActivationContext.extensionContext(attachments), table: table) {
-                    return .accept("the activation predicate holds for the \(items) \(types)")
+            let holds: Bool
+            if case .constant(let value) = p.root {  // TRUEPREDICATE / FALSEPREDICATE: no context to build
+                holds = value
+            } else {
+                do throws(PredicateEvaluationError) {
+                    holds = try p.evaluate(with: ActivationContext.extensionContext(attachments), table: table)
+                } catch {
+                    return .refuse("the activation predicate cannot be evaluated for the \(items()): \(error)")
                 }
-                return .refuse("the activation predicate is false for the \(items) \(types)")
-            } catch {
-                return .refuse("the activation predicate cannot be evaluated for the \(items) \(types): \(error)")
             }
+            guard holds else { return .refuse("the activation predicate is false for the \(items())") }
+            return .accept(explainAcceptance ? "the activation predicate holds for the \(items())" : "")
         }
     }
 }
@@ -218,7 +225,9 @@ extension ActivationDictionary {
     /// - Fuzzy matching (DictionaryVersion 2 without UsesStrictMatching): at least one attachment must be of a
     ///   supported kind; an attachment of a kind whose key is present with 0 (or `false`) must still be of some
     ///   supported kind (iOS's builder emits a reject predicate for such keys in non-strict mode only).
-    public func evaluate(_ attachments: [Attachment], table: UTITable = .system) -> ActivationResult {
+    public func evaluate(
+        _ attachments: [Attachment], table: UTITable = .system, explainAcceptance: Bool = true
+    ) -> ActivationResult {
         let n = attachments.count
         guard n > 0 else { return .refuse("there are no items to share") }
         guard supportsSomething else {
@@ -266,7 +275,7 @@ extension ActivationDictionary {
                 let why = c.filteredOut.map { ": \($0)" } ?? ""
                 return .refuse("\(describe(i)) is not a kind this rule supports\(why); it supports \(supportSummary)")
             }
-            return .accept("every item is supported (\(countSummary(counts))); strict matching")
+            return .accept(explainAcceptance ? "every item is supported (\(countSummary(counts))); strict matching" : "")
         }
         // Fuzzy matching.
         let supportedCount = classes.filter(covered).count
@@ -286,6 +295,7 @@ extension ActivationDictionary {
                 return .refuse("\(describe(i)) is a \(k.noun) and \(k.key.rawValue) is \(value)")
             }
         }
+        guard explainAcceptance else { return .accept("") }
         return .accept(
             "\(supportedCount) of \(activationPlural(n, "item")) supported (\(countSummary(counts))); fuzzy matching "
                 + "(DictionaryVersion \(dictionaryVersion ?? 1) without UsesStrictMatching) passes the others along")

@@ -52,6 +52,7 @@ final class ActivationDictionaryTests: XCTestCase {
             }
             // The free function agrees.
             XCTAssertEqual(evaluate(rule, items: sampleAttachments(c.items)), result, file: file, line: c.line)
+            assertQuietAgrees(rule, c.items, result, file: file, line: c.line)
         }
     }
 
@@ -429,4 +430,14 @@ final class ActivationDictionaryTests: XCTestCase {
             broken.reason,
             "its activationRule cannot be read: expected an expression, found the end of the predicate at position 4")
     }
+}
+
+/// Without explaining acceptance (the broker's share.send) a rule gives the same verdict, an empty
+/// reason when it accepts and the same reason when it refuses.
+func assertQuietAgrees(
+    _ rule: ActivationRule, _ items: [ShareItem], _ explained: ActivationResult, file: StaticString, line: UInt
+) {
+    let quiet = rule.evaluate(sampleAttachments(items), explainAcceptance: false)
+    XCTAssertEqual(quiet.accepted, explained.accepted, file: file, line: line)
+    XCTAssertEqual(quiet.reason, explained.accepted ? "" : explained.reason, file: file, line: line)
 }

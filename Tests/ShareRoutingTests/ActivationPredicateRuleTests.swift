@@ -22,6 +22,7 @@ final class ActivationPredicateRuleTests: XCTestCase {
         for c in cases {
             let result = parsed.evaluate(sampleAttachments(c.items))
             XCTAssertEqual(result.accepted, c.accepted, "\(source): \(result.reason)", file: file, line: c.line)
+            assertQuietAgrees(parsed, c.items, result, file: file, line: c.line)
         }
     }
 
