@@ -112,7 +112,6 @@ public struct URLReference: Sendable, Equatable, Hashable, CustomStringConvertib
         func fail(_ reason: String, at position: Int? = nil) -> URLParseError {
             URLParseError(input: text, reason: reason, position: position)
         }
-        let failAt: (String, Int?) -> URLParseError = { fail($0, at: $1) }
         if text.isEmpty { throw fail("the URL is empty") }
 
         // Pass 1: every character must be one RFC 3986 allows raw, and every '%' must start '%XX'.
@@ -120,14 +119,14 @@ public struct URLReference: Sendable, Equatable, Hashable, CustomStringConvertib
         let b = Array(text.utf8)
         if b.contains(where: { $0 >= 0x80 }) {
             let scalars = Array(text.unicodeScalars)
-            try URLReference.checkRawCharacters(count: scalars.count, { scalars[$0].value }, failAt)
+            try URLReference.checkRawCharacters(count: scalars.count, { scalars[$0].value }, input: text)
         } else {
             // The common case first: every byte allowed raw and no '%'. Else the general pass
             // goes on from the first other byte (it checks escapes and explains errors).
             var k = 0
             while k < b.count, b[k] != UInt8(ascii: "%"), URLReference.allowedRaw(b[k]) { k += 1 }
             if k < b.count {
-                try URLReference.checkRawCharacters(from: k, count: b.count, { UInt32(b[$0]) }, failAt)
+                try URLReference.checkRawCharacters(from: k, count: b.count, { UInt32(b[$0]) }, input: text)
             }
         }
 
@@ -146,11 +145,19 @@ public struct URLReference: Sendable, Equatable, Hashable, CustomStringConvertib
         guard let colon else { throw fail("missing scheme (expected SCHEME:..., e.g. 'https://example.com/' or 'myapp://open')") }
         if colon == 0 { throw fail("missing scheme before ':'", at: 0) }
         let schemeText = String(decoding: b[0..<colon], as: UTF8.self)
-        if !URLScheme.isValid(schemeText) {
-            throw fail("invalid scheme '\(schemeText)' (a letter, then letters, digits, '+', '-' or '.')", at: 0)
+        // URLScheme.isValid and .normalize, on the bytes at hand (the text is ASCII here).
+        var schemeHasCapital = false
+        for k in 0..<colon {
+            let c = b[k]
+            let capital = c >= 0x41 && c <= 0x5A
+            schemeHasCapital = schemeHasCapital || capital
+            let alpha = capital || (c >= 0x61 && c <= 0x7A)
+            guard alpha || k > 0 && ((c >= 0x30 && c <= 0x39) || c == 0x2B || c == 0x2D || c == 0x2E) else {
+                throw fail("invalid scheme '\(schemeText)' (a letter, then letters, digits, '+', '-' or '.')", at: 0)
+            }
         }
         scheme = schemeText
-        normalizedScheme = URLScheme.normalize(schemeText)
+        normalizedScheme = schemeHasCapital ? URLScheme.normalize(schemeText) : schemeText
 
         // Split off fragment and query (the first '#' ends everything; the first '?' before it starts the query).
         var p = colon + 1
@@ -237,7 +244,9 @@ public struct URLReference: Sendable, Equatable, Hashable, CustomStringConvertib
             }
             let hostText = String(decoding: b[hostStart..<hostEnd], as: UTF8.self)
             originalHost = hostText
-            host = URLReference.asciiLowercased(hostText)
+            var hostHasCapital = false
+            for k in hostStart..<hostEnd where b[k] >= 0x41 && b[k] <= 0x5A { hostHasCapital = true }
+            host = hostHasCapital ? URLReference.asciiLowercased(hostText) : hostText
             if hostEnd < aEnd {  // ':' port
                 let portStart = hostEnd + 1
                 let portBytes = b[portStart..<aEnd]
@@ -280,8 +289,11 @@ public struct URLReference: Sendable, Equatable, Hashable, CustomStringConvertib
     /// Pass 1 of parsing: `value(i)` is the i-th Unicode scalar of the text.
     @inline(__always)
     static func checkRawCharacters(
-        from start: Int = 0, count: Int, _ value: (Int) -> UInt32, _ fail: (String, Int?) -> URLParseError
+        from start: Int = 0, count: Int, _ value: (Int) -> UInt32, input: String
     ) throws(URLParseError) {
+        func fail(_ reason: String, _ position: Int) -> URLParseError {
+            URLParseError(input: input, reason: reason, position: position)
+        }
         var i = start
         while i < count {
             let v = value(i)

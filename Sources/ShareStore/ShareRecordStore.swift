@@ -142,7 +142,7 @@ public final class ShareRecordStore: TurnParticipant {
         id: String, extensionID: String, app: String, created: String, items: [JSONObject], files: [ShareFile],
         openEvent: JSONObject? = nil
     ) throws(StoreError) -> StoredShare {
-        let dir = directory + "/files/" + id
+        let dir = files.isEmpty ? "" : directory + "/files/" + id  // (a URL or text share has none)
         if !files.isEmpty {
             do { try writeFiles(files, into: dir) } catch {
                 ShareRecordStore.removeTree(dir)

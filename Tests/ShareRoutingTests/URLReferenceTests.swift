@@ -173,6 +173,18 @@ extension URLReferenceTests {
         XCTAssertEqual(table.attachment(for: .url("https://youtu.be/x", type: nil)).primaryType, "public.url")
     }
 
+    func testSchemeRulesOnTheBytes() throws {
+        for bad in ["1app://x", "a_b://x", "-x:y", "my app://x"] {
+            XCTAssertThrowsError(try URLReference(parsing: bad), bad)
+        }
+        let r = try URLReference(parsing: "My-App+1.x://Open/Path")
+        XCTAssertEqual(r.scheme, "My-App+1.x")
+        XCTAssertEqual(r.normalizedScheme, "my-app+1.x")
+        XCTAssertEqual(r.originalHost, "Open")
+        XCTAssertEqual(r.host, "open")
+        XCTAssertEqual(try URLReference(parsing: "stats://watchlist?id=1").normalizedScheme, "stats")
+    }
+
     func testSchemesNormalizeToASCIILowercase() {
         XCTAssertEqual(URLScheme.normalize("HTTPS"), "https")
         XCTAssertEqual(URLScheme.normalize("my-App+x.1"), "my-app+x.1")
