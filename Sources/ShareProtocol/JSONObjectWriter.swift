@@ -68,7 +68,7 @@ public struct JSONObjectWriter {
     /// An integer member.
     public mutating func int(_ k: StaticString, _ v: Int) {
         key(k)
-        JSONValue.writeInteger(Int64(v), to: &bytes)
+        JSONValue.writeInteger(v, to: &bytes)
     }
 
     /// An unsigned integer member.
