@@ -137,6 +137,8 @@ public final class Broker {
     /// Random bytes for share IDs (`randomHex`), refilled from the kernel's CSPRNG.
     var randomPool: [UInt8] = []
     var randomPoolIndex = 0
+    /// Stamps shares' `created` (keeps the date and time up to the second between calls).
+    var shareClock = TimestampClock()
     let methods: [String: MethodSpec]
 
     /// A handle other threads may use to stop or reload this broker.

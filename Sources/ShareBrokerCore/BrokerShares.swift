@@ -126,12 +126,13 @@ extension Broker {
             guard case .string(let s) = t, !s.isEmpty else { throw .invalidParams("Invalid params: items[\(i)].type must be a UTI string") }
             givenType = s
         }
-        let kinds = ["url", "text", "data", "path"].filter { o[$0] != nil }
-        guard kinds.count == 1 else {
+        let present = (url: o["url"] != nil, text: o["text"] != nil, data: o["data"] != nil, path: o["path"] != nil)
+        guard [present.url, present.text, present.data, present.path].count(where: { $0 }) == 1 else {
+            let kinds = ["url", "text", "data", "path"].filter { o[$0] != nil }
             throw .invalidParams(
                 "Invalid params: items[\(i)] must have exactly one of url, text, data (+name) or path; got \(kinds.isEmpty ? "none" : kinds.joined(separator: ", "))")
         }
-        switch kinds[0] {
+        switch present.url ? "url" : present.text ? "text" : present.data ? "data" : "path" {
         case "url":
             guard case .string(let url)? = o["url"] else { throw .invalidParams("Invalid params: items[\(i)].url must be a string") }
             let ref: URLReference
@@ -341,7 +342,7 @@ extension Broker {
         let stored: StoredShare
         do {
             stored = try store.add(
-                id: shareID, extensionID: chosen.ext.bundleID, app: chosen.app.bundleID, created: Broker.isoNow(),
+                id: shareID, extensionID: chosen.ext.bundleID, app: chosen.app.bundleID, created: shareClock.now(),
                 items: items.map(\.stored), files: files, openEvent: openEvent)
         } catch {
             throw RPCError(.storageFailure, "Storage failure: \(error.message); nothing was stored")
@@ -492,6 +493,5 @@ extension Broker {
     }
 
     /// Now, as ISO 8601 UTC with milliseconds (the same clock and format as log lines).
-    static func isoNow() -> String { Logger.timestamp() }
 }
 

@@ -68,12 +68,47 @@ public struct Logger: Sendable {
         bytes.withUnsafeMutableBytes { buf in _ = write(2, buf.baseAddress, buf.count) }
     }
 
-    /// Now, as ISO 8601 UTC with milliseconds: `2026-11-30T08:21:37.123Z`. Written digit by digit
-    /// (it stamps every share: no string interpolation, no padding temporaries).
+    /// Now, as ISO 8601 UTC with milliseconds: `2026-11-30T08:21:37.123Z`.
     static func timestamp() -> String {
+        var clock = TimestampClock()
+        return clock.now()
+    }
+}
+
+extension String {
+    func replacingNewlines() -> String {
+        guard contains(where: { $0 == "\n" || $0 == "\r" }) else { return self }
+        return String(map { $0 == "\n" || $0 == "\r" ? " " : $0 })
+    }
+}
+
+/// ISO 8601 UTC timestamps with milliseconds (`2026-11-30T08:21:37.123Z`), written digit by digit;
+/// the date and time up to the second are kept from the previous call within the same second
+/// (share.send stamps every share: gmtime_r and 19 digits once a second, not once a share).
+struct TimestampClock {
+    private var second = Int.min
+    private var prefix: [UInt8] = []  // "YYYY-MM-DDTHH:MM:SS"
+
+    mutating func now() -> String {
         var ts = timespec()
         clock_gettime(CLOCK_REALTIME, &ts)
-        var t = time_t(ts.tv_sec)
+        if Int(ts.tv_sec) != second {
+            second = Int(ts.tv_sec)
+            prefix = TimestampClock.secondPrefix(ts.tv_sec)
+        }
+        var out = prefix
+        out.reserveCapacity(24)
+        out.append(UInt8(ascii: "."))
+        let ms = Int(ts.tv_nsec / 1_000_000)
+        out.append(UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: ms / 100))
+        out.append(UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: ms / 10 % 10))
+        out.append(UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: ms % 10))
+        out.append(UInt8(ascii: "Z"))
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    static func secondPrefix(_ seconds: Int) -> [UInt8] {
+        var t = time_t(seconds)
         var tmv = tm()
         gmtime_r(&t, &tmv)
         var out = [UInt8]()
@@ -99,16 +134,6 @@ public struct Logger: Sendable {
         digits(tmv.tm_min, 2)
         out.append(UInt8(ascii: ":"))
         digits(tmv.tm_sec, 2)
-        out.append(UInt8(ascii: "."))
-        digits(Int32(ts.tv_nsec / 1_000_000), 3)
-        out.append(UInt8(ascii: "Z"))
-        return String(decoding: out, as: UTF8.self)
-    }
-}
-
-extension String {
-    func replacingNewlines() -> String {
-        guard contains(where: { $0 == "\n" || $0 == "\r" }) else { return self }
-        return String(map { $0 == "\n" || $0 == "\r" ? " " : $0 })
+        return out
     }
 }

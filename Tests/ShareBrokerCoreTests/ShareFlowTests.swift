@@ -77,7 +77,13 @@ final class ShareFlowTests: XCTestCase {
         let share = try app.call("share.get", ["shareID": .string(shareID)])
         XCTAssertEqual(share["items"]?.arrayValue?.first?["url"]?.stringValue, youtube)
         XCTAssertEqual(share["items"]?.arrayValue?.first?["type"], "public.url")
-        XCTAssertNotNil(share["created"]?.stringValue)
+        let created = try XCTUnwrap(share["created"]?.stringValue)
+        XCTAssertNotNil(
+            created.range(of: #"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$"#, options: .regularExpression), created)
+        let stamp = ISO8601DateFormatter()
+        stamp.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        let when = try XCTUnwrap(stamp.date(from: created), created)
+        XCTAssertLessThan(abs(when.timeIntervalSinceNow), 60, "created \(created) is now")
         XCTAssertEqual(try app.call("share.complete", ["shareID": .string(shareID)])["completed"], true)
         XCTAssertEqual(rpcCode { try app.call("share.get", ["shareID": .string(shareID)]) }, -32002)
         XCTAssertEqual(try app.call("app.ack", ["ids": [event["id"]!]])["acked"]?.intValue, 1)
