@@ -23,12 +23,51 @@ public struct StoredEvent: Sendable, Equatable {
 struct AppQueue {
     var slots: [StoredEvent?] = []
     var head = 0
-    var positions: [String: Int] = [:]
+    /// Slot by the number N of an id `ev-N` (hashing an integer, not a string: this is on every
+    /// url.open and ack); `others` holds any id not of that canonical form (none are made).
+    var positions: [UInt64: Int] = [:]
+    var others: [String: Int] = [:]
 
-    var count: Int { positions.count }
+    var count: Int { positions.count + others.count }
+
+    /// N of a canonical event id `ev-N` (decimal, no leading zero), else nil.
+    static func number(_ id: String) -> UInt64? {
+        var n: UInt64 = 0
+        var digits = 0
+        var i = 0
+        for c in id.utf8 {
+            switch i {
+            case 0: guard c == UInt8(ascii: "e") else { return nil }
+            case 1: guard c == UInt8(ascii: "v") else { return nil }
+            case 2: guard c == UInt8(ascii: "-") else { return nil }
+            default:
+                guard c >= 0x30 && c <= 0x39, !(digits == 1 && n == 0) else { return nil }
+                let (m, o1) = n.multipliedReportingOverflow(by: 10)
+                let (a, o2) = m.addingReportingOverflow(UInt64(c - 0x30))
+                guard !o1 && !o2 else { return nil }
+                n = a
+                digits += 1
+            }
+            i += 1
+        }
+        return digits > 0 ? n : nil
+    }
+
+    /// The slot holding `id`, if any.
+    func position(of id: String) -> Int? {
+        if let n = AppQueue.number(id) {
+            guard let pos = positions[n], slots[pos]?.id == id else { return nil }
+            return pos
+        }
+        return others[id]
+    }
+
+    mutating func index(_ id: String, at pos: Int) {
+        if let n = AppQueue.number(id) { positions[n] = pos } else { others[id] = pos }
+    }
 
     mutating func append(_ e: StoredEvent) {
-        positions[e.id] = slots.count
+        index(e.id, at: slots.count)
         slots.append(e)
     }
 
@@ -46,7 +85,8 @@ struct AppQueue {
     }
 
     mutating func remove(_ id: String) -> StoredEvent? {
-        guard let pos = positions.removeValue(forKey: id) else { return nil }
+        guard let pos = position(of: id) else { return nil }
+        if let n = AppQueue.number(id) { positions[n] = nil } else { others[id] = nil }
         let e = slots[pos]
         slots[pos] = nil
         while head < slots.count && slots[head] == nil { head += 1 }
@@ -56,12 +96,12 @@ struct AppQueue {
         } else if head > 1024 && head * 2 > slots.count {
             slots.removeSubrange(0..<head)
             head = 0
-            for (i, s) in slots.enumerated() { if let s { positions[s.id] = i } }
+            for (i, s) in slots.enumerated() { if let s { index(s.id, at: i) } }
         }
         return e
     }
 
-    func contains(_ id: String) -> Bool { positions[id] != nil }
+    func contains(_ id: String) -> Bool { position(of: id) != nil }
 
     var ordered: [StoredEvent] { slots[head...].compactMap { $0 } }
 
@@ -391,7 +431,7 @@ public final class EventStore: TurnParticipant {
         }
         // The copies are durable: re-home them, then the old segment can go.
         for e in carried {
-            guard let pos = queues[e.app]?.positions[e.id] else { continue }
+            guard let pos = queues[e.app]?.position(of: e.id) else { continue }
             queues[e.app]?.slots[pos]?.segment = target
         }
         liveBySegment[target, default: 0] += carried.count

@@ -146,6 +146,8 @@ public final class Journal {
     /// Segment numbers present, oldest first; the last is the active one.
     public private(set) var segments: [Int] = []
     var activeFD: Int32 = -1
+    /// The active segment's path (built once per segment: every batch carries it for its errors).
+    var activePath = ""
     var activeSize = 0
     var reservedEnd = 0
     /// The file's size: records, then zeros written ahead of them (`zeroAhead`).
@@ -380,7 +382,7 @@ public final class Journal {
         }
         let batch = JournalBatch(
             fd: fd, bytes: bytes, startOffset: activeSize, zeroFrom: zeroFrom, zeroTo: zeroTo,
-            path: path(of: activeSegment), faults: faultInjector)
+            path: activePath, faults: faultInjector)
         activeSize = end
         writtenEnd = max(writtenEnd, end, zeroTo)
         batchInFlight = true
@@ -417,6 +419,7 @@ public final class Journal {
             FD.close(activeFD)
         }
         activeFD = fd
+        activePath = p
         activeSize = 0
         writtenEnd = 0
         reservedEnd = 0
@@ -435,6 +438,7 @@ public final class Journal {
         var st = stat()
         fstat(fd, &st)
         activeFD = fd
+        activePath = p
         writtenEnd = Int(st.st_size)
         activeSize = min(recoveredEnd, writtenEnd)
         // Space reserved before a restart stays allocated (fallocate KEEP_SIZE): count it, so a
