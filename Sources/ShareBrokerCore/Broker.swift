@@ -616,16 +616,14 @@ public final class Broker {
                 conn.emit { RPCCodec.writeError(id: reply.id, error: reply.error, to: &$0) }
             case .success(let request):
                 if conn.inFlight >= config.maxRequestsInFlight {
-                    refuseOverQuota(conn, request)
+                    if let reply = refuseOverQuota(conn, request) { conn.emit { $0.append(contentsOf: reply) } }
                     break
                 }
                 guard let response = dispatch(conn, request) else { break }
                 let id = request.id!
                 switch response {
                 case .success(let result) where !turn.requestTouched.isEmpty:
-                    conn.inFlight += 1
-                    conn.heldRequests += 1
-                    hold(conn, .deferred(id, result, touched: turn.requestTouched))
+                    hold(conn, deferred(conn, id, result))
                 case .success(let result):
                     conn.emit { result.writeResponse(id: id, to: &$0) }
                 case .failure(let error):
@@ -644,17 +642,14 @@ public final class Broker {
                     RPCCodec.writeError(id: reply.id, error: reply.error, to: &part)
                 case .success(let request):
                     if conn.inFlight >= config.maxRequestsInFlight {
-                        rejectedOverQuota += 1
-                        guard let id = request.id else { continue }
-                        RPCCodec.writeError(id: id, error: overQuotaError(), to: &part)
+                        guard let reply = refuseOverQuota(conn, request) else { continue }
+                        part = reply
                         break
                     }
                     guard let response = dispatch(conn, request) else { continue }
                     switch response {
                     case .success(let result) where !turn.requestTouched.isEmpty:
-                        conn.inFlight += 1
-                        conn.heldRequests += 1
-                        parts.append(.deferred(request.id!, result, touched: turn.requestTouched))
+                        parts.append(deferred(conn, request.id!, result))
                         waits = true
                         continue
                     case .success(let result): result.writeResponse(id: request.id!, to: &part)
@@ -676,17 +671,25 @@ public final class Broker {
     }
 
     /// -32007 for a request read while its connection is at its in-flight quota; it is not run.
-    func refuseOverQuota(_ conn: Connection, _ request: RPCRequest) {
+    /// Returns the error reply's bytes (nil for a notification: it has no reply).
+    func refuseOverQuota(_ conn: Connection, _ request: RPCRequest) -> [UInt8]? {
         rejectedOverQuota += 1
         if log.enabled(.debug) { log.log(.debug, "refusing \(request.method): in-flight quota reached", connection: conn.id) }
-        guard let id = request.id else { return }  // a notification is dropped (it has no reply)
-        conn.emit { RPCCodec.writeError(id: id, error: self.overQuotaError(), to: &$0) }
-    }
-
-    func overQuotaError() -> RPCError {
-        RPCError(
+        guard let id = request.id else { return nil }
+        let error = RPCError(
             .tooManyRequests,
             "Too many requests in flight: this connection already has \(config.maxRequestsInFlight) requests waiting for their replies (the per-connection limit, --max-requests-in-flight); read the replies before sending more. This request was not run")
+        var reply: [UInt8] = []
+        RPCCodec.writeError(id: id, error: error, to: &reply)
+        return reply
+    }
+
+    /// A success reply that waits for the commit of the stores its request changed; it counts
+    /// towards the connection's requests in flight until it is released.
+    func deferred(_ conn: Connection, _ id: RequestID, _ result: MethodResult) -> HeldReply {
+        conn.inFlight += 1
+        conn.heldRequests += 1
+        return .deferred(id, result, touched: turn.requestTouched)
     }
 
     /// Holds a reply until the end of the turn (after the commit).

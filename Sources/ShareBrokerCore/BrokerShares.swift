@@ -139,8 +139,7 @@ extension Broker {
             do { ref = try URLReference(parsing: url) } catch {
                 throw .invalidParams("Invalid params: items[\(i)].url: \(error.message)")
             }
-            _ = ref
-            let a = ShareTyping.urlAttachment(url, given: givenType)
+            let a = ShareTyping.urlAttachment(url, ref, given: givenType)
             return PreparedItem(stored: ["url": .string(url), "type": .string(a.primaryType)], attachment: a, file: nil, size: url.utf8.count)
         case "text":
             guard case .string(let text)? = o["text"] else { throw .invalidParams("Invalid params: items[\(i)].text must be a string") }
@@ -491,7 +490,5 @@ extension Broker {
         randomPoolIndex += bytes
         return String(decoding: out, as: UTF8.self)
     }
-
-    /// Now, as ISO 8601 UTC with milliseconds (the same clock and format as log lines).
 }
 

@@ -9,8 +9,9 @@ enum ShareTyping {
 
     static let table = UTITable.system
 
-    static func urlAttachment(_ url: String, given: String?) -> Attachment {
-        table.attachment(for: .url(url, type: given))
+    /// The attachment of a URL item already parsed as `ref`.
+    static func urlAttachment(_ url: String, _ ref: URLReference, given: String?) -> Attachment {
+        table.urlAttachment(url, isFile: ref.normalizedScheme == "file", type: given)
     }
 
     static func textAttachment(_ text: String, given: String?) -> Attachment {

@@ -60,7 +60,7 @@ public struct JSONObjectWriter {
                 UnsafeMutableRawBufferPointer(rebasing: s[(i + 1)...]).copyMemory(from: UnsafeRawBufferPointer(b))
                 s[i + 1 + b.count] = UInt8(ascii: "\"")
                 s[i + 2 + b.count] = UInt8(ascii: ":")
-                bytes.append(contentsOf: UnsafeBufferPointer(start: s.baseAddress!.assumingMemoryBound(to: UInt8.self), count: total))
+                Framer.append(UnsafeRawBufferPointer(rebasing: s[0..<total]), to: &bytes)
             }
         }
     }
@@ -160,8 +160,7 @@ extension JSONValue {
                 i -= 1
                 buf[i] = UInt8(ascii: "-")
             }
-            // As typed bytes: appending a raw buffer would copy byte by byte.
-            out.append(contentsOf: UnsafeBufferPointer(start: buf.baseAddress!.assumingMemoryBound(to: UInt8.self) + i, count: buf.count - i))
+            Framer.append(UnsafeRawBufferPointer(rebasing: buf[i...]), to: &out)
         }
     }
 }

@@ -61,8 +61,7 @@ extension JSONParser {
     /// every frame this accepts (RPCTests checks the two agree) and the right error otherwise.
     static func parseRequestEnvelope(_ buf: UnsafeRawBufferPointer) -> RPCRequest? {
         var p = Parser(buf: buf)
-        let r = Result { () throws(JSONParseError) -> RPCRequest? in try p.requestEnvelope() }
-        return (try? r.get()) ?? nil
+        return (try? p.requestEnvelope()) ?? nil
     }
 }
 

@@ -86,47 +86,45 @@ extension JSONValue {
 
     /// Appends `s` as a JSON string literal, escaping quotes, backslashes and control characters.
     public static func writeString(_ s: String, to out: inout [UInt8]) {
-        // Fast path: the bytes in place (no mutable copy: about a third cheaper per call than
-        // `withUTF8`), and nothing to escape, the usual case for keys, ids and URLs.
-        let done: Bool? = s.utf8.withContiguousStorageIfAvailable { buf in
-            guard !needsEscaping(buf) else { return false }
-            out.append(UInt8(ascii: "\""))
+        out.append(UInt8(ascii: "\""))
+        // The bytes in place when the string has contiguous storage (no mutable copy: about a
+        // third cheaper per call than `withUTF8`), else through a copy.
+        if s.utf8.withContiguousStorageIfAvailable({ writeEscaped($0, to: &out) }) == nil {
+            var copy = s
+            copy.withUTF8 { writeEscaped($0, to: &out) }
+        }
+        out.append(UInt8(ascii: "\""))
+    }
+
+    /// Appends `buf` with JSON's escapes (no quotes).
+    @inline(__always) static func writeEscaped(_ buf: UnsafeBufferPointer<UInt8>, to out: inout [UInt8]) {
+        // Fast path: most strings (keys, ids, URLs) need no escaping; test 8 bytes at a time.
+        if !needsEscaping(buf) {
             out.append(contentsOf: buf)
-            out.append(UInt8(ascii: "\""))
-            return true
+            return
         }
-        if done == true { return }
-        out.append(UInt8(ascii: "\""))
-        var copy = s
-        copy.withUTF8 { buf in
-            if !needsEscaping(buf) {  // (a string without contiguous storage)
-                out.append(contentsOf: buf)
-                return
+        var runStart = 0
+        for i in 0..<buf.count {
+            let c = buf[i]
+            if c >= 0x20 && c != 0x22 && c != 0x5C { continue }
+            if runStart < i { out.append(contentsOf: UnsafeBufferPointer(rebasing: buf[runStart..<i])) }
+            runStart = i + 1
+            out.append(UInt8(ascii: "\\"))
+            switch c {
+            case 0x22: out.append(0x22)
+            case 0x5C: out.append(0x5C)
+            case 0x0A: out.append(UInt8(ascii: "n"))
+            case 0x0D: out.append(UInt8(ascii: "r"))
+            case 0x09: out.append(UInt8(ascii: "t"))
+            case 0x08: out.append(UInt8(ascii: "b"))
+            case 0x0C: out.append(UInt8(ascii: "f"))
+            default:
+                out.append(contentsOf: "u00".utf8)
+                out.append(hexDigits[Int(c >> 4)])
+                out.append(hexDigits[Int(c & 0xF)])
             }
-            var runStart = 0
-            for i in 0..<buf.count {
-                let c = buf[i]
-                if c >= 0x20 && c != 0x22 && c != 0x5C { continue }
-                if runStart < i { out.append(contentsOf: UnsafeBufferPointer(rebasing: buf[runStart..<i])) }
-                runStart = i + 1
-                out.append(UInt8(ascii: "\\"))
-                switch c {
-                case 0x22: out.append(0x22)
-                case 0x5C: out.append(0x5C)
-                case 0x0A: out.append(UInt8(ascii: "n"))
-                case 0x0D: out.append(UInt8(ascii: "r"))
-                case 0x09: out.append(UInt8(ascii: "t"))
-                case 0x08: out.append(UInt8(ascii: "b"))
-                case 0x0C: out.append(UInt8(ascii: "f"))
-                default:
-                    out.append(contentsOf: "u00".utf8)
-                    out.append(hexDigits[Int(c >> 4)])
-                    out.append(hexDigits[Int(c & 0xF)])
-                }
-            }
-            if runStart < buf.count { out.append(contentsOf: UnsafeBufferPointer(rebasing: buf[runStart..<buf.count])) }
         }
-        out.append(UInt8(ascii: "\""))
+        if runStart < buf.count { out.append(contentsOf: UnsafeBufferPointer(rebasing: buf[runStart..<buf.count])) }
     }
 
     /// True when some byte of `buf` must be escaped in a JSON string (a control character, `"` or

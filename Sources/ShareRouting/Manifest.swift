@@ -333,9 +333,12 @@ public enum ManifestDecoder {
 /// URL scheme rules (RFC 3986 §3.1).
 public enum URLScheme {
     /// `ALPHA *( ALPHA / DIGIT / "+" / "-" / "." )`.
-    public static func isValid(_ s: String) -> Bool {
+    public static func isValid(_ s: String) -> Bool { isValid(bytes: s.utf8) }
+
+    /// `isValid` over the scheme's bytes (URL parsing checks them in place).
+    static func isValid<C: Collection<UInt8>>(bytes: C) -> Bool {
         var first = true
-        for c in s.utf8 {
+        for c in bytes {
             let alpha = (c >= 0x41 && c <= 0x5A) || (c >= 0x61 && c <= 0x7A)
             if first {
                 guard alpha else { return false }
@@ -349,11 +352,8 @@ public enum URLScheme {
 
     /// Lowercased ASCII (schemes compare case-insensitively).
     public static func normalize(_ s: String) -> String {
-        // Schemes are ASCII (see isValid): lowercase them without the Unicode machinery, and
-        // return the string itself when it has no capital (the usual case).
-        guard s.utf8.allSatisfy({ $0 < 0x80 }) else { return s.lowercased() }
-        guard s.utf8.contains(where: { $0 >= 0x41 && $0 <= 0x5A }) else { return s }
-        return String(decoding: s.utf8.map { ($0 >= 0x41 && $0 <= 0x5A) ? $0 + 0x20 : $0 }, as: UTF8.self)
+        // Schemes are ASCII (see isValid): lowercase them without the Unicode machinery.
+        s.utf8.allSatisfy({ $0 < 0x80 }) ? URLReference.asciiLowercased(s) : s.lowercased()
     }
 }
 

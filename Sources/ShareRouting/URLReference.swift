@@ -145,19 +145,11 @@ public struct URLReference: Sendable, Equatable, Hashable, CustomStringConvertib
         guard let colon else { throw fail("missing scheme (expected SCHEME:..., e.g. 'https://example.com/' or 'myapp://open')") }
         if colon == 0 { throw fail("missing scheme before ':'", at: 0) }
         let schemeText = String(decoding: b[0..<colon], as: UTF8.self)
-        // URLScheme.isValid and .normalize, on the bytes at hand (the text is ASCII here).
-        var schemeHasCapital = false
-        for k in 0..<colon {
-            let c = b[k]
-            let capital = c >= 0x41 && c <= 0x5A
-            schemeHasCapital = schemeHasCapital || capital
-            let alpha = capital || (c >= 0x61 && c <= 0x7A)
-            guard alpha || k > 0 && ((c >= 0x30 && c <= 0x39) || c == 0x2B || c == 0x2D || c == 0x2E) else {
-                throw fail("invalid scheme '\(schemeText)' (a letter, then letters, digits, '+', '-' or '.')", at: 0)
-            }
+        if !URLScheme.isValid(bytes: b[0..<colon]) {
+            throw fail("invalid scheme '\(schemeText)' (a letter, then letters, digits, '+', '-' or '.')", at: 0)
         }
         scheme = schemeText
-        normalizedScheme = schemeHasCapital ? URLScheme.normalize(schemeText) : schemeText
+        normalizedScheme = URLReference.asciiLowercased(schemeText)  // URLScheme.normalize for ASCII
 
         // Split off fragment and query (the first '#' ends everything; the first '?' before it starts the query).
         var p = colon + 1
@@ -244,9 +236,7 @@ public struct URLReference: Sendable, Equatable, Hashable, CustomStringConvertib
             }
             let hostText = String(decoding: b[hostStart..<hostEnd], as: UTF8.self)
             originalHost = hostText
-            var hostHasCapital = false
-            for k in hostStart..<hostEnd where b[k] >= 0x41 && b[k] <= 0x5A { hostHasCapital = true }
-            host = hostHasCapital ? URLReference.asciiLowercased(hostText) : hostText
+            host = URLReference.asciiLowercased(hostText)
             if hostEnd < aEnd {  // ':' port
                 let portStart = hostEnd + 1
                 let portBytes = b[portStart..<aEnd]
@@ -285,7 +275,6 @@ public struct URLReference: Sendable, Equatable, Hashable, CustomStringConvertib
         }
     }
 
-    /// Parses without throwing: nil when `text` is not a valid URL.
     /// Pass 1 of parsing: `value(i)` is the i-th Unicode scalar of the text.
     @inline(__always)
     static func checkRawCharacters(
@@ -334,6 +323,7 @@ public struct URLReference: Sendable, Equatable, Hashable, CustomStringConvertib
         }
     }
 
+    /// Parses without throwing: nil when `text` is not a valid URL.
     public static func parse(_ text: String) -> URLReference? { try? URLReference(parsing: text) }
 
     /// True when `text` begins with `scheme` (lowercase ASCII) followed by ':', in any case.
@@ -419,9 +409,14 @@ public struct URLReference: Sendable, Equatable, Hashable, CustomStringConvertib
     @inline(__always) static func allowedRaw(_ c: UInt8) -> Bool {
         inSet(c, 0xAFFF_FFFA_0000_0000, 0x47FF_FFFE_AFFF_FFFF)
     }
+    /// `s` with ASCII capitals lowercased (hosts, schemes and UTIs compare so); `s` itself when
+    /// it has none, found by scanning its bytes in place.
     static func asciiLowercased(_ s: String) -> String {
-        guard s.utf8.contains(where: { $0 >= 0x41 && $0 <= 0x5A }) else { return s }
-        return String(decoding: s.utf8.map { ($0 >= 0x41 && $0 <= 0x5A) ? $0 + 0x20 : $0 }, as: UTF8.self)
+        func isCapital(_ c: UInt8) -> Bool { c >= 0x41 && c <= 0x5A }
+        let hasCapital = s.utf8.withContiguousStorageIfAvailable { $0.contains(where: isCapital) }
+            ?? s.utf8.contains(where: isCapital)
+        guard hasCapital else { return s }
+        return String(decoding: s.utf8.map { isCapital($0) ? $0 + 0x20 : $0 }, as: UTF8.self)
     }
 
     /// Equal when the original strings are equal.

@@ -210,6 +210,16 @@ public struct Attachment: Sendable, Equatable {
 }
 
 extension UTITable {
+    /// The attachment of a URL item whose URL the caller has parsed already (`isFile`: its
+    /// scheme is `file`): as `attachment(for: .url(u, type: type))`, without parsing it again.
+    public func urlAttachment(_ u: String, isFile: Bool, type: String?) -> Attachment {
+        if let t = type {
+            return Attachment(kind: .url, registeredTypeIdentifiers: [t], url: u, typeSource: .given)
+        }
+        return Attachment(
+            kind: .url, registeredTypeIdentifiers: [isFile ? "public.file-url" : "public.url"], url: u, typeSource: .url)
+    }
+
     /// The attachment for an item: its registeredTypeIdentifiers (primary first) and URLs.
     ///
     /// - URL items: the given type, else `public.file-url` for `file:` URLs and `public.url` for any other scheme.
@@ -220,14 +230,9 @@ extension UTITable {
         switch item.content {
         case .url(let u):
             // Only a text starting "file:" (any case) can parse with the scheme `file`: skip the
-            // parse for the rest (it was the costliest step of share.send's typing).
+            // parse for the rest.
             let isFile = URLReference.startsWithScheme(u, "file") && URLReference.parse(u)?.normalizedScheme == "file"
-            if let t = item.type {
-                return Attachment(kind: .url, registeredTypeIdentifiers: [t], url: u, typeSource: .given)
-            }
-            return Attachment(
-                kind: .url, registeredTypeIdentifiers: [isFile ? "public.file-url" : "public.url"], url: u,
-                typeSource: .url)
+            return urlAttachment(u, isFile: isFile, type: item.type)
         case .text(let text):
             let exact = exactURL(in: text)
             var types = [item.type ?? "public.plain-text"]

@@ -311,23 +311,19 @@ public struct UTITable: Sendable {
     // MARK: keys
 
     /// ASCII-lowercased identifier (UTIs compare case-insensitively).
-    static func key(_ s: String) -> String { asciiLowercased(s) }
+    static func key(_ s: String) -> String { URLReference.asciiLowercased(s) }
 
     static func extensionKey(_ s: String) -> String {
         var t = Substring(s)
         while t.first == "." { t = t.dropFirst() }
-        return asciiLowercased(String(t))
+        return URLReference.asciiLowercased(String(t))
     }
 
     static func mimeKey(_ s: String) -> String {
         let base = s.split(separator: ";", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
-        return asciiLowercased(base.utiTrimmingASCIIWhitespace())
+        return URLReference.asciiLowercased(base.utiTrimmingASCIIWhitespace())
     }
 
-    static func asciiLowercased(_ s: String) -> String {
-        guard s.utf8.contains(where: { $0 >= 0x41 && $0 <= 0x5A }) else { return s }
-        return String(decoding: s.utf8.map { ($0 >= 0x41 && $0 <= 0x5A) ? $0 + 0x20 : $0 }, as: UTF8.self)
-    }
 }
 
 extension Substring {

@@ -366,9 +366,8 @@ public final class DefaultsStore: TurnParticipant {
             rollback()
             throw error
         }
-        inflightUndo = undo
+        swap(&inflightUndo, &undo)  // (inflightUndo is empty: no buffer is copied or allocated)
         inflightStart = turnStart
-        undo.removeAll(keepingCapacity: true)
         turnStart = nil
         return batch.map { SyncJob(batch: $0) }
     }

@@ -85,8 +85,15 @@ struct AppQueue {
     }
 
     mutating func remove(_ id: String) -> StoredEvent? {
-        guard let pos = position(of: id) else { return nil }
-        if let n = AppQueue.number(id) { positions[n] = nil } else { others[id] = nil }
+        let pos: Int
+        if let n = AppQueue.number(id) {
+            guard let p = positions[n], slots[p]?.id == id else { return nil }
+            positions[n] = nil
+            pos = p
+        } else {
+            guard let p = others.removeValue(forKey: id) else { return nil }
+            pos = p
+        }
         let e = slots[pos]
         slots[pos] = nil
         while head < slots.count && slots[head] == nil { head += 1 }
@@ -349,8 +356,7 @@ public final class EventStore: TurnParticipant {
             rollback()
             throw error
         }
-        inflightUndo = undo
-        undo.removeAll(keepingCapacity: true)
+        swap(&inflightUndo, &undo)  // (inflightUndo is empty: no buffer is copied or allocated)
         return batch.map { SyncJob(batch: $0) }
     }
 
@@ -381,7 +387,7 @@ public final class EventStore: TurnParticipant {
             case .removeEvent(let app, let id):
                 if let e = queues[app]?.remove(id) { liveBySegment[e.segment, default: 0] -= 1 }
                 if queues[app]?.count == 0 { queues[app] = nil }
-                nextSeq = min(nextSeq, UInt64(id.dropFirst(3)) ?? nextSeq)
+                nextSeq = min(nextSeq, AppQueue.number(id) ?? nextSeq)
             case .restoreEvent(let e):
                 queues[e.app, default: AppQueue()].insertOrdered(e)
                 liveBySegment[e.segment, default: 0] += 1

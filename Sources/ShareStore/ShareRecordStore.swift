@@ -357,12 +357,11 @@ public final class ShareRecordStore: TurnParticipant {
             rollback()
             throw error
         }
-        inflightUndo = undo
-        inflightCreatedDirs = createdDirs
-        inflightCompletedDirs = completedDirs
-        undo.removeAll()
-        createdDirs.removeAll()
-        completedDirs.removeAll()
+        // The in-flight lists are empty (finishCommit clears them keeping capacity): swapping hands
+        // the turn's lists over without copying or allocating.
+        swap(&inflightUndo, &undo)
+        swap(&inflightCreatedDirs, &createdDirs)
+        swap(&inflightCompletedDirs, &completedDirs)
         lastAdded = nil
         let job = SyncJob(directories: inflightCreatedDirs.isEmpty ? [] : [directory + "/files"], batch: batch)
         return job.isEmpty ? nil : job
@@ -378,9 +377,9 @@ public final class ShareRecordStore: TurnParticipant {
             if let b = job?.batch { journal.finishBatch(b, failed: false) }
             for d in inflightCompletedDirs { ShareRecordStore.removeTree(d) }  // their completions are durable
         }
-        inflightUndo.removeAll()
-        inflightCreatedDirs.removeAll()
-        inflightCompletedDirs.removeAll()
+        inflightUndo.removeAll(keepingCapacity: true)
+        inflightCreatedDirs.removeAll(keepingCapacity: true)
+        inflightCompletedDirs.removeAll(keepingCapacity: true)
     }
 
     /// Test seam: failures injected into this group's journal.

@@ -64,14 +64,7 @@ public final class SyncWorker: @unchecked Sendable {  // state guarded by `mutex
 
     /// Starts the worker thread.
     public init() throws(SystemError) {
-        var fds: [Int32] = [0, 0]
-        guard pipe(&fds) == 0 else { throw SystemError("pipe", errno: currentErrno()) }
-        wakeRead = fds[0]
-        wakeWrite = fds[1]
-        for fd in fds {
-            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
-            _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
-        }
+        (wakeRead, wakeWrite) = try FD.pipe()  // non-blocking, close-on-exec
         pthread_mutex_init(&mutex, nil)
         pthread_cond_init(&cond, nil)
         let unmanaged = Unmanaged.passRetained(self)
@@ -113,8 +106,9 @@ public final class SyncWorker: @unchecked Sendable {  // state guarded by `mutex
 
     /// The outcomes ready so far (drains the wake pipe).
     public func takeOutcomes() -> [Outcome] {
-        var buf = [UInt8](repeating: 0, count: 64)
-        while buf.withUnsafeMutableBytes({ read(wakeRead, $0.baseAddress, $0.count) }) > 0 {}
+        // One byte per finished commit, and one commit is in flight at a time: one read (into
+        // the stack) drains it; a byte left over only causes a wake that finds no outcome.
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 64) { _ = read(wakeRead, $0.baseAddress, $0.count) }
         pthread_mutex_lock(&mutex)
         let out = done
         done.removeAll()
