@@ -9,6 +9,7 @@
 #elseif canImport(Darwin)
     import Darwin
 #endif
+import Dispatch
 import ShareSystem
 
 /// What one store hands over at the end of a turn: directories to fsync first (new share file
@@ -50,10 +51,14 @@ public final class SyncWorker: @unchecked Sendable {  // state guarded by `mutex
     public typealias Outcome = (id: UInt64, errors: [StoreError?])
 
     private var mutex = pthread_mutex_t()
+    /// Signalled for waitForOutcomes (shutdown) when an outcome is ready.
     private var cond = pthread_cond_t()
+    /// One count per commit handed over (and one for stop): the worker's only wake-up. A
+    /// semaphore costs one futex wake and one futex wait per hand-over; a condition variable
+    /// took three (glibc's signal, wait and a wake of its own after waking).
+    private let work = DispatchSemaphore(value: 0)
     private var queue: [Commit] = []
     private var done: [Outcome] = []
-    private var stopping = false
     private var busy = false  // a commit is being run
     private var thread: pthread_t? = nil
     private let wakeRead: Int32
@@ -100,8 +105,8 @@ public final class SyncWorker: @unchecked Sendable {  // state guarded by `mutex
     public func submit(_ commit: Commit) {
         pthread_mutex_lock(&mutex)
         queue.append(commit)
-        pthread_cond_signal(&cond)
         pthread_mutex_unlock(&mutex)
+        work.signal()
     }
 
     /// The outcomes ready so far (drains the wake pipe).
@@ -146,10 +151,7 @@ public final class SyncWorker: @unchecked Sendable {  // state guarded by `mutex
 
     /// Stops the thread after the commits already handed over (their outcomes stay readable).
     public func stop() {
-        pthread_mutex_lock(&mutex)
-        stopping = true
-        pthread_cond_broadcast(&cond)
-        pthread_mutex_unlock(&mutex)
+        work.signal()  // a count with an empty queue: the worker returns
         if let t = thread { _ = pthread_join(t, nil) }
         thread = nil
     }
@@ -163,9 +165,9 @@ public final class SyncWorker: @unchecked Sendable {  // state guarded by `mutex
 
     private func loop() {
         while true {
+            work.wait()
             pthread_mutex_lock(&mutex)
-            while queue.isEmpty && !stopping { pthread_cond_wait(&cond, &mutex) }
-            if queue.isEmpty && stopping {
+            if queue.isEmpty {  // stop()
                 pthread_mutex_unlock(&mutex)
                 return
             }
@@ -178,7 +180,7 @@ public final class SyncWorker: @unchecked Sendable {  // state guarded by `mutex
             pthread_mutex_lock(&mutex)
             done.append((commit.id, errors))
             busy = false
-            pthread_cond_broadcast(&cond)
+            pthread_cond_broadcast(&cond)  // for waitForOutcomes (without a waiter, no system call)
             pthread_mutex_unlock(&mutex)
             var b: UInt8 = 1
             _ = write(wakeWrite, &b, 1)
