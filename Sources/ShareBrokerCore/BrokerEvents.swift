@@ -178,11 +178,7 @@ extension Broker {
     }
 
     func sendEvent(_ e: StoredEvent, to conn: Connection) {
-        conn.emit { out in
-            JSONValue.appendStatic(#"{"jsonrpc":"2.0","method":"app.event","params":"#, to: &out)
-            JSONValue.object(e.body).write(to: &out)
-            out.append(UInt8(ascii: "}"))
-        }
+        conn.emit { RPCCodec.writeRequest(id: nil, method: "app.event", params: .object(e.body), to: &$0) }
         markDirty(conn)
     }
 

@@ -164,11 +164,7 @@ public final class DefaultsStore: TurnParticipant {
         for _ in 0..<2 {
             guard let slash = dir.lastIndex(of: "/"), slash != dir.startIndex else { return }
             dir = String(dir[..<slash])
-            let fd = open(dir, O_RDONLY | O_CLOEXEC)
-            if fd >= 0 {
-                fsync(fd)
-                FD.close(fd)
-            }
+            FD.syncDirectory(dir)
         }
     }
 
@@ -316,32 +312,9 @@ public final class DefaultsStore: TurnParticipant {
 
     // MARK: Durability
 
-    /// `commit()`, for the turn log.
-    public func commitTurn() throws(StoreError) { try commit() }
-
     /// Makes the changes since the last commit durable (one write, one fdatasync); on failure they
     /// are undone in memory and the error is thrown. Compacts afterwards when that pays.
-    public func commit() throws(StoreError) {
-        let sizeBefore = journal.activeSize
-        let segmentBefore = journal.activeSegment
-        let hadPending = journal.hasPending
-        do {
-            try journal.commit()
-        } catch {
-            // The journal throws also when the batch is durable but starting the next segment
-            // failed; the batch then counts as committed (it is on disk and replays).
-            let written =
-                hadPending && !journal.hasPending && journal.activeSegment == segmentBefore
-                && journal.activeSize > sizeBefore
-            if !written {
-                rollback()
-                throw error
-            }
-        }
-        undo.removeAll(keepingCapacity: true)
-        turnStart = nil
-        compactIfUseful()
-    }
+    public func commit() throws(StoreError) { try commitTurn() }
 
     /// Undoes the uncommitted changes in memory and drops their journal records.
     public func rollback() {

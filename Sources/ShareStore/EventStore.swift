@@ -289,9 +289,6 @@ public final class EventStore: TurnParticipant {
         return unique
     }
 
-    /// `commit()`, for the turn log.
-    public func commitTurn() throws(StoreError) { try commit() }
-
     /// The event queues commit after the group stores (see `TurnParticipant.commitOrder`).
     public var commitOrder: Int { 1 }
 
@@ -324,16 +321,7 @@ public final class EventStore: TurnParticipant {
     public var hasPending: Bool { journal.hasPending }
 
     /// Makes this turn's changes durable (one write, one fdatasync). On failure they are undone.
-    public func commit() throws(StoreError) {
-        do {
-            try journal.commit()
-        } catch {
-            rollback()
-            throw error
-        }
-        undo.removeAll(keepingCapacity: true)
-        afterDurable()
-    }
+    public func commit() throws(StoreError) { try commitTurn() }
 
     /// Segment clean-up once everything is durable: only then may a segment whose events were
     /// all acked go (the acks must be on disk first).

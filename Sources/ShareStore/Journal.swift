@@ -446,13 +446,7 @@ public final class Journal {
         reservedEnd = max(activeSize, Int(st.st_blocks) * 512)
     }
 
-    func syncDirectory() {
-        let dfd = open(directory, O_RDONLY | O_CLOEXEC)
-        if dfd >= 0 {
-            fsync(dfd)
-            FD.close(dfd)
-        }
-    }
+    func syncDirectory() { FD.syncDirectory(directory) }
 
     /// Deletes sealed segments numbered up to `through` (never the active one).
     public func deleteSegments(through: Int) {

@@ -291,31 +291,6 @@ public final class ShareRecordStore: TurnParticipant {
         turn?.touch(self)
     }
 
-    /// Makes this turn's shares durable: the new file directories' entries, then the records.
-    public func commitTurn() throws(StoreError) {
-        if let reason = failedTurn {
-            failedTurn = nil
-            rollback()
-            throw StoreError(reason)
-        }
-        if !createdDirs.isEmpty {
-            let fd = open(directory + "/files", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-            if fd >= 0 {
-                fsync(fd)
-                FD.close(fd)
-            }
-        }
-        do { try journal.commit() } catch {
-            rollback()
-            throw error
-        }
-        createdDirs.removeAll()
-        undo.removeAll()
-        lastAdded = nil
-        for d in completedDirs { ShareRecordStore.removeTree(d) }
-        completedDirs.removeAll()
-    }
-
     /// Undoes this turn's changes (memory, files written, records pending).
     public func rollback() {
         journal.discardPending()

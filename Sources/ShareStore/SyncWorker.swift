@@ -30,13 +30,7 @@ public struct SyncJob: @unchecked Sendable {  // owned by whoever holds it: the 
     public var isEmpty: Bool { directories.isEmpty && batch == nil }
 
     func run() -> StoreError? {
-        for d in directories {
-            let fd = open(d, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-            if fd >= 0 {
-                fsync(fd)
-                FD.close(fd)
-            }
-        }
+        for d in directories { FD.syncDirectory(d) }
         return batch?.writeAndSync()
     }
 }

@@ -6,8 +6,6 @@
 public protocol TurnParticipant: AnyObject {
     /// A name for logs (e.g. "events", "group.com.example.app defaults").
     var participantName: String { get }
-    /// Makes the turn's changes durable; on failure they are undone and the error thrown.
-    func commitTurn() throws(StoreError)
     /// Stores commit in ascending order (group stores 0, the event queues 1): a share's record is
     /// durable before the event that announces it, so a crash between the two never leaves an
     /// event pointing at a missing share (recovery re-creates the event from the share's record).
@@ -24,6 +22,15 @@ public protocol TurnParticipant: AnyObject {
 extension TurnParticipant {
     /// Group stores commit first.
     public var commitOrder: Int { 0 }
+
+    /// Makes the changes since the last commit durable on the calling thread (both halves of the
+    /// pipelined commit, the job run in between); on failure they are undone and the error thrown.
+    public func commitTurn() throws(StoreError) {
+        let job = try beginCommit()
+        let error = job.flatMap { SyncWorker.run([$0])[0] }
+        finishCommit(job, error: error)
+        if let error { throw error }
+    }
 }
 
 /// The stores changed during the current loop turn, and by which request.

@@ -83,11 +83,7 @@ public enum FileIO {
         var dir = path
         if let slash = dir.lastIndex(of: "/") { dir = String(dir[..<slash]) } else { dir = "." }
         if dir.isEmpty { dir = "/" }
-        let dfd = open(dir, O_RDONLY | O_CLOEXEC)
-        if dfd >= 0 {
-            fsync(dfd)
-            FD.close(dfd)
-        }
+        FD.syncDirectory(dir)
     }
 }
 

@@ -76,6 +76,19 @@ public enum FD {
         #endif
     }
 
+    /// fsync(2) of a directory, so that the entries created, renamed or removed in it are durable.
+    /// Best effort: a directory that cannot be opened is skipped.
+    public static func syncDirectory(_ path: String) {
+        #if canImport(Glibc)
+            let fd = Glibc.open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        #else
+            let fd = Darwin.open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        #endif
+        guard fd >= 0 else { return }
+        _ = fsync(fd)
+        close(fd)
+    }
+
     /// Non-blocking `read(2)` into a buffer; `.done(0)` means end of file.
     public static func read(_ fd: Int32, into buf: UnsafeMutableRawBufferPointer) throws(SystemError) -> IOResult<Int> {
         try nonBlocking("read") {
