@@ -395,9 +395,12 @@ public final class Journal {
     public func finishBatch(_ batch: JournalBatch, failed: Bool) {
         batchInFlight = false
         if failed {
+            // Cutting the file back also frees the blocks reserved past the cut: the next record
+            // reserves them again (so a full disk still shows at append, not at commit).
             _ = ftruncate(activeFD, off_t(batch.startOffset))
             activeSize = batch.startOffset
             writtenEnd = batch.startOffset
+            reservedEnd = batch.startOffset
             return
         }
         if activeSize >= segmentLimit && pending.isEmpty { try? roll() }

@@ -78,6 +78,34 @@ final class JournalTests: XCTestCase {
         XCTAssertNoThrow(try j.commit())
     }
 
+    func testAFailedCommitReservesAgainWhatItsTruncationFreed() throws {
+        let j = try Journal(directory: dir, name: "t")
+        _ = try j.replay { _ in }
+        j.reserveChunk = 256 * 1024
+        let path = dir + "/t-000001.log"
+        func allocated() -> Int {
+            var st = stat()
+            return stat(path, &st) == 0 ? Int(st.st_blocks) * 512 : -1
+        }
+        try j.append(type: 1) { $0.append(contentsOf: [UInt8](repeating: 1, count: 100)) }
+        try j.commit()
+        guard allocated() >= 256 * 1024 else {
+            throw XCTSkip("this file system does not reserve space (fallocate KEEP_SIZE)")
+        }
+        // A commit fails (an I/O error): the segment is cut back, which frees its reserved blocks.
+        try j.append(type: 1) { $0.append(contentsOf: [UInt8](repeating: 2, count: 100)) }
+        j.faultInjector = { $0 == .write ? EIO : nil }
+        XCTAssertThrowsError(try j.commit())
+        j.faultInjector = nil
+        // The next record reserves again, so a full disk still shows at append, not at commit.
+        try j.append(type: 1) { $0.append(contentsOf: [UInt8](repeating: 3, count: 100)) }
+        XCTAssertGreaterThanOrEqual(allocated(), 256 * 1024, "space is reserved again after the failed commit")
+        try j.commit()
+        let (seen, report, _) = try replayStrings()
+        XCTAssertEqual(seen.map { $0.utf8.first }, [1, 3])
+        XCTAssertEqual(report.truncatedBytes, 0)
+    }
+
     /// Replays journal `t` in `dir`: the payloads (as strings) and the report.
     func replayStrings() throws -> ([String], RecoveryReport, Journal) {
         let j = try Journal(directory: dir, name: "t")
