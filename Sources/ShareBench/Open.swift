@@ -272,11 +272,12 @@ func openRun(socket: String, openers: Int, opens: Int, rate: Double) -> OpenFigu
         batches: results.ackBatches, results: results)
 }
 
-func openScenario(socket: String, openers: Int, opens: Int, pacedRate: Double, pacedOpens: Int) -> [JSONValue] {
+func openScenario(socket: String, brokerPID: Int32, openers: Int, opens: Int, pacedRate: Double, pacedOpens: Int) -> [JSONValue] {
     var lines: [JSONValue] = []
     // Durable appends alone: url.open to an app without a subscriber (Redis: XADD, no consumer).
     if BenchApp.isRegistered(socket: socket, bundleID: BenchApp.sinkBundleID) {
         let hello = helloLine(role: "tool")
+        let cpu = BrokerCPU(pid: brokerPID)
         let r = loopDriver(socket: socket, clients: openers, total: opens, hello: { _ in hello }) { _, serial, out in
             RPCCodec.writeRequest(
                 id: .number(String(serial + 1)), method: "url.open",
@@ -286,7 +287,8 @@ func openScenario(socket: String, openers: Int, opens: Int, pacedRate: Double, p
         let rate = Double(r.latencies.count) / max(r.seconds, 1e-9)
         print(
             "open-sink  openers=\(openers) opens=\(r.latencies.count) rate=\(fmt(rate))/s durable url.open, no subscriber "
-                + latencyText("url.open reply", r.latencies) + (r.errorCount > 0 ? " errors=\(r.errorCount)" : ""))
+                + latencyText("url.open reply", r.latencies) + (r.errorCount > 0 ? " errors=\(r.errorCount)" : "")
+                + cpu.text(requests: r.latencies.count))
         for e in r.errors.prefix(3) { print("  error: \(e)") }
         lines.append([
             "scenario": "url.open durable append (no subscriber)", "openers": .int(openers), "opens": .int(r.latencies.count),

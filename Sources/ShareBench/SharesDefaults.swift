@@ -76,6 +76,7 @@ func shareScenario(binary: String, directory: String, clients: Int, urlShares: I
     var out: [JSONValue] = []
     // URL items: the one-thread load generator (one share.send in flight per connection).
     let extHello = helloLine(role: "extension", bundleID: BenchGroupApp.ext)
+    let cpu = BrokerCPU(pid: broker.pid)
     let urlRun = loopDriver(
         socket: socket, clients: clients, total: max(clients, urlShares), hello: { _ in extHello }
     ) { client, serial, out in
@@ -87,7 +88,7 @@ func shareScenario(binary: String, directory: String, clients: Int, urlShares: I
     let urlRate = Double(urlRun.latencies.count) / max(urlRun.seconds, 1e-9)
     print(
         "share      item=url clients=\(clients) shares=\(urlRun.latencies.count) rate=\(fmt(urlRate))/s "
-            + latencyText("send", urlRun.latencies))
+            + latencyText("send", urlRun.latencies) + cpu.text(requests: urlRun.latencies.count))
     for e in urlRun.errors.prefix(3) { print("  error: \(e)") }
     out.append([
         "scenario": "share.send url", "clients": .int(clients), "shares": .int(urlRun.latencies.count),

@@ -6,8 +6,9 @@ import ShareClient
 import ShareProtocol
 import ShareSystem
 
-func statusScenario(socket: String, clients: Int, requests: Int) -> JSONValue {
+func statusScenario(socket: String, brokerPID: Int32, clients: Int, requests: Int) -> JSONValue {
     let total = clients * requests
+    let cpu = BrokerCPU(pid: brokerPID)
     let hello = helloLine(role: "tool")
     let method = Array((#","method":""# + (ProcessInfo.processInfo.environment["SB_BENCH_METHOD"] ?? "broker.status") + #""}"#).utf8)
     let r = loopDriver(socket: socket, clients: clients, total: total, hello: { _ in hello }) { _, serial, out in
@@ -20,7 +21,8 @@ func statusScenario(socket: String, clients: Int, requests: Int) -> JSONValue {
     let rate = Double(sorted.count) / max(r.seconds, 1e-9)
     print(
         "status     clients=\(clients) requests=\(sorted.count) rate=\(fmt(rate))/s p50=\(fmt(percentile(sorted, 0.5)))us "
-            + "p99=\(fmt(percentile(sorted, 0.99)))us max=\(fmt(Double(sorted.last ?? 0)))us errors=\(r.errorCount)")
+            + "p99=\(fmt(percentile(sorted, 0.99)))us max=\(fmt(Double(sorted.last ?? 0)))us errors=\(r.errorCount)"
+            + cpu.text(requests: sorted.count))
     for e in r.errors.prefix(5) { print("  error: \(e)") }
     return [
         "scenario": "broker.status", "clients": .int(clients), "requests": .int(sorted.count),

@@ -138,7 +138,7 @@ runMain(root: root, version: "sharebroker-bench \(SharebrokerVersion.string)") {
         }
         switch s {
         case "status":
-            jsonLines.append(statusScenario(socket: socket!, clients: clients, requests: requests))
+            jsonLines.append(statusScenario(socket: socket!, brokerPID: pid, clients: clients, requests: requests))
         case "idle":
             for n in idleCounts.isEmpty ? [1000, 10000] : idleCounts {
                 if let r = idleScenario(socket: socket!, count: n, brokerPID: pid) { jsonLines.append(r) }
@@ -151,7 +151,7 @@ runMain(root: root, version: "sharebroker-bench \(SharebrokerVersion.string)") {
                 continue
             }
             jsonLines += openScenario(
-                socket: socket!, openers: openers, opens: opens, pacedRate: Double(rate), pacedOpens: pacedOpens)
+                socket: socket!, brokerPID: pid, openers: openers, opens: opens, pacedRate: Double(rate), pacedOpens: pacedOpens)
         case "share":
             jsonLines += shareScenario(
                 binary: binary, directory: tempDir + "/share", clients: 16, urlShares: 20000, fileShares: 256)

@@ -165,7 +165,8 @@ extension Broker {
         default:
             guard case .string(let path)? = o["path"] else { throw .invalidParams("Invalid params: items[\(i)].path must be a string") }
             guard path.hasPrefix("/") else { throw .invalidParams("Invalid params: items[\(i)].path '\(path)' must be absolute") }
-            let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
+            // Symlinks are followed (the checks below are on the file actually opened).
+            let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
             guard fd >= 0 else {
                 let e = currentErrno()
                 throw .invalidParams("Invalid params: items[\(i)].path '\(path)' cannot be read: \(String(cString: strerror(e)))")
@@ -177,8 +178,10 @@ extension Broker {
             guard (st.st_mode & S_IFMT) == S_IFREG else {
                 throw .invalidParams("Invalid params: items[\(i)].path '\(path)' is not a regular file")
             }
-            if let peer = conn.peer, st.st_uid != peer.uid {
-                throw RPCError(.unauthorized, "Unauthorized: items[\(i)].path '\(path)' does not belong to the calling user (uid \(peer.uid))")
+            if let peer = conn.peer,
+                !Broker.callerMayRead(mode: UInt32(st.st_mode), owner: st.st_uid, group: st.st_gid, peer: peer, brokerUID: geteuid())
+            {
+                throw .invalidParams("Invalid params: items[\(i)].path '\(path)' is not readable by the calling user (uid \(peer.uid))")
             }
             var head = [UInt8](repeating: 0, count: 4096)
             let n = head.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, 0) }
@@ -194,6 +197,17 @@ extension Broker {
                 stored: ["file": .string(fileName), "name": .string(base), "type": .string(a.primaryType), "size": .int(size)],
                 attachment: a, file: forStoring ? ShareFile(name: fileName, source: .descriptor(fd)) : nil, size: size)
         }
+    }
+
+    /// Whether the peer may read a file the broker could open: a broker running as the caller's
+    /// user reads what that user can; one running as another user (a shared socket) reads for the
+    /// caller only what the file's permission bits grant the caller (owner, primary group, others),
+    /// so no caller gets another user's private file copied into a group.
+    public static func callerMayRead(mode: UInt32, owner: UInt32, group: UInt32, peer: PeerCredentials, brokerUID: UInt32) -> Bool {
+        if peer.uid == brokerUID || peer.uid == 0 { return true }
+        if owner == peer.uid { return mode & UInt32(S_IRUSR) != 0 }
+        if group == peer.gid { return mode & UInt32(S_IRGRP) != 0 }
+        return mode & UInt32(S_IROTH) != 0
     }
 
     // MARK: Targets
@@ -237,6 +251,11 @@ extension Broker {
         if conn.role == .extension {
             guard let me = conn.bundleID, let found = registry.appExtension(me) else {
                 throw RPCError(.unauthorized, "Unauthorized: this extension session has no registered extension")
+            }
+            guard found.ext.isShareTarget else {
+                throw RPCError(
+                    .notAccepted,
+                    "Not accepted: \(me) is a '\(found.ext.point)' extension; only share (com.apple.share-services) and action (com.apple.ui-services) extensions take shares")
             }
             if let named, named != me {
                 throw RPCError(.unauthorized, "Unauthorized: an extension sends as itself ('\(me)'), not as '\(named)'")

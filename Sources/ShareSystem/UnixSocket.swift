@@ -16,6 +16,13 @@ public struct PeerCredentials: Sendable, Equatable {
     public var uid: UInt32
     /// Group id.
     public var gid: UInt32
+
+    /// Creates credentials (the kernel's, or a test's).
+    public init(pid: Int32, uid: UInt32, gid: UInt32) {
+        self.pid = pid
+        self.uid = uid
+        self.gid = gid
+    }
 }
 
 /// Unix-domain stream socket helpers.

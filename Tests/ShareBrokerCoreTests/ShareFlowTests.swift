@@ -6,6 +6,7 @@ import Foundation
 import ShareBrokerCore
 import ShareClient
 import ShareProtocol
+import ShareSystem
 import XCTest
 
 let youtubeApp = """
@@ -228,25 +229,67 @@ final class ShareFlowTests: XCTestCase {
         h.stop()
     }
 
-    func testPathItemsMustExistAndBelongToTheCaller() throws {
+    func testPathItemsMustExistAndBeReadableByTheCaller() throws {
         let h = try start()
         let tool = try h.tool()
         let missing = rpcError { try tool.call("share.send", ["items": [["path": "/nonexistent/file.pdf"]]]) }
         XCTAssertEqual(missing?.code, -32602)
         XCTAssertTrue(missing?.message.contains("/nonexistent/file.pdf") ?? false, "\(String(describing: missing))")
         let dir = TempDir()
-        let foreign = dir.path + "/foreign.pdf"
-        _ = FileManager.default.createFile(atPath: foreign, contents: Data(pdfBytes))
-        if getuid() == 0 {
-            XCTAssertEqual(chown(foreign, 65534, 65534), 0)
-            XCTAssertEqual(rpcCode { try tool.call("share.send", ["items": [["path": .string(foreign)]]]) }, -32001)
-        }
+        let directory = rpcError { try tool.call("share.send", ["items": [["path": .string(dir.path)]]]) }
+        XCTAssertEqual(directory?.code, -32602, "a directory is not a regular file")
+        XCTAssertTrue(directory?.message.contains(dir.path) ?? false, "\(String(describing: directory))")
+        // A symlink is followed: the file it names is what is read (and checked).
+        let target = dir.path + "/real.pdf"
+        _ = FileManager.default.createFile(atPath: target, contents: Data(pdfBytes))
         let link = dir.path + "/link.pdf"
-        symlink(dir.path + "/foreign.pdf", link)
-        XCTAssertEqual(rpcCode { try tool.call("share.send", ["items": [["path": .string(link)]]]) }, -32602, "symlinks are not followed")
+        XCTAssertEqual(symlink(target, link), 0)
+        let sent = try tool.call("share.send", ["items": [["path": .string(link)]], "extension": "com.example.pdfreader.share"])
+        let app = try session(h, "app", "com.example.pdfreader")
+        let item = try app.call("share.get", ["shareID": sent["shareID"]!])["items"]?.arrayValue?.first
+        XCTAssertEqual(item?["type"]?.stringValue, "com.adobe.pdf")
+        let stored = item?["path"]?.stringValue ?? ""
+        XCTAssertEqual(FileManager.default.contents(atPath: stored).map { Array($0) }, pdfBytes, "the link's target was copied")
         XCTAssertEqual(rpcCode { try tool.call("share.send", ["items": [["data": "%%%"]]]) }, -32602)
         XCTAssertEqual(rpcCode { try tool.call("share.send", ["items": []]) }, -32602)
         XCTAssertEqual(rpcCode { try tool.call("share.send", ["items": [["url": "x", "text": "y"]]]) }, -32602)
+        h.stop()
+    }
+
+    func testACallerOfAnotherUserReadsOnlyWhatThePermissionsGrantIt() {
+        // A broker reached through a shared socket runs as another user than some callers: it must
+        // not copy a file into a group that the caller could not read itself.
+        let broker: UInt32 = 1000
+        let caller = PeerCredentials(pid: 1, uid: 2000, gid: 300)
+        func may(_ mode: Int32, owner: UInt32, group: UInt32) -> Bool {
+            Broker.callerMayRead(mode: UInt32(mode), owner: owner, group: group, peer: caller, brokerUID: broker)
+        }
+        XCTAssertFalse(may(0o600, owner: 1000, group: 100), "the broker's user's private file")
+        XCTAssertFalse(may(0o640, owner: 1000, group: 100), "group-readable, another group")
+        XCTAssertTrue(may(0o640, owner: 1000, group: 300), "group-readable, the caller's group")
+        XCTAssertTrue(may(0o644, owner: 1000, group: 100), "readable by everyone")
+        XCTAssertTrue(may(0o400, owner: 2000, group: 100), "the caller's own file")
+        XCTAssertFalse(may(0o044, owner: 2000, group: 300), "the caller's file without the owner's read bit")
+        let same = PeerCredentials(pid: 1, uid: 1000, gid: 100)
+        XCTAssertTrue(Broker.callerMayRead(mode: 0, owner: 0, group: 0, peer: same, brokerUID: broker), "the broker's own user: what it can open")
+        let root = PeerCredentials(pid: 1, uid: 0, gid: 0)
+        XCTAssertTrue(Broker.callerMayRead(mode: 0o600, owner: 1000, group: 100, peer: root, brokerUID: broker))
+    }
+
+    func testOnlyShareAndActionExtensionsTakeShares() throws {
+        let widgetApp = """
+            {"bundleID": "com.example.clock", "appGroups": ["group.com.example.clock"],
+             "extensions": [{"bundleID": "com.example.clock.widget", "point": "com.apple.widgetkit-extension",
+                             "appGroups": ["group.com.example.clock"], "activationRule": "TRUEPREDICATE"}]}
+            """
+        let h = BrokerHarness(manifests: ["10-myapp.json": youtubeApp, "40-clock.json": widgetApp])
+        try h.start()
+        let widget = try session(h, "extension", "com.example.clock.widget")
+        let e = rpcError { try widget.call("share.send", ["items": [["text": "hi"]]]) }
+        XCTAssertEqual(e?.code, -32003, "a widget is not a share target, whatever its rule says")
+        XCTAssertTrue(e?.message.contains("com.apple.widgetkit-extension") ?? false, "\(String(describing: e))")
+        XCTAssertEqual(try widget.call("share.list")["shares"]?.arrayValue?.count, 0, "nothing stored")
+        XCTAssertEqual(try h.tool().call("broker.status")["pendingShares"]?.intValue, 0)
         h.stop()
     }
 
