@@ -1,6 +1,7 @@
 // Message framing as a pure state machine: bytes in, complete frames out, leftover kept.
-// Newline framing by default; a connection whose first bytes are `Content-Length:` uses LSP-style
-// header framing in both directions. The size limit is enforced before anything is buffered past it.
+// Newline framing by default; a connection whose first bytes are a `Content-` header (`Content-Length:`,
+// or another such as `Content-Type:` before it) uses LSP-style header framing in both directions.
+// (No JSON text starts with a letter 'c', so the two cannot be confused.) The size limit is enforced before anything is buffered past it.
 
 #if canImport(Glibc)
     import Glibc
@@ -44,7 +45,7 @@ public struct Framer: Sendable {
     private var bodyLength: Int? = nil
     /// Largest header section accepted.
     static let maxHeaderBytes = 8192
-    static let headerPrefix: [UInt8] = Array("content-length:".utf8)
+    static let headerPrefix: [UInt8] = Array("content-".utf8)
 
     /// Creates a framer with a message size limit.
     public init(maxMessage: Int) {
@@ -134,6 +135,9 @@ public struct Framer: Sendable {
     }
 
     /// Decides the framing from the first bytes; false when more bytes are needed to decide.
+    /// Header framing needs a first line that starts as a `Content-` header: `content-`, header-name
+    /// characters, then ':' (any case). Anything else, even text that starts like one, is newline
+    /// framing (and gets its parse error), so a newline client is never left waiting for a header.
     private mutating func decideMode(_ buf: UnsafeRawBufferPointer) -> Bool {
         let prefix = Framer.headerPrefix
         let n = min(buf.count, prefix.count)
@@ -142,9 +146,25 @@ public struct Framer: Sendable {
             return true
         }
         if n < prefix.count { return false }
-        mode = .contentLength
-        return true
+        var i = prefix.count
+        while i < buf.count && i < Framer.maxHeaderNameBytes {
+            let c = Framer.lower(buf[i])
+            if c == UInt8(ascii: ":") {
+                mode = i > prefix.count ? .contentLength : .newline
+                return true
+            }
+            guard (c >= 0x61 && c <= 0x7A) || (c >= 0x30 && c <= 0x39) || c == UInt8(ascii: "-") else {
+                mode = .newline
+                return true
+            }
+            i += 1
+        }
+        if i >= Framer.maxHeaderNameBytes { mode = .newline }
+        return mode != .undetermined
     }
+
+    /// Longest first header name looked at when deciding the framing.
+    static let maxHeaderNameBytes = 64
 
     @inline(__always) static func lower(_ c: UInt8) -> UInt8 { (c >= 0x41 && c <= 0x5A) ? c | 0x20 : c }
 

@@ -88,6 +88,16 @@ final class ConformanceTests: XCTestCase {
         XCTAssertTrue(c.buffer.isEmpty, "stray bytes after the framed reply: \(String(decoding: c.buffer, as: UTF8.self))")
     }
 
+    func testAFirstFrameMayPutContentTypeBeforeContentLength() throws {
+        let c = try raw()
+        let body = #"{"jsonrpc":"2.0","id":7,"method":"broker.status"}"#
+        c.send("Content-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n\r\n" + body)
+        guard let frame = c.readContentLengthFrame() else {
+            return XCTFail("no Content-Length framed reply; got \(String(decoding: c.buffer, as: UTF8.self))")
+        }
+        assertResultResponse(frame.body, id: 7)
+    }
+
     func testContentLengthBodySplitAcrossWrites() throws {
         let c = try raw()
         let body = Array(#"{"jsonrpc":"2.0","id":"cl-split","method":"broker.status"}"#.utf8)

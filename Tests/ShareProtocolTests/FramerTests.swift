@@ -164,6 +164,21 @@ struct FramerContentLengthTests {
         #expect(try frames(of: stream, chunkSize: 1) == cl(["[1]", "[2]"]))
     }
 
+    @Test func aFirstFrameMayPutContentTypeFirst() throws {
+        let stream = utf8("Content-Type: application/json\r\nContent-Length: 3\r\n\r\n[1]") + lspFrame("[2]")
+        #expect(try frames(of: stream) == cl(["[1]", "[2]"]))
+        #expect(try frames(of: stream, chunkSize: 1) == cl(["[1]", "[2]"]))
+        var f = Framer(maxMessage: 1024)
+        _ = try f.feedBytes(utf8("content-type: x\r\n"))
+        #expect(f.mode == .contentLength)
+        // Anything else is newline framing (JSON never starts with a letter 'c').
+        var g = Framer(maxMessage: 1024)
+        _ = try g.feedBytes(utf8("conte"))
+        #expect(g.mode == .undetermined)
+        _ = try g.feedBytes(utf8("xt\n"))
+        #expect(g.mode == .newline)
+    }
+
     @Test func bodyMayContainNewlinesAndCRLF() throws {
         let body = "{\r\n\"a\": \"x\\ny\"\n}\n"
         #expect(try frames(of: lspFrame(body) + lspFrame("\n")) == cl([body, "\n"]))
@@ -295,11 +310,14 @@ struct FramerContentLengthTests {
         #expect(f.mode == .contentLength)
         #expect(try f.feedBytes(utf8("\r\n{}")) == cl(["{}"]))
 
-        // A prefix that diverges late falls back to newline framing.
+        // A first line that only starts like a header falls back to newline framing.
         var g = Framer(maxMessage: 1024)
         _ = try g.feedBytes(utf8("Content-Lx"))
-        #expect(g.mode == .newline)
+        #expect(g.mode == .undetermined)
         #expect(try g.feedBytes(utf8("\n")) == nl(["Content-Lx"]))
+        #expect(g.mode == .newline)
+        var h = Framer(maxMessage: 1024)
+        #expect(try h.feedBytes(utf8("content-: 2\n")) == nl(["content-: 2"]))
     }
 
     @Test func appendFrameContentLength() throws {
