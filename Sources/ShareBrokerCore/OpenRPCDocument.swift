@@ -432,6 +432,10 @@ let openRPCDocumentText = ####"""
             },
             "decision": {
               "type": "object"
+            },
+            "text": {
+              "type": "string",
+              "description": "The steps and the decision as lines (what the explain commands print)."
             }
           }
         }
@@ -982,6 +986,10 @@ let openRPCDocumentText = ####"""
         {
           "code": -32602,
           "message": "Invalid params"
+        },
+        {
+          "code": -32004,
+          "message": "No app handles the URL given as open (nothing was stored)"
         },
         {
           "code": -32005,
