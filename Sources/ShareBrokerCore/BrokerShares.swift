@@ -165,8 +165,12 @@ extension Broker {
         default:
             guard case .string(let path)? = o["path"] else { throw .invalidParams("Invalid params: items[\(i)].path must be a string") }
             guard path.hasPrefix("/") else { throw .invalidParams("Invalid params: items[\(i)].path '\(path)' must be absolute") }
-            // Symlinks are followed (the checks below are on the file actually opened).
-            let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
+            // A caller of the broker's own user gets what that user can read, symlinks followed
+            // (the checks below are on the file actually opened). Another user's caller (a socket
+            // opened to more users) gets only a file of its own, not through a symlink: the broker
+            // resolves the path with its own rights, which that caller may not have.
+            let sameUser = conn.peer.map { Broker.readsAsCaller($0, brokerUID: geteuid()) } ?? true
+            let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | (sameUser ? 0 : O_NOFOLLOW))
             guard fd >= 0 else {
                 let e = currentErrno()
                 throw .invalidParams("Invalid params: items[\(i)].path '\(path)' cannot be read: \(String(cString: strerror(e)))")
@@ -178,10 +182,10 @@ extension Broker {
             guard (st.st_mode & S_IFMT) == S_IFREG else {
                 throw .invalidParams("Invalid params: items[\(i)].path '\(path)' is not a regular file")
             }
-            if let peer = conn.peer,
-                !Broker.callerMayRead(mode: UInt32(st.st_mode), owner: st.st_uid, group: st.st_gid, peer: peer, brokerUID: geteuid())
-            {
-                throw .invalidParams("Invalid params: items[\(i)].path '\(path)' is not readable by the calling user (uid \(peer.uid))")
+            if let peer = conn.peer, !sameUser, st.st_uid != peer.uid || st.st_mode & S_IRUSR == 0 {
+                throw .invalidParams(
+                    "Invalid params: items[\(i)].path '\(path)' is not a readable file of the calling user (uid \(peer.uid)); "
+                        + "this broker runs as another user and reads only the caller's own files")
             }
             var head = [UInt8](repeating: 0, count: 4096)
             let n = head.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, 0) }
@@ -199,15 +203,11 @@ extension Broker {
         }
     }
 
-    /// Whether the peer may read a file the broker could open: a broker running as the caller's
-    /// user reads what that user can; one running as another user (a shared socket) reads for the
-    /// caller only what the file's permission bits grant the caller (owner, primary group, others),
-    /// so no caller gets another user's private file copied into a group.
-    public static func callerMayRead(mode: UInt32, owner: UInt32, group: UInt32, peer: PeerCredentials, brokerUID: UInt32) -> Bool {
-        if peer.uid == brokerUID || peer.uid == 0 { return true }
-        if owner == peer.uid { return mode & UInt32(S_IRUSR) != 0 }
-        if group == peer.gid { return mode & UInt32(S_IRGRP) != 0 }
-        return mode & UInt32(S_IROTH) != 0
+    /// Whether the broker may read a path item with its own rights for this caller: the caller runs
+    /// as the broker's user (or as root), so whatever the broker can open the caller could too.
+    /// Otherwise only the caller's own file, opened without following a symlink, is read.
+    static func readsAsCaller(_ peer: PeerCredentials, brokerUID: UInt32) -> Bool {
+        peer.uid == brokerUID || peer.uid == 0
     }
 
     // MARK: Targets
@@ -252,13 +252,13 @@ extension Broker {
             guard let me = conn.bundleID, let found = registry.appExtension(me) else {
                 throw RPCError(.unauthorized, "Unauthorized: this extension session has no registered extension")
             }
+            if let named, named != me {
+                throw RPCError(.unauthorized, "Unauthorized: an extension sends as itself ('\(me)'), not as '\(named)'")
+            }
             guard found.ext.isShareTarget else {
                 throw RPCError(
                     .notAccepted,
                     "Not accepted: \(me) is a '\(found.ext.point)' extension; only share (com.apple.share-services) and action (com.apple.ui-services) extensions take shares")
-            }
-            if let named, named != me {
-                throw RPCError(.unauthorized, "Unauthorized: an extension sends as itself ('\(me)'), not as '\(named)'")
             }
             chosen = found
             items = try prepareItems(p, conn: conn, forStoring: true)

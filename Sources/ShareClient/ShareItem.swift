@@ -13,8 +13,9 @@ public enum ShareItem: Sendable, Equatable {
     case text(String, type: String? = nil)
     /// Bytes, stored by the broker as a file named `name` (or one named after the type).
     case data([UInt8], name: String? = nil, type: String? = nil)
-    /// A file the broker copies (it must be a regular file owned by the calling user; it is read,
-    /// never moved). The path must be absolute.
+    /// A file the broker copies (a regular file the calling user can read, symlinks followed; a
+    /// broker running as another user takes only the caller's own file, not through a symlink).
+    /// It is read, never moved. The path must be absolute.
     case file(String, type: String? = nil)
 
     /// The item's JSON form.

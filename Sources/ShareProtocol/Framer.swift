@@ -11,7 +11,8 @@
 
 /// How a connection frames its messages.
 public enum FramingMode: Sendable, Equatable {
-    /// Not decided yet (no bytes seen).
+    /// Not decided yet: no bytes seen, or a first line that may still turn out to be a
+    /// `Content-` header (at most `Framer.maxHeaderNameBytes` bytes are held to decide).
     case undetermined
     /// One JSON text per line, ended by `\n`.
     case newline

@@ -144,9 +144,11 @@ public final class SyncWorker: @unchecked Sendable {  // state guarded by `mutex
     }
 
     /// Stops the thread after the commits already handed over (their outcomes stay readable).
+    /// Calling it again does nothing; commits submitted after it are never run.
     public func stop() {
+        guard let t = thread else { return }
         work.signal()  // a count with an empty queue: the worker returns
-        if let t = thread { _ = pthread_join(t, nil) }
+        _ = pthread_join(t, nil)
         thread = nil
     }
 

@@ -6,6 +6,9 @@
 public protocol TurnParticipant: AnyObject {
     /// A name for logs (e.g. "events", "group.com.example.app defaults").
     var participantName: String { get }
+    /// Makes the turn's changes durable on the calling thread; on failure they are undone and the
+    /// error thrown. The default runs both halves of the pipelined commit (below) back to back.
+    func commitTurn() throws(StoreError)
     /// Stores commit in ascending order (group stores 0, the event queues 1): a share's record is
     /// durable before the event that announces it, so a crash between the two never leaves an
     /// event pointing at a missing share (recovery re-creates the event from the share's record).

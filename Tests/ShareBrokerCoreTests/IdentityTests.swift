@@ -60,6 +60,48 @@ final class IdentityTests: XCTestCase {
         h.stop()
     }
 
+    func testACallerOfAnotherUserSharesOnlyItsOwnFiles() throws {
+        guard getuid() == 0 else { throw XCTSkip("needs root to run a client as another user") }
+        let h = BrokerHarness(manifests: [
+            "files.json": #"""
+                {"bundleID": "com.example.files", "appGroups": ["group.files"],
+                 "extensions": [{"bundleID": "com.example.files.share", "point": "com.apple.share-services",
+                                 "appGroups": ["group.files"], "activationRule": "TRUEPREDICATE"}]}
+                """#
+        ])
+        try h.start { $0.socketMode = 0o666 }  // let another user reach the socket at all
+        chmod(h.dir.path, 0o755)
+        let files = TempDir()
+        chmod(files.path, 0o755)
+        let rootsFile = files.path + "/roots.txt"  // readable by everyone, but root's
+        let ownFile = files.path + "/own.txt"
+        let link = files.path + "/link.txt"
+        _ = FileManager.default.createFile(atPath: rootsFile, contents: Data("root".utf8), attributes: [.posixPermissions: 0o644])
+        _ = FileManager.default.createFile(atPath: ownFile, contents: Data("own".utf8), attributes: [.posixPermissions: 0o600])
+        XCTAssertEqual(chown(ownFile, 65534, 65534), 0)
+        XCTAssertEqual(symlink(ownFile, link), 0)
+        let asNobody = ["--reuid=65534", "--regid=65534", "--clear-groups", Products.shareclient, "--socket", h.socket]
+        func send(_ path: String) throws -> (status: Int32, out: String, err: String) {
+            try runProcess("/usr/bin/setpriv", asNobody + ["send", "--file", path, "--to", "com.example.files.share"])
+        }
+        // The broker (root) resolves the path with its own rights: for another user's caller it
+        // reads only that caller's own file, not through a symlink.
+        let foreign = try send(rootsFile)
+        XCTAssertEqual(foreign.status, 1, foreign.err)
+        XCTAssertTrue(foreign.err.contains(rootsFile) && foreign.err.contains("another user"), foreign.err)
+        let linked = try send(link)
+        XCTAssertEqual(linked.status, 1, linked.err)
+        XCTAssertTrue(linked.err.contains(link), linked.err)
+        let own = try send(ownFile)
+        XCTAssertEqual(own.status, 0, own.err)
+        // A caller of the broker's own user: the symlink is followed.
+        let tool = try h.tool()
+        let sent = try tool.call("share.send", ["items": [["path": .string(link)]], "extension": "com.example.files.share"])
+        XCTAssertNotNil(sent["shareID"]?.stringValue)
+        XCTAssertEqual(try tool.call("broker.status")["pendingShares"]?.intValue, 2)
+        h.stop()
+    }
+
     func testStateDirectoryMustBePrivate() throws {
         let dir = TempDir()
         let state = dir.path + "/state"

@@ -256,26 +256,6 @@ final class ShareFlowTests: XCTestCase {
         h.stop()
     }
 
-    func testACallerOfAnotherUserReadsOnlyWhatThePermissionsGrantIt() {
-        // A broker reached through a shared socket runs as another user than some callers: it must
-        // not copy a file into a group that the caller could not read itself.
-        let broker: UInt32 = 1000
-        let caller = PeerCredentials(pid: 1, uid: 2000, gid: 300)
-        func may(_ mode: Int32, owner: UInt32, group: UInt32) -> Bool {
-            Broker.callerMayRead(mode: UInt32(mode), owner: owner, group: group, peer: caller, brokerUID: broker)
-        }
-        XCTAssertFalse(may(0o600, owner: 1000, group: 100), "the broker's user's private file")
-        XCTAssertFalse(may(0o640, owner: 1000, group: 100), "group-readable, another group")
-        XCTAssertTrue(may(0o640, owner: 1000, group: 300), "group-readable, the caller's group")
-        XCTAssertTrue(may(0o644, owner: 1000, group: 100), "readable by everyone")
-        XCTAssertTrue(may(0o400, owner: 2000, group: 100), "the caller's own file")
-        XCTAssertFalse(may(0o044, owner: 2000, group: 300), "the caller's file without the owner's read bit")
-        let same = PeerCredentials(pid: 1, uid: 1000, gid: 100)
-        XCTAssertTrue(Broker.callerMayRead(mode: 0, owner: 0, group: 0, peer: same, brokerUID: broker), "the broker's own user: what it can open")
-        let root = PeerCredentials(pid: 1, uid: 0, gid: 0)
-        XCTAssertTrue(Broker.callerMayRead(mode: 0o600, owner: 1000, group: 100, peer: root, brokerUID: broker))
-    }
-
     func testOnlyShareAndActionExtensionsTakeShares() throws {
         let widgetApp = """
             {"bundleID": "com.example.clock", "appGroups": ["group.com.example.clock"],

@@ -318,6 +318,14 @@ struct FramerContentLengthTests {
         #expect(g.mode == .newline)
         var h = Framer(maxMessage: 1024)
         #expect(try h.feedBytes(utf8("content-: 2\n")) == nl(["content-: 2"]))
+        // A header name is looked at for at most 64 bytes; longer is newline framing.
+        var k = Framer(maxMessage: 1024)
+        let long = "Content-" + String(repeating: "x", count: Framer.maxHeaderNameBytes)
+        _ = try k.feedBytes(utf8(long))
+        #expect(k.mode == .newline)
+        var m = Framer(maxMessage: 1024)
+        let fits = "Content-" + String(repeating: "x", count: Framer.maxHeaderNameBytes - 9) + ": 1\r\nContent-Length: 2\r\n\r\n{}"
+        #expect(try m.feedBytes(utf8(fits)) == cl(["{}"]))
     }
 
     @Test func appendFrameContentLength() throws {

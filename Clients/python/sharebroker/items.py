@@ -44,8 +44,9 @@ def data_item(data: Union[bytes, bytearray, memoryview], name: Optional[str] = N
 def path_item(path: Union[str, "os.PathLike[str]"], type: Optional[str] = None) -> Item:
     """A file the broker copies from the local file system (made absolute here).
 
-    The broker reads it (following symlinks) only when it is a regular file the calling user may
-    read; a missing or unreadable file, or a directory, is -32602 naming the path.
+    The broker reads it only when it is a regular file the calling user can read (symlinks
+    followed; a broker running as another user takes only the caller's own file, not through a
+    symlink); a missing or unreadable file, or a directory, is -32602 naming the path.
     """
     return _typed({"path": os.path.abspath(os.fspath(path))}, type)
 
