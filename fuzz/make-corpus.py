@@ -142,6 +142,8 @@ def framer():
     write("framer", "oversize_line", hdr(16, 5) + b"x" * 17 + b"\r\n" + b"y" * 16 + b"\r\n")
     write("framer", "bad_header", hdr(100, 6) + b"Content-Length: 1x\r\n\r\n{}")
     write("framer", "partial", hdr(300, 7) + b"Content-Length: 10\r\nX-A: b\r\n\r\n{\"a\":")
+    write("framer", "content_type_first", hdr(0xFFFF, 8) + b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+    write("framer", "header_like_line", hdr(512, 9) + b"Content-Typo\n" + compact(REQUESTS[0]).encode() + b"\n")
 
 
 def json_target():

@@ -981,7 +981,7 @@ let openRPCDocumentText = ####"""
         },
         {
           "code": -32003,
-          "message": "Not accepted: no rule accepts the items; data.candidates when several would and none was named"
+          "message": "Not accepted: no rule accepts the items, or the extension is not a share or action extension; data.candidates when several would and none was named"
         },
         {
           "code": -32602,
