@@ -338,8 +338,8 @@ public final class Broker {
             if events.contains(.readable) || events.contains(.hangup) || events.contains(.error) {
                 if !conn.closing { readFrom(conn) } else if events.contains(.error) { closeNow(conn, reason: "socket error") }
             }
-            if events.contains(.writable), connections[token] != nil { flush(conn) }
-            if events.contains(.hangup), connections[token] != nil, conn.closing, conn.pendingOutput > 0 {
+            if events.contains(.writable), !conn.closed { flush(conn) }
+            if events.contains(.hangup), !conn.closed, conn.closing, conn.pendingOutput > 0 {
                 // The peer is gone and cannot read what is left.
                 if events.contains(.error) { closeNow(conn, reason: "peer hung up") }
             }
@@ -366,7 +366,7 @@ public final class Broker {
         dirty.removeAll(keepingCapacity: true)
         for c in list {
             c.dirty = false
-            guard connections[c.id] != nil else { continue }
+            guard !c.closed else { continue }
             flush(c)
         }
     }
@@ -437,6 +437,11 @@ public final class Broker {
             for (participant, undo) in ticket.compensations where failed[participant] != nil { undo() }
         }
         releaseHeld(ticket.held, failed)
+        // The commit's events go to their apps' live subscribers (no closure per event: the
+        // ticket lists them), then the other work that waited for durability.
+        if !ticket.events.isEmpty, let events = store, failed[ObjectIdentifier(events)] == nil {
+            for e in ticket.events { deliver(e) }
+        }
         for (participant, action) in ticket.afterCommit where failed[participant] == nil { action() }
     }
 
@@ -480,7 +485,7 @@ public final class Broker {
     func releaseHeld(_ list: [(Connection, [HeldReply], Int)], _ failed: [ObjectIdentifier: StoreError]) {
         for (c, held, requests) in list {
             c.inFlight -= requests
-            guard connections[c.id] != nil else { continue }
+            guard !c.closed else { continue }
             for h in held { c.enqueue { Broker.writeHeld(h, failed: failed, to: &$0) } }
             markDirty(c)
         }
@@ -830,6 +835,7 @@ public final class Broker {
 
     func closeNow(_ conn: Connection, reason: String) {
         guard connections.removeValue(forKey: conn.id) != nil else { return }
+        conn.closed = true
         poller.remove(conn.fd)
         FD.close(conn.fd)
         connectionClosed(conn)

@@ -263,8 +263,8 @@ extension Broker {
         var slow: [Connection] = []
         var revoked: [Connection] = []
         let limit = defaultsWatcherBacklogLimit
-        for (id, w) in watching {
-            guard w.since < sequence, w.keys?.contains(key) ?? true, connections[id] != nil else { continue }
+        for (_, w) in watching {
+            guard w.since < sequence, w.keys?.contains(key) ?? true, !w.conn.closed else { continue }
             guard let bundle = w.conn.bundleID, registry.appGroups(of: bundle).contains(group) else {
                 revoked.append(w.conn)  // the manifest no longer lists the group
                 continue

@@ -101,8 +101,7 @@ extension Broker {
         do { event = try store.enqueue(app: app, fields: fields) } catch {
             throw RPCError(.storageFailure, "Storage failure: \(error.message); nothing was stored")
         }
-        turnEvents.append(event)
-        afterCommit.append((ObjectIdentifier(store), { [unowned self] in self.deliver(event) }))
+        turnEvents.append(event)  // delivered once the commit is durable (finishCommit)
         let live = subscribers[app] != nil
         if !live { launchIfNeeded(app) }
         if log.enabled(.debug) {
@@ -184,7 +183,7 @@ extension Broker {
 
     /// Once the event is durable: send it to the app's live subscriber, if any.
     func deliver(_ e: StoredEvent) {
-        if let conn = subscribers[e.app], connections[conn.id] != nil { sendEvent(e, to: conn) }
+        if let conn = subscribers[e.app], !conn.closed { sendEvent(e, to: conn) }
     }
 
     func subscriberGone(_ conn: Connection) {

@@ -384,8 +384,7 @@ extension Broker {
                 }
                 throw RPCError(.storageFailure, "Storage failure: \(error.message); nothing was stored")
             }
-            turnEvents.append(event)
-            afterCommit.append((ObjectIdentifier(events), { [unowned self] in self.deliver(event) }))
+            turnEvents.append(event)  // delivered once the commit is durable (finishCommit)
             let shareID = stored.id
             compensations.append((ObjectIdentifier(events), { _ = try? store.complete(shareID) }))
             if subscribers[route.app] == nil { launchIfNeeded(route.app) }

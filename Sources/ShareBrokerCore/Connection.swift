@@ -39,6 +39,8 @@ final class Connection {
     var dirty = false
     /// Closing: no more reads; close once `out` drains (or at once when `abort`).
     var closing = false
+    /// Closed (gone from the broker's table; its descriptor is closed): set by `closeNow`.
+    var closed = false
     /// The role from `hello`; nil before it.
     var role: SessionRole? = nil
     /// The bundle ID from `hello` (apps and extensions).
