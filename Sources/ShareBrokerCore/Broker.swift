@@ -711,7 +711,7 @@ public final class Broker {
         switch h {
         case .bytes(let b): out.append(contentsOf: b)
         case .deferred(let id, let result, let touched):
-            if let e = touched.lazy.compactMap({ failed[$0] }).first {
+            if let e = touched.firstMapped({ failed[$0] }) {
                 RPCCodec.writeError(
                     id: id, error: RPCError(.storageFailure, "Storage failure: \(e.message); nothing was stored"), to: &out)
             } else {

@@ -122,7 +122,7 @@ enum HeldReply {
     /// A message already serialized (JSON only, unframed).
     case bytes([UInt8])
     /// A success reply that waits for durability of the stores it changed (`touched`).
-    case deferred(RequestID, MethodResult, touched: [ObjectIdentifier])
+    case deferred(RequestID, MethodResult, touched: TouchedStores)
     /// A batch response whose members may wait for durability.
     case batch([HeldReply])
 }

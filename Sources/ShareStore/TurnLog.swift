@@ -36,13 +36,48 @@ extension TurnParticipant {
     }
 }
 
+/// A small set of stores (those one request changed): almost always one, kept inline so that a
+/// reply waiting for its commit carries it without a heap allocation per request.
+public struct TouchedStores: Sendable, Equatable {
+    /// The first store changed, if any.
+    public private(set) var first: ObjectIdentifier? = nil
+    /// Any others, in the order they were first changed.
+    public private(set) var more: [ObjectIdentifier] = []
+
+    /// An empty set.
+    public init() {}
+
+    /// True when no store was changed.
+    public var isEmpty: Bool { first == nil }
+
+    /// Whether `id` is in the set.
+    public func contains(_ id: ObjectIdentifier) -> Bool { first == id || (!more.isEmpty && more.contains(id)) }
+
+    /// Adds `id` (no duplicates).
+    public mutating func insert(_ id: ObjectIdentifier) {
+        if first == nil {
+            first = id
+        } else if !contains(id) {
+            more.append(id)
+        }
+    }
+
+    /// The first member that `transform` maps to a value, in insertion order.
+    public func firstMapped<T>(_ transform: (ObjectIdentifier) -> T?) -> T? {
+        guard let first else { return nil }
+        if let v = transform(first) { return v }
+        for id in more { if let v = transform(id) { return v } }
+        return nil
+    }
+}
+
 /// The stores changed during the current loop turn, and by which request.
 public final class TurnLog {
     /// Stores with uncommitted changes, in the order they were first changed.
     public private(set) var dirty: [TurnParticipant] = []
     private var dirtyIDs = Set<ObjectIdentifier>()
     /// Stores changed by the request being handled (reset by `beginRequest`).
-    public private(set) var requestTouched: [ObjectIdentifier] = []
+    public private(set) var requestTouched = TouchedStores()
 
     /// Creates an empty log.
     public init() {}
@@ -51,12 +86,12 @@ public final class TurnLog {
     public func touch(_ p: TurnParticipant) {
         let id = ObjectIdentifier(p)
         if dirtyIDs.insert(id).inserted { dirty.append(p) }
-        if !requestTouched.contains(id) { requestTouched.append(id) }
+        requestTouched.insert(id)
     }
 
     /// Starts attributing changes to a new request.
     public func beginRequest() {
-        if !requestTouched.isEmpty { requestTouched.removeAll(keepingCapacity: true) }
+        if !requestTouched.isEmpty { requestTouched = TouchedStores() }
     }
 
     /// Commits every dirty store; returns the ids of those that failed, with their errors.
