@@ -163,11 +163,14 @@ extension Broker {
                 throw RPCError(.unauthorized, "Unauthorized: unknown bundle ID '\(bundleID)' (no manifest in \(config.stateDirectory)/apps registers it)")
             case .app?:
                 if role != .app {
-                    throw RPCError(.unauthorized, "Unauthorized: '\(bundleID)' is an app, not an extension; use role \"app\"")
+                    throw RPCError(
+                        .unauthorized, "Unauthorized: '\(bundleID)' is an app, not an extension; use role \"app\"", data: ["role": "app"])
                 }
             case .appExtension?:
                 if role != .extension {
-                    throw RPCError(.unauthorized, "Unauthorized: '\(bundleID)' is an extension, not an app; use role \"extension\"")
+                    throw RPCError(
+                        .unauthorized, "Unauthorized: '\(bundleID)' is an extension, not an app; use role \"extension\"",
+                        data: ["role": "extension"])
                 }
             }
             if case .some(.some(let required)) = registry.requiredToken(for: bundleID) {

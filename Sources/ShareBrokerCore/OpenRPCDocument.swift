@@ -215,6 +215,70 @@ let openRPCDocumentText = ####"""
             "manifestErrors": {
               "type": "integer"
             },
+            "commits": {
+              "type": "integer",
+              "description": "Group commits made (one write + fdatasync per journal each)."
+            },
+            "associationErrors": {
+              "type": "integer",
+              "description": "Association documents that failed to load (apps.list names them)."
+            },
+            "store": {
+              "type": "object",
+              "description": "The event queues: available, recoveredEvents, quarantinedRecords, truncatedBytes, journalSegments; or available false and error.",
+              "properties": {
+                "available": {
+                  "type": "boolean"
+                },
+                "recoveredEvents": {
+                  "type": "integer"
+                },
+                "quarantinedRecords": {
+                  "type": "integer"
+                },
+                "truncatedBytes": {
+                  "type": "integer"
+                },
+                "journalSegments": {
+                  "type": "integer"
+                },
+                "error": {
+                  "type": "string"
+                }
+              }
+            },
+            "launches": {
+              "type": "object",
+              "description": "Per app with a launch command that was used: launches, failures, running, retryScheduled.",
+              "additionalProperties": {
+                "type": "object",
+                "properties": {
+                  "launches": {
+                    "type": "integer"
+                  },
+                  "failures": {
+                    "type": "integer"
+                  },
+                  "running": {
+                    "type": "boolean"
+                  },
+                  "retryScheduled": {
+                    "type": "boolean"
+                  }
+                }
+              }
+            },
+            "defaults": {
+              "type": "object",
+              "description": "Group defaults: groupsOpen, watches, notificationsSent, droppedWatchers, compactionErrors."
+            },
+            "clients": {
+              "type": "array",
+              "description": "With verbose: true, one object per connection: session, role, bundleID, pid, uid, gid, subscribedTo, requests, pendingOutput.",
+              "items": {
+                "type": "object"
+              }
+            },
             "maxMessage": {
               "type": "integer"
             },
@@ -1301,7 +1365,7 @@ let openRPCDocumentText = ####"""
   "x-notifications": [
     {
       "name": "app.event",
-      "description": "Sent to an app's subscriber. params: {id, kind, ...}: kind openURL carries url and sourceApp (the bundle ID of the session that opened it, when it had one); kind continueUserActivity carries activityType NSUserActivityTypeBrowsingWeb and webpageURL. Every event also carries via.",
+      "description": "Sent to an app's subscriber. params: {id, kind, ...}: kind openURL carries url and sourceApp (the bundle ID of the session that opened it, when it had one; for the event share.send {open} queues, the extension the share went to); kind continueUserActivity carries activityType NSUserActivityTypeBrowsingWeb and webpageURL. Every event also carries via; the event share.send {open} queues also carries shareID.",
       "params": {
         "type": "object",
         "required": [
@@ -1332,6 +1396,9 @@ let openRPCDocumentText = ####"""
             "type": "string"
           },
           "via": {
+            "type": "string"
+          },
+          "shareID": {
             "type": "string"
           }
         }

@@ -58,7 +58,7 @@ let root = CommandSpec(
         CommandSpec(
             name: "check-association",
             abstract: "Validate an apple-app-site-association document and show what URLs it gives to which app.",
-            discussion: "Exit 0 when the document is valid, 1 when it is malformed (the error names the exact key).",
+            discussion: "Exit 0 when the document is valid, 1 when it is malformed (the error names the exact key) or cannot be read.",
             options: [
                 .option("url", valueName: "url", help: "Show which app IDs the document gives this URL to.", repeatable: true),
                 .flag("json", help: "Print the result as JSON."),
@@ -134,7 +134,7 @@ func checkAssociation(_ cmd: ParsedCommand) throws -> Int32 {
     let bytes: [UInt8]
     do { bytes = try FileIO.readFile(path, limit: 8 * 1024 * 1024) } catch {
         Console.err("sharebroker: error: cannot read \(path): \(error)\n")
-        return 66
+        return 1  // as for a document with errors: the file cannot be checked
     }
     let doc: AssociationDocument
     switch AssociationDocument.load(bytes) {

@@ -44,7 +44,7 @@ let defaultsCommandSpec = CommandSpec(
             options: [ifVersionOption],
             arguments: [groupArgument, keyArgument]),
         CommandSpec(
-            name: "list", abstract: "Print every key of the group with its value, as one JSON object.",
+            name: "list", abstract: "Print every key of the group with its value, as one JSON object, then its version.",
             arguments: [groupArgument]),
         CommandSpec(
             name: "watch",
@@ -114,7 +114,11 @@ func runDefaults(_ cmd: ParsedCommand, socket: String) throws -> Int32 {
         return Exit.ok
     case "defaults list":
         let r = try conn.call("defaults.list", .object(params))
-        writeOut(json ? r.compactText + "\n" : (r["values"] ?? [:]).prettyText() + "\n")
+        if json {
+            writeOut(r.compactText + "\n")
+        } else {
+            writeOut((r["values"] ?? [:]).prettyText() + "\n" + "version \(r["version"]?.intValue ?? 0)\n")
+        }
         return Exit.ok
     case "defaults watch":
         let keys = cmd.arguments("key")
@@ -139,15 +143,13 @@ func runDefaults(_ cmd: ParsedCommand, socket: String) throws -> Int32 {
 }
 
 /// Connects and says hello as --as BUNDLE (else $SHAREBROKER_BUNDLE_ID) with --token (else
-/// $SHAREBROKER_TOKEN); role --role, else app with a bundle, else tool (which the broker refuses).
+/// $SHAREBROKER_TOKEN); role --role, else the bundle's own (app or extension), else tool (which
+/// the broker refuses).
 private func defaultsSession(_ cmd: ParsedCommand, socket: String) throws -> BrokerConnection {
     let bundle = cmd.value("as") ?? ProcessInfoLite.env("SHAREBROKER_BUNDLE_ID")
-    let role = cmd.value("role") ?? (bundle == nil ? "tool" : "app")
-    guard ["app", "extension", "tool"].contains(role) else {
-        throw cmd.usageError("option '--role' must be app, extension or tool; got '\(role)'")
-    }
     let conn = try BrokerConnection(socketPath: socket)
-    try conn.hello(role: role, bundleID: bundle, token: cmd.value("token") ?? ProcessInfoLite.env("SHAREBROKER_TOKEN"))
+    try sayHello(
+        conn, cmd, bundle: bundle, token: cmd.value("token") ?? ProcessInfoLite.env("SHAREBROKER_TOKEN"), roleWithBundle: "app")
     if bundle == nil {
         writeErr("shareclient: note: group defaults need --as BUNDLE (an app or extension listing the group)\n")
     }

@@ -15,9 +15,11 @@ import ShareSystem
 let globalOptions: [OptionSpec] = [
     .option(
         "socket", valueName: "path", help: "Broker socket (beats $SHAREBROKER_SOCKET).",
-        default: "$SHAREBROKER_SOCKET, else $XDG_RUNTIME_DIR/sharebroker.sock", global: true),
+        default: "$SHAREBROKER_SOCKET, else $XDG_RUNTIME_DIR/sharebroker.sock, else /tmp/sharebroker-UID/sharebroker.sock", global: true),
     .option("as", valueName: "bundle-id", help: "Say hello as this app or extension bundle ID.", global: true),
-    .option("role", valueName: "role", help: "Session role: app, extension or tool.", default: "tool, or app with --as", global: true),
+    .option(
+        "role", valueName: "role", help: "Session role: app, extension or tool.",
+        default: "tool, or with --as the bundle's own: app or extension", global: true),
     .option("token", valueName: "token", help: "Token for --as, when its manifest sets one.", global: true),
     .flag("json", help: "Print machine-readable JSON (one line).", global: true),
 ]
@@ -46,6 +48,7 @@ let root = CommandSpec(
             arguments: [ArgumentSpec("url", help: "The URL.")]),
         CommandSpec(
             name: "explain", abstract: "Explain, step by step, how the broker routes a URL (url.explain).",
+            discussion: "Exit status 0 when the URL (or its fallback) opens an app, 1 when nothing opens it.",
             options: [.option("fallback", valueName: "url", help: "A fallback URL, as url.open takes it.")],
             arguments: [ArgumentSpec("url", help: "The URL.")]),
         CommandSpec(
@@ -132,14 +135,33 @@ func absolutePath(_ p: String) -> String {
 func connect(_ cmd: ParsedCommand, hello: Bool = true, defaultRoleWithBundle: String = "app") throws -> Session {
     let conn = try BrokerConnection(socketPath: socketPath(cmd))
     if hello {
-        let bundle = cmd.value("as")
-        let role = cmd.value("role") ?? (bundle == nil ? "tool" : defaultRoleWithBundle)
+        try sayHello(conn, cmd, bundle: cmd.value("as"), token: cmd.value("token"), roleWithBundle: defaultRoleWithBundle)
+    }
+    return Session(conn: conn, json: cmd.flag("json"))
+}
+
+/// Says hello as --role; without it, as a tool, or with a bundle as `roleWithBundle` and then, if
+/// the broker answers that the bundle is the other kind (its error's `data.role`), as that.
+func sayHello(_ conn: BrokerConnection, _ cmd: ParsedCommand, bundle: String?, token: String?, roleWithBundle: String) throws {
+    if let role = cmd.value("role") {
         guard ["app", "extension", "tool"].contains(role) else {
             throw cmd.usageError("option '--role' must be app, extension or tool; got '\(role)'")
         }
-        try conn.hello(role: role, bundleID: bundle, token: cmd.value("token"))
+        _ = try conn.hello(role: role, bundleID: bundle, token: token)
+        return
     }
-    return Session(conn: conn, json: cmd.flag("json"))
+    guard let bundle else {
+        _ = try conn.hello(role: "tool")
+        return
+    }
+    do {
+        _ = try conn.hello(role: roleWithBundle, bundleID: bundle, token: token)
+    } catch {
+        guard case .rpc(let e) = error, e.code == ErrorCode.unauthorized.rawValue,
+            let other = e.data?["role"]?.stringValue, other != roleWithBundle
+        else { throw error }
+        _ = try conn.hello(role: other, bundleID: bundle, token: token)
+    }
 }
 
 func printJSON(_ v: JSONValue, compact: Bool) {
@@ -222,7 +244,8 @@ func run(_ cmd: ParsedCommand) throws -> Int32 {
         } else {
             writeOut((r["text"]?.stringValue ?? r.prettyText()) + "\n")
         }
-        return Exit.ok
+        // As `sharebroker explain` and `can-open`: 1 when nothing opens it.
+        return r["decision"]?["app"]?.stringValue != nil ? Exit.ok : Exit.remote
     case "listen":
         let bundle = cmd.value("as") ?? ProcessInfoLite.env("SHAREBROKER_BUNDLE_ID")
         guard let bundle else { throw cmd.usageError("listen needs --as BUNDLE (or $SHAREBROKER_BUNDLE_ID)") }
@@ -257,6 +280,9 @@ func run(_ cmd: ParsedCommand) throws -> Int32 {
         for t in cmd.values("text") { add(["text": .string(t)]) }
         for f in cmd.values("file") { add(["path": .string(absolutePath(f))]) }
         guard !items.isEmpty else { throw cmd.usageError("give at least one item: --url, --text or --file") }
+        if cmd.value("open-url") != nil && cmd.flag("open") {
+            throw cmd.usageError("--open and --open-url are alternatives: give one")
+        }
         if cmd.subcommand == "targets" {
             let s = try connect(cmd)
             let r = try s.conn.call("share.targets", ["items": .array(items)])

@@ -3,15 +3,18 @@
 Options: ``--socket PATH``, ``--role ROLE`` (default ``tool``; ``none``: no hello),
 ``--as BUNDLE`` (the bundle ID; the role then defaults to ``app``), ``--token TOKEN``,
 ``--listen SECONDS`` (after the call, print notifications as JSON lines for that long).
-Exit status: 0 ok, 1 the broker answered an error, 64 usage error, 69 broker unreachable.
+Exit status: 0 ok, 1 the broker answered an error, 64 usage error, 69 broker unreachable (also
+when what answers at the socket does not speak the protocol, or no answer comes in time), as
+``shareclient``.
 """
 
 import argparse
 import json
 import sys
+import time
 
 from .client import Client
-from .errors import BrokerConnectionError, BrokerError
+from .errors import BrokerConnectionError, BrokerError, ConnectionClosed, ProtocolError
 
 
 def main(argv=None) -> int:
@@ -39,13 +42,27 @@ def main(argv=None) -> int:
                 c.hello(role, args.bundle_id, args.token)
             print(json.dumps(c.call(args.method, params), ensure_ascii=False))
             if args.listen > 0:
-                for n in c.events(timeout=args.listen):
+                deadline = time.monotonic() + args.listen
+                while True:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        break
+                    try:
+                        n = c.next_notification(left)
+                    except ConnectionClosed:
+                        break
+                    if n is None:
+                        break
                     print(json.dumps({"method": n.method, "params": n.params}, ensure_ascii=False), flush=True)
     except BrokerError as e:
         print(f"sharebroker: {e}", file=sys.stderr)
         return 1
     except BrokerConnectionError as e:
         print(f"sharebroker: {e}", file=sys.stderr)
+        return 69
+    except (ProtocolError, TimeoutError) as e:
+        where = args.socket or "the broker's socket"
+        print(f"sharebroker: no usable broker at {where}: {e or 'no answer in time'}", file=sys.stderr)
         return 69
     return 0
 

@@ -175,5 +175,55 @@ class ClientWithFakeBrokerTests(unittest.TestCase):
             self.assertIsNone(c.next_notification(0.05))
 
 
+
+class CommandLineTests(unittest.TestCase):
+    """``python3 -m sharebroker``: exit codes and ``--listen``."""
+
+    def run_main(self, argv):
+        import contextlib
+        import io
+        from sharebroker.__main__ import main
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(argv)
+        return code, out.getvalue(), err.getvalue()
+
+    def test_something_else_at_the_socket_exits_69(self):
+        d = tempfile.mkdtemp(prefix="sbpy-raw-", dir="/tmp" if os.path.isdir("/tmp") else None)
+        self.addCleanup(shutil.rmtree, d, True)
+        path = os.path.join(d, "s.sock")
+        server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        server.bind(path)
+        server.listen(1)
+        self.addCleanup(server.close)
+
+        def answer_garbage():
+            conn, _ = server.accept()
+            with conn:
+                conn.recv(65536)
+                conn.sendall(b"this is not json\n")
+                time.sleep(0.5)
+        threading.Thread(target=answer_garbage, daemon=True).start()
+        code, _, err = self.run_main(["--socket", path, "broker.status"])
+        self.assertEqual(code, 69, err)
+        self.assertIn(path, err)
+
+    def test_listen_is_a_total_time(self):
+        def handler(req):
+            if req["method"] != "go":
+                return [(0, {"jsonrpc": "2.0", "id": req["id"], "result": {}})]
+            events = [(0.15, {"jsonrpc": "2.0", "method": "app.event", "params": {"id": "ev-%d" % i}}) for i in range(12)]
+            return [(0, {"jsonrpc": "2.0", "id": req["id"], "result": {}})] + events
+        fake = FakeBroker(handler)
+        self.addCleanup(fake.close)
+        t0 = time.monotonic()
+        code, out, err = self.run_main(["--socket", fake.path, "--listen", "0.5", "go"])
+        elapsed = time.monotonic() - t0
+        self.assertEqual(code, 0, err)
+        self.assertLess(elapsed, 1.2, "--listen stops after its time although events keep coming")
+        lines = out.strip().splitlines()
+        self.assertGreaterEqual(len(lines), 2)  # the result, then some events
+        self.assertLess(len(lines), 1 + 12)
+
 if __name__ == "__main__":
     unittest.main()
