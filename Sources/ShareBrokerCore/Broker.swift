@@ -127,6 +127,8 @@ public final class Broker {
     /// (a share whose announcing event could not be stored is completed again).
     var compensations: [(ObjectIdentifier, () -> Void)] = []
     var openFileLimit = 0
+    /// `STATE/broker.lock`, flock'ed while this broker uses the state directory.
+    var stateLockFD: Int32 = -1
     /// Writes and fdatasyncs each commit off the loop thread (pipelined group commit).
     let syncWorker: SyncWorker
     /// The commit the worker is writing, with everything that waits for it (at most one).
@@ -160,6 +162,7 @@ public final class Broker {
         methods = Broker.methodTable()
         openFileLimit = ProcessInfoLite.raiseOpenFileLimit()
         try prepareStateDirectory()
+        try lockStateDirectory()
         openStore()
         reloadManifests(reason: "start")
         openExistingGroups()
@@ -190,6 +193,7 @@ public final class Broker {
         scratch.deallocate()
         for c in connections.values { FD.close(c.fd) }
         closeListener()
+        unlockStateDirectory()
         signalPipe?.close()
         FD.close(wakeRead)
         FD.close(wakeWrite)
@@ -240,6 +244,42 @@ public final class Broker {
                 }
             }
         }
+    }
+
+    /// Takes `STATE/broker.lock` (an exclusive flock, held for the broker's life and released by
+    /// the kernel when it dies, even by SIGKILL): two brokers on one state directory would both
+    /// append to the same journals and hand out the same event ids.
+    func lockStateDirectory() throws(BrokerStartError) {
+        let path = config.stateDirectory + "/broker.lock"
+        let fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard fd >= 0 else {
+            throw BrokerStartError("cannot open \(path): \(String(cString: strerror(currentErrno())))")
+        }
+        if flock(fd, LOCK_EX | LOCK_NB) != 0 {
+            let e = currentErrno()
+            var holder = ""
+            if let text = try? FileIO.readFile(path, limit: 64), let pid = Int(String(decoding: text, as: UTF8.self).split(separator: "\n").first ?? "") {
+                holder = " (pid \(pid))"
+            }
+            FD.close(fd)
+            if e == EWOULDBLOCK || e == EAGAIN {
+                throw BrokerStartError(
+                    "another broker\(holder) is already running on the state directory \(config.stateDirectory); "
+                        + "stop it first or pass --state DIR", alreadyRunning: true)
+            }
+            throw BrokerStartError("cannot lock \(path): \(String(cString: strerror(e)))")
+        }
+        let text = Array("\(getpid())\n".utf8)
+        _ = ftruncate(fd, 0)
+        _ = text.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) }
+        stateLockFD = fd
+    }
+
+    /// Releases the state directory's lock (when the loop has stopped).
+    func unlockStateDirectory() {
+        guard stateLockFD >= 0 else { return }
+        FD.close(stateLockFD)  // closing the descriptor drops the flock
+        stateLockFD = -1
     }
 
     func bindSocket() throws(BrokerStartError) {
@@ -324,6 +364,7 @@ public final class Broker {
         for c in Array(connections.values) { closeNow(c, reason: "broker stopped") }
         closeListener()
         syncWorker.stop()
+        unlockStateDirectory()
         log.log(.info, "stopped")
     }
 

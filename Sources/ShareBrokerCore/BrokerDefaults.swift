@@ -105,8 +105,17 @@ extension Broker {
     }
 
     func defaultsKey(_ p: Params) throws(RPCError) -> String {
-        let key = try p.string("key")
-        if key.isEmpty { throw .invalidParams("Invalid params: 'key' must not be empty") }
+        try Broker.checkedDefaultsKey(try p.string("key"), name: "key")
+    }
+
+    /// A key as every defaults method takes it: 1 to `maxKeyBytes` bytes of UTF-8 (as `set`
+    /// stores it), so `get`, `remove` and `watch` refuse what `set` would refuse.
+    static func checkedDefaultsKey(_ key: String, name: String) throws(RPCError) -> String {
+        if key.isEmpty { throw .invalidParams("Invalid params: '\(name)' must not be empty") }
+        let limit = DefaultsLimits().maxKeyBytes
+        if key.utf8.count > limit {
+            throw .invalidParams("Invalid params: '\(name)' must be 1 to \(limit) bytes of UTF-8, got \(key.utf8.count)")
+        }
         return key
     }
 
@@ -216,7 +225,7 @@ extension Broker {
                 guard case .string(let k) = item else {
                     throw .invalidParams("Invalid params: 'keys[\(i)]' must be a string, got \(item.typeName)")
                 }
-                set.insert(k)
+                set.insert(try Broker.checkedDefaultsKey(k, name: "keys[\(i)]"))
             }
             keys = set
         }

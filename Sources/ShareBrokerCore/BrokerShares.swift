@@ -165,6 +165,10 @@ extension Broker {
         default:
             guard case .string(let path)? = o["path"] else { throw .invalidParams("Invalid params: items[\(i)].path must be a string") }
             guard path.hasPrefix("/") else { throw .invalidParams("Invalid params: items[\(i)].path '\(path)' must be absolute") }
+            guard !path.utf8.contains(0) else {
+                // A C path ends at the first NUL: the rest would be silently ignored.
+                throw .invalidParams("Invalid params: items[\(i)].path contains a NUL character")
+            }
             // A caller of the broker's own user gets what that user can read, symlinks followed
             // (the checks below are on the file actually opened). Another user's caller (a socket
             // opened to more users) gets only a file of its own, not through a symlink: the broker
@@ -317,7 +321,11 @@ extension Broker {
             let d = router.resolve(openURL, fallback: nil)
             guard case .routed(let app, let via, let kind, let u) = d else {
                 closeFiles(items)
-                throw decisionError(d)
+                let e = decisionError(d)
+                if e.code == ErrorCode.invalidParams.rawValue {  // name the parameter
+                    throw .invalidParams("Invalid params: 'open': \(d.errorMessage ?? "not a valid URL")")
+                }
+                throw e
             }
             var f: JSONObject = ["kind": .string(kind.rawValue)]
             if kind == .openURL { f["url"] = .string(u) } else {

@@ -2,6 +2,11 @@
 // association documents (STATE/associations/HOST.json), compiled into the registry and the router.
 // Used by the broker at start/reload and by the offline tools (`sharebroker explain`).
 
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
 import ShareProtocol
 import ShareRouting
 import ShareSystem
@@ -15,6 +20,21 @@ public struct StateFiles: Sendable {
     /// Association documents that failed to load: host → "FILE: reason".
     public var associationErrors: [String: String]
 
+    /// The bytes without a leading UTF-8 byte order mark (which editors on some systems write, and
+    /// which JSON parsers may ignore: RFC 8259, section 8.1).
+    static func withoutBOM(_ bytes: [UInt8]) -> [UInt8] {
+        bytes.starts(with: [0xEF, 0xBB, 0xBF]) ? Array(bytes.dropFirst(3)) : bytes
+    }
+
+    /// Why an input file could not be read, in words (a symlink is named as one: files under the
+    /// state directory are never opened through a symlink).
+    static func readProblem(_ error: SystemError) -> String {
+        if error.errno == ELOOP {
+            return "is a symbolic link, and files under the state directory are not read through symlinks; copy the file here instead"
+        }
+        return "cannot read: \(error)"
+    }
+
     /// Reads and validates every input file. Problems are reported in the result, never thrown.
     public static func load(stateDirectory: String) -> StateFiles {
         let appsDir = stateDirectory + "/apps"
@@ -22,9 +42,9 @@ public struct StateFiles: Sendable {
         var readIssues: [ManifestIssue] = []
         for name in FileIO.listDirectory(appsDir) ?? [] where name.hasSuffix(".json") && !name.hasPrefix(".") {
             do {
-                files.append((name, try FileIO.readFile(appsDir + "/" + name, limit: 4 * 1024 * 1024)))
+                files.append((name, StateFiles.withoutBOM(try FileIO.readFile(appsDir + "/" + name, limit: 4 * 1024 * 1024))))
             } catch {
-                readIssues.append(ManifestIssue(file: name, field: "", message: "cannot read: \(error)", fatal: true))
+                readIssues.append(ManifestIssue(file: name, field: "", message: StateFiles.readProblem(error), fatal: true))
             }
         }
         // Folders (an .app bundle or an Xcode project) are imported from their Info.plist and entitlements.
@@ -35,13 +55,20 @@ public struct StateFiles: Sendable {
         var errors: [String: String] = [:]
         for name in FileIO.listDirectory(assocDir) ?? [] where name.hasSuffix(".json") && !name.hasPrefix(".") {
             let host = String(name.dropLast(5)).lowercased()
+            guard !host.isEmpty, host.utf8.allSatisfy({ c in
+                (c >= 0x61 && c <= 0x7A) || (c >= 0x30 && c <= 0x39) || c == UInt8(ascii: "-") || c == UInt8(ascii: ".")
+            }) else {
+                errors[host] = "\(name): not a host name; an association document is named after its domain (DOMAIN.json, e.g. example.com.json)"
+                continue
+            }
             do {
-                let result = AssociationDocument.load(try FileIO.readFile(assocDir + "/" + name, limit: 8 * 1024 * 1024))
+                let result = AssociationDocument.load(
+                    StateFiles.withoutBOM(try FileIO.readFile(assocDir + "/" + name, limit: 8 * 1024 * 1024)))
                 if case .failure(let e) = result { errors[host] = "\(name): \(e)" }
                 docs[host] = result
             } catch {
-                errors[host] = "\(name): cannot read: \(error)"
-                docs[host] = .failure(AssociationDocumentError(key: "", reason: "cannot read: \(error)"))
+                errors[host] = "\(name): \(StateFiles.readProblem(error))"
+                docs[host] = .failure(AssociationDocumentError(key: "", reason: StateFiles.readProblem(error)))
             }
         }
         return StateFiles(

@@ -291,7 +291,10 @@ public enum ManifestDecoder {
                             rule = r
                             for issue in ActivationRule.validate(r) {
                                 let field = "\(path).activationRule" + (issue.key.isEmpty ? "" : ".\(issue.key)")
-                                let text = issue.position.map { "\(issue.message) (at position \($0))" } ?? issue.message
+                                // (Predicate messages name their position already.)
+                                let text =
+                                    issue.position.map { issue.message.contains("position \($0)") ? issue.message : "\(issue.message) (at position \($0))" }
+                                    ?? issue.message
                                 if issue.severity == .error { fail(field, text) } else { note(field, text) }
                             }
                         default: fail("\(path).activationRule", "expected a dictionary or a predicate string, got \(r.typeName)")

@@ -101,6 +101,12 @@ public enum UnixSocket {
         if r != 0 {
             let e = currentErrno()
             FD.close(fd)
+            // Linux answers ECONNREFUSED for a path that is no socket at all: say so.
+            var st = stat()
+            if e == ECONNREFUSED || e == ENOTSOCK, lstat(path, &st) == 0, (st.st_mode & S_IFMT) != S_IFSOCK {
+                let what = (st.st_mode & S_IFMT) == S_IFDIR ? "a directory" : "a file"
+                throw SystemError("connect (\(path) is \(what), not a socket)", errno: ENOTSOCK)
+            }
             throw SystemError("connect", errno: e)
         }
         return fd

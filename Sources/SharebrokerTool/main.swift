@@ -69,6 +69,9 @@ let root = CommandSpec(
     ])
 
 func serve(_ cmd: ParsedCommand) throws -> Int32 {
+    for name in ["socket", "state"] where cmd.value(name)?.isEmpty == true {
+        throw cmd.usageError("option '--\(name)' needs a path, got an empty one")
+    }
     var config = BrokerConfiguration(socketPath: cmd.value("socket"), stateDirectory: cmd.value("state"))
     if let max = try cmd.int("max-message") {
         guard max >= 1024 else { throw cmd.usageError("option '--max-message' must be at least 1024 bytes, got \(max)") }
@@ -109,6 +112,11 @@ func writeOut(_ s: String) { Console.out(s) }
 
 func explain(_ cmd: ParsedCommand) throws -> Int32 {
     let state = cmd.value("state") ?? DefaultPaths.state()
+    var st = stat()
+    guard stat(state, &st) == 0, (st.st_mode & S_IFMT) == S_IFDIR else {
+        Console.err("sharebroker: error: the state directory \(state) \(FileIO.exists(state) ? "is not a directory" : "does not exist") (pass --state DIR)\n")
+        return 1
+    }
     let files = StateFiles.load(stateDirectory: state)
     let url = cmd.argument("url")!
     let e = files.router.explain(url, fallback: cmd.value("fallback"))
@@ -156,6 +164,7 @@ func checkAssociation(_ cmd: ParsedCommand) throws -> Int32 {
         do { ref = try URLReference(parsing: u) } catch {
             text += "\(u): \(error.message)\n"
             results.append(["url": .string(u), "error": .string(error.message)])
+            Console.err("sharebroker: error: --url '\(u)' is not a valid URL: \(error.message)\n")
             exit = 64
             continue
         }

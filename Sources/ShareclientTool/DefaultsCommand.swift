@@ -82,8 +82,7 @@ func runDefaults(_ cmd: ParsedCommand, socket: String) throws -> Int32 {
             }
         }
     }
-    let count = try cmd.int("count")
-    let timeout = try cmd.double("timeout")
+    let (count, timeout) = try countAndTimeout(cmd)
 
     let conn = try defaultsSession(cmd, socket: socket)
     switch cmd.subcommand {

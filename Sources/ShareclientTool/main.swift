@@ -122,7 +122,24 @@ struct Session {
     let json: Bool
 }
 
-func socketPath(_ cmd: ParsedCommand) -> String { cmd.value("socket") ?? DefaultPaths.socket() }
+/// `--count N` (at least 1) and `--timeout SECONDS` (more than 0, at most 24 days), checked.
+func countAndTimeout(_ cmd: ParsedCommand) throws -> (count: Int?, timeout: Double?) {
+    let count = try cmd.int("count")
+    if let count, count < 1 { throw cmd.usageError("option '--count' must be at least 1, got \(count)") }
+    let timeout = try cmd.double("timeout")
+    if let timeout, !(timeout > 0 && timeout <= 2_000_000) {
+        throw cmd.usageError("option '--timeout' must be a number of seconds above 0 and at most 2000000, got \(timeout)")
+    }
+    return (count, timeout)
+}
+
+func socketPath(_ cmd: ParsedCommand) throws -> String {
+    if let s = cmd.value("socket") {
+        guard !s.isEmpty else { throw cmd.usageError("option '--socket' needs a path, got an empty one") }
+        return s
+    }
+    return DefaultPaths.socket()
+}
 
 func absolutePath(_ p: String) -> String {
     if p.hasPrefix("/") { return p }
@@ -207,6 +224,14 @@ func run(_ cmd: ParsedCommand) throws -> Int32 {
             field("pending events", "pendingEvents")
             field("pending shares", "pendingShares")
             field("manifest errors", "manifestErrors")
+            field("assoc. errors", "associationErrors")
+            if let store = st["store"] {
+                if store["available"] == .bool(false) {
+                    lines.append("event store".padding(16) + "UNAVAILABLE: " + (store["error"]?.stringValue ?? "?"))
+                } else if let q = store["quarantinedRecords"]?.intValue, q > 0 {
+                    lines.append("event store".padding(16) + "\(q) damaged records quarantined at start")
+                }
+            }
             writeOut(lines.joined(separator: "\n") + "\n")
         }
         return Exit.ok
@@ -249,8 +274,10 @@ func run(_ cmd: ParsedCommand) throws -> Int32 {
     case "listen":
         let bundle = cmd.value("as") ?? ProcessInfoLite.env("SHAREBROKER_BUNDLE_ID")
         guard let bundle else { throw cmd.usageError("listen needs --as BUNDLE (or $SHAREBROKER_BUNDLE_ID)") }
-        let count = try cmd.int("count")
-        let timeout = try cmd.double("timeout")
+        let (count, timeout) = try countAndTimeout(cmd)
+        if let role = cmd.value("role"), role != "app" {
+            throw cmd.usageError("listen subscribes as an app: option '--role' can only be app, got '\(role)'")
+        }
         let conn = try BrokerConnection(socketPath: socketPath(cmd))
         try conn.hello(role: "app", bundleID: bundle, token: cmd.value("token") ?? ProcessInfoLite.env("SHAREBROKER_TOKEN"))
         try conn.call("app.subscribe")
@@ -374,8 +401,14 @@ func describeApps(_ result: JSONValue) -> String {
             out += "    extension \(ext["bundleID"]?.stringValue ?? "?") (\(ext["point"]?.stringValue ?? "?"))\n"
         }
     }
-    for e in result["errors"]?.arrayValue ?? [] {
-        out += "error: \(e["file"]?.stringValue ?? ""): \(e["field"]?.stringValue ?? ""): \(e["message"]?.stringValue ?? "")\n"
+    func issue(_ e: JSONValue) -> String {
+        let field = e["field"]?.stringValue ?? ""
+        return "\(e["file"]?.stringValue ?? "")\(field.isEmpty ? "" : ": " + field): \(e["message"]?.stringValue ?? "")"
+    }
+    for e in result["errors"]?.arrayValue ?? [] { out += "error: \(issue(e))\n" }
+    for e in result["warnings"]?.arrayValue ?? [] { out += "warning: \(issue(e))\n" }
+    for e in result["associationErrors"]?.arrayValue ?? [] {
+        out += "association error: \(e["host"]?.stringValue ?? "?"): \(e["message"]?.stringValue ?? "")\n"
     }
     for c in result["conflicts"]?.arrayValue ?? [] {
         out += "conflict: \(c.compactText)\n"

@@ -96,6 +96,13 @@ final class DefaultsTests: XCTestCase {
         XCTAssertEqual(rpcCode { try app.call("defaults.watch", p(nil, ["keys": "a"])) }, -32602)
         XCTAssertEqual(rpcCode { try app.call("defaults.watch", p(nil, ["keys": []])) }, -32602)
         XCTAssertEqual(rpcCode { try app.call("defaults.watch", p(nil, ["keys": [1]])) }, -32602)
+        // Every method takes the keys `set` would store, and no others.
+        let long = String(repeating: "k", count: 4097)
+        XCTAssertEqual(rpcCode { try app.call("defaults.set", p(long, ["value": 1])) }, -32602)
+        XCTAssertEqual(rpcCode { try app.call("defaults.get", p(long)) }, -32602, "a key set could never store")
+        XCTAssertEqual(rpcCode { try app.call("defaults.remove", p(long)) }, -32602)
+        XCTAssertEqual(rpcCode { try app.call("defaults.watch", p(nil, ["keys": [""]])) }, -32602, "an empty key")
+        XCTAssertEqual(rpcCode { try app.call("defaults.watch", p(nil, ["keys": [.string(long)]])) }, -32602)
         XCTAssertEqual(version(try app.call("defaults.list", p())), 5, "refused calls changed nothing")
 
         // Stored in the group's directory.

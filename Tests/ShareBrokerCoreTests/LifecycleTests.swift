@@ -65,6 +65,30 @@ final class LifecycleTests: XCTestCase {
         XCTAssertTrue(p.waitExit())
     }
 
+    func testSecondServeOnSameStateRefusesAndFirstKeepsItsEvents() throws {
+        let dir = TempDir()
+        dir.write("state/apps/myapp.json", #"{"bundleID": "com.mycompany.myapp", "urlSchemes": ["deeplinkmyapp"]}"#)
+        chmod(dir.path + "/state", 0o700)
+        let p = try startBroker(dir)
+        let tool = try BrokerConnection(socketPath: p.socket)
+        try tool.hello(role: "tool")
+        XCTAssertEqual(try tool.call("url.open", ["url": "deeplinkmyapp://a"])["eventID"]?.stringValue, "ev-1")
+        let r = try runProcess(
+            Products.sharebroker, ["serve", "--socket", dir.path + "/other.sock", "--state", dir.path + "/state"], timeout: 10)
+        XCTAssertEqual(r.status, 1, "a second broker on a state directory in use must fail: \(r.err)")
+        XCTAssertTrue(r.err.contains("already running on the state directory"), r.err)
+        XCTAssertTrue(r.err.contains("pid \(p.process.processIdentifier)"), r.err)
+        XCTAssertFalse(isSocketFile(dir.path + "/other.sock"), "the refused broker never listened")
+        XCTAssertEqual(try tool.call("url.open", ["url": "deeplinkmyapp://b"])["eventID"]?.stringValue, "ev-2")
+        // The lock dies with the broker, even by SIGKILL: the next one starts on the same state.
+        p.signal(SIGKILL)
+        XCTAssertTrue(p.waitExit())
+        let next = try startBroker(dir)
+        XCTAssertEqual(try BrokerConnection(socketPath: next.socket).call("broker.status")["pendingEvents"]?.intValue, 2)
+        next.signal(SIGTERM)
+        XCTAssertTrue(next.waitExit())
+    }
+
     func testStaleSocketFileIsReplaced() throws {
         let dir = TempDir()
         let first = try startBroker(dir)

@@ -236,6 +236,10 @@ final class ShareFlowTests: XCTestCase {
         XCTAssertEqual(missing?.code, -32602)
         XCTAssertTrue(missing?.message.contains("/nonexistent/file.pdf") ?? false, "\(String(describing: missing))")
         let dir = TempDir()
+        _ = FileManager.default.createFile(atPath: dir.path + "/doc.pdf", contents: Data(pdfBytes))
+        let nul = rpcError { try tool.call("share.send", ["items": [["path": .string(dir.path + "/doc.pdf\u{0}/../../etc/passwd")]]]) }
+        XCTAssertEqual(nul?.code, -32602, "a path is not cut at a NUL")
+        XCTAssertEqual(rpcCode { try tool.call("share.targets", ["items": [["path": .string(dir.path + "/doc.pdf\u{0}x")]]]) }, -32602)
         let directory = rpcError { try tool.call("share.send", ["items": [["path": .string(dir.path)]]]) }
         XCTAssertEqual(directory?.code, -32602, "a directory is not a regular file")
         XCTAssertTrue(directory?.message.contains(dir.path) ?? false, "\(String(describing: directory))")

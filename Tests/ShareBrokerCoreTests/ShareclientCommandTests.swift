@@ -69,3 +69,63 @@ final class ShareclientCommandTests: XCTestCase {
         h.stop()
     }
 }
+
+/// Bad input to the tools and to the state directory: one clear message, the right exit code.
+final class BadInputTests: XCTestCase {
+    func testShareclientRefusesBadOptionValuesBeforeConnecting() throws {
+        let missing = "/nonexistent-dir/s.sock"
+        for args in [
+            ["listen", "--as", "com.a", "--timeout", "nan"], ["listen", "--as", "com.a", "--timeout", "inf"],
+            ["listen", "--as", "com.a", "--timeout", "-5"], ["listen", "--as", "com.a", "--timeout", "1e10"],
+            ["listen", "--as", "com.a", "--count", "-1"], ["listen", "--as", "com.a", "--count", "0"],
+            ["listen", "--as", "com.a", "--role", "bogus"],
+            ["defaults", "watch", "g", "--as", "com.a", "--timeout", "nan"],
+            ["defaults", "watch", "g", "--as", "com.a", "--count", "-3"],
+        ] {
+            let r = try runProcess(Products.shareclient, args + ["--socket", missing], timeout: 10)
+            XCTAssertEqual(r.status, 64, "\(args): \(r.err)")
+            XCTAssertTrue(r.err.hasPrefix("shareclient: error: ") && r.err.contains("option '--"), "\(args): \(r.err)")
+        }
+        let empty = try runProcess(Products.shareclient, ["status", "--socket", ""], timeout: 10)
+        XCTAssertEqual(empty.status, 64, empty.err)
+        let dir = TempDir()
+        let file = dir.path + "/not-a-socket"
+        _ = FileManager.default.createFile(atPath: file, contents: Data())
+        for path in [file, dir.path] {
+            let r = try runProcess(Products.shareclient, ["status", "--socket", path], timeout: 10)
+            XCTAssertEqual(r.status, 69, r.err)
+            XCTAssertTrue(r.err.contains("not a socket") && r.err.contains(path), r.err)
+        }
+    }
+
+    func testSharebrokerRefusesAnEmptySocketPathAndAMissingStateDirectory() throws {
+        let dir = TempDir()
+        let serve = try runProcess(Products.sharebroker, ["serve", "--socket", "", "--state", dir.path + "/state"], timeout: 10)
+        XCTAssertEqual(serve.status, 64, serve.err)
+        let explain = try runProcess(Products.sharebroker, ["explain", "deeplinkmyapp://x", "--state", dir.path + "/nope"], timeout: 10)
+        XCTAssertEqual(explain.status, 1, explain.err)
+        XCTAssertTrue(explain.err.contains(dir.path + "/nope") && explain.err.contains("does not exist"), explain.err)
+    }
+
+    func testStateFilesProblemsAreNamed() throws {
+        let h = BrokerHarness(
+            manifests: ["10-myapp.json": "\u{FEFF}" + #"{"bundleID": "com.bom.app", "urlSchemes": ["bomapp"]}"#],
+            associations: ["not a host": #"{"applinks": {"details": []}}"#])
+        let target = h.dir.path + "/elsewhere.json"
+        _ = FileManager.default.createFile(atPath: target, contents: Data(#"{"bundleID": "com.linked.app"}"#.utf8))
+        XCTAssertEqual(symlink(target, h.state + "/apps/20-linked.json"), 0)
+        chmod(h.state, 0o700)
+        try h.start()
+        let tool = try h.tool()
+        let list = try tool.call("apps.list")
+        let apps = (list["apps"]?.arrayValue ?? []).compactMap { $0["bundleID"]?.stringValue }
+        XCTAssertEqual(apps, ["com.bom.app"], "a byte order mark is skipped; a symlinked manifest is not read")
+        let errors = (list["errors"]?.arrayValue ?? []).map(\.compactText).joined(separator: "\n")
+        XCTAssertTrue(errors.contains("20-linked.json") && errors.contains("symbolic link"), errors)
+        let assoc = (list["associationErrors"]?.arrayValue ?? []).map(\.compactText).joined(separator: "\n")
+        XCTAssertTrue(assoc.contains("not a host name"), assoc)
+        let text = try runProcess(Products.shareclient, ["apps", "--socket", h.socket], timeout: 10)
+        XCTAssertTrue(text.out.contains("association error: "), text.out)
+        h.stop()
+    }
+}
