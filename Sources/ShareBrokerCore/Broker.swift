@@ -251,7 +251,16 @@ public final class Broker {
     /// append to the same journals and hand out the same event ids.
     func lockStateDirectory() throws(BrokerStartError) {
         let path = config.stateDirectory + "/broker.lock"
-        let fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        var fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        if fd < 0, [EACCES, EPERM, EROFS].contains(currentErrno()) {
+            // A state directory this broker cannot write: it serves reads and answers every write
+            // -32005, and so would a second one. Lock what can be opened, else go on unlocked.
+            fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+            if fd < 0 {
+                log.log(.warning, "cannot create \(path) (\(String(cString: strerror(currentErrno())))): the state directory is not writable; running without its lock")
+                return
+            }
+        }
         guard fd >= 0 else {
             throw BrokerStartError("cannot open \(path): \(String(cString: strerror(currentErrno())))")
         }
@@ -270,7 +279,7 @@ public final class Broker {
             throw BrokerStartError("cannot lock \(path): \(String(cString: strerror(e)))")
         }
         let text = Array("\(getpid())\n".utf8)
-        _ = ftruncate(fd, 0)
+        _ = ftruncate(fd, 0)  // (fails harmlessly on a read-only descriptor)
         _ = text.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) }
         stateLockFD = fd
     }

@@ -102,6 +102,38 @@ final class IdentityTests: XCTestCase {
         h.stop()
     }
 
+    func testABrokerOnAStateDirectoryItCannotWriteStillServes() throws {
+        guard getuid() == 0 else { throw XCTSkip("needs root to run the broker as another user") }
+        let dir = TempDir()
+        chmod(dir.path, 0o755)
+        let state = dir.path + "/state"
+        let run = dir.path + "/run"
+        for d in [state, state + "/apps", state + "/associations", run] {
+            try FileManager.default.createDirectory(atPath: d, withIntermediateDirectories: true)
+            XCTAssertEqual(chown(d, 65534, 65534), 0)
+        }
+        chmod(run, 0o700)
+        chmod(state, 0o500)  // its owner may read it, not write it
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+        p.arguments = ["--reuid=65534", "--regid=65534", "--clear-groups", Products.sharebroker, "serve",
+                       "--socket", run + "/s.sock", "--state", state]
+        p.standardError = FileHandle.nullDevice
+        p.standardOutput = FileHandle.nullDevice
+        try p.run()
+        defer {
+            if p.isRunning { kill(p.processIdentifier, SIGKILL) }
+            p.waitUntilExit()
+        }
+        var status: JSONValue? = nil
+        for _ in 0..<100 where status == nil {
+            status = try? BrokerConnection(socketPath: run + "/s.sock").call("broker.status", timeoutMillis: 1000)
+            if status == nil { usleep(50_000) }
+        }
+        XCTAssertEqual(status?["store"]?["available"], .bool(false), "reads are served; writes answer -32005")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: state + "/broker.lock"))
+    }
+
     func testStateDirectoryMustBePrivate() throws {
         let dir = TempDir()
         let state = dir.path + "/state"
