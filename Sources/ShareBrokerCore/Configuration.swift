@@ -36,7 +36,7 @@ public struct BrokerConfiguration: Sendable {
     /// Most items in one share.
     public var maxFilesPerShare: Int = 64
     /// First retry delay of a failed launch, in seconds; doubles per failure up to 60 s.
-    public var launchRetryBase: Double = 1.0
+    public var launchRetryBase: Double = 5.0
     /// Test seam: injects failures into the event journal (see `JournalFaultPoint`).
     public var storeFaults: (@Sendable (JournalFaultPoint) -> Int32?)? = nil
 
