@@ -252,26 +252,35 @@ public final class Broker {
     func lockStateDirectory() throws(BrokerStartError) {
         let path = config.stateDirectory + "/broker.lock"
         var fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
-        if fd < 0, [EACCES, EPERM, EROFS].contains(currentErrno()) {
-            // A state directory this broker cannot write: it serves reads and answers every write
-            // -32005, and so would a second one. Lock what can be opened, else go on unlocked.
+        if fd < 0 {
+            let e = currentErrno()
+            // Only a state directory this broker cannot write goes on without the lock file: it
+            // serves reads and answers every write -32005, and so would a second one.
+            guard e == EROFS || access(config.stateDirectory, W_OK) != 0 else {
+                throw BrokerStartError("cannot open \(path): \(String(cString: strerror(e)))")
+            }
             fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
             if fd < 0 {
-                log.log(.warning, "cannot create \(path) (\(String(cString: strerror(currentErrno())))): the state directory is not writable; running without its lock")
+                log.log(.warning, "the state directory \(config.stateDirectory) is not writable: running without \(path)")
                 return
             }
-        }
-        guard fd >= 0 else {
-            throw BrokerStartError("cannot open \(path): \(String(cString: strerror(currentErrno())))")
         }
         if flock(fd, LOCK_EX | LOCK_NB) != 0 {
             let e = currentErrno()
             var holder = ""
-            if let text = try? FileIO.readFile(path, limit: 64), let pid = Int(String(decoding: text, as: UTF8.self).split(separator: "\n").first ?? "") {
+            if let text = try? FileIO.readFile(path, limit: 64),
+                let pid = Int32(String(decoding: text, as: UTF8.self).split(separator: "\n").first ?? ""), pid > 0,
+                kill(pid, 0) == 0 || currentErrno() == EPERM  // (a stale pid of a read-only holder is not named)
+            {
                 holder = " (pid \(pid))"
             }
             FD.close(fd)
             if e == EWOULDBLOCK || e == EAGAIN {
+                if UnixSocket.isLive(path: config.socketPath) {
+                    throw BrokerStartError(
+                        "another broker\(holder) is already running on \(config.socketPath) with the state directory "
+                            + "\(config.stateDirectory); stop it first", alreadyRunning: true)
+                }
                 throw BrokerStartError(
                     "another broker\(holder) is already running on the state directory \(config.stateDirectory); "
                         + "stop it first or pass --state DIR", alreadyRunning: true)

@@ -1365,7 +1365,7 @@ let openRPCDocumentText = ####"""
   "x-notifications": [
     {
       "name": "app.event",
-      "description": "Sent to an app's subscriber. params: {id, kind, ...}: kind openURL carries url and sourceApp (the bundle ID of the session that opened it, when it had one; for the event share.send {open} queues, the extension the share went to); kind continueUserActivity carries activityType NSUserActivityTypeBrowsingWeb and webpageURL. Every event also carries via; the event share.send {open} queues also carries shareID.",
+      "description": "Sent to an app's subscriber. params: {id, kind, ...}: kind openURL carries url and sourceApp (the bundle ID of the session that opened it, when it had one; for the event share.send {open} queues, the extension the share went to); kind continueUserActivity carries activityType NSUserActivityTypeBrowsingWeb and webpageURL. Every event also carries via; the event share.send {open} queues also carries shareID and, of either kind, sourceApp (the extension the share went to).",
       "params": {
         "type": "object",
         "required": [

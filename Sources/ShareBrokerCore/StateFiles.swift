@@ -20,12 +20,6 @@ public struct StateFiles: Sendable {
     /// Association documents that failed to load: host → "FILE: reason".
     public var associationErrors: [String: String]
 
-    /// The bytes without a leading UTF-8 byte order mark (which editors on some systems write, and
-    /// which JSON parsers may ignore: RFC 8259, section 8.1).
-    static func withoutBOM(_ bytes: [UInt8]) -> [UInt8] {
-        bytes.starts(with: [0xEF, 0xBB, 0xBF]) ? Array(bytes.dropFirst(3)) : bytes
-    }
-
     /// Why an input file could not be read, in words (a symlink is named as one: files under the
     /// state directory are never opened through a symlink).
     static func readProblem(_ error: SystemError) -> String {
@@ -42,7 +36,7 @@ public struct StateFiles: Sendable {
         var readIssues: [ManifestIssue] = []
         for name in FileIO.listDirectory(appsDir) ?? [] where name.hasSuffix(".json") && !name.hasPrefix(".") {
             do {
-                files.append((name, StateFiles.withoutBOM(try FileIO.readFile(appsDir + "/" + name, limit: 4 * 1024 * 1024))))
+                files.append((name, try FileIO.readFile(appsDir + "/" + name, limit: 4 * 1024 * 1024)))
             } catch {
                 readIssues.append(ManifestIssue(file: name, field: "", message: StateFiles.readProblem(error), fatal: true))
             }
@@ -55,15 +49,14 @@ public struct StateFiles: Sendable {
         var errors: [String: String] = [:]
         for name in FileIO.listDirectory(assocDir) ?? [] where name.hasSuffix(".json") && !name.hasPrefix(".") {
             let host = String(name.dropLast(5)).lowercased()
-            guard !host.isEmpty, host.utf8.allSatisfy({ c in
-                (c >= 0x61 && c <= 0x7A) || (c >= 0x30 && c <= 0x39) || c == UInt8(ascii: "-") || c == UInt8(ascii: ".")
-            }) else {
-                errors[host] = "\(name): not a host name; an association document is named after its domain (DOMAIN.json, e.g. example.com.json)"
+            // Named as `applinks:` entries name it: a host, with `:PORT` when the entry has one.
+            if host.isEmpty || host.contains("*") || AssociatedDomainEntry.problem(in: "applinks:" + host) != nil {
+                errors[host] = "\(name): not a host name; an association document is named after its domain "
+                    + "(DOMAIN.json, or DOMAIN:PORT.json for an applinks:DOMAIN:PORT entry)"
                 continue
             }
             do {
-                let result = AssociationDocument.load(
-                    StateFiles.withoutBOM(try FileIO.readFile(assocDir + "/" + name, limit: 8 * 1024 * 1024)))
+                let result = AssociationDocument.load(try FileIO.readFile(assocDir + "/" + name, limit: 8 * 1024 * 1024))
                 if case .failure(let e) = result { errors[host] = "\(name): \(e)" }
                 docs[host] = result
             } catch {

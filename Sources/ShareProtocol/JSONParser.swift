@@ -21,6 +21,13 @@ public enum JSONParser {
     /// Deepest nesting of arrays and objects accepted.
     public static let maxDepth = 256
 
+    /// A file's bytes without a leading UTF-8 byte order mark, which some editors write and which a
+    /// JSON parser may ignore (RFC 8259, section 8.1). For files read from disk (manifests,
+    /// association documents), never for the wire, where a BOM stays an error.
+    public static func withoutByteOrderMark(_ bytes: [UInt8]) -> [UInt8] {
+        bytes.starts(with: [0xEF, 0xBB, 0xBF]) ? Array(bytes.dropFirst(3)) : bytes
+    }
+
     /// Parses one JSON value that must fill `bytes` (surrounding white space allowed).
     public static func parse<C: Collection>(_ bytes: C) throws(JSONParseError) -> JSONValue where C.Element == UInt8 {
         let result: Result<JSONValue, JSONParseError>? = bytes.withContiguousStorageIfAvailable { buf in

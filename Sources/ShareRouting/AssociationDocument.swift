@@ -190,7 +190,7 @@ public struct AssociationDocument: Sendable, Equatable {
     /// Parses and validates the bytes of an apple-app-site-association file (JSON).
     public init(parsing bytes: [UInt8]) throws(AssociationDocumentError) {
         let value: JSONValue
-        do { value = try JSONParser.parse(bytes) } catch {
+        do { value = try JSONParser.parse(JSONParser.withoutByteOrderMark(bytes)) } catch {
             throw AssociationDocumentError(key: "", reason: "invalid JSON: \(error)")
         }
         try self.init(json: value)

@@ -164,7 +164,7 @@ public enum ManifestDecoder {
     /// Decodes a manifest file's bytes. Returns the manifest (nil when rejected) and every issue found.
     public static func decode(bytes: [UInt8], file: String) -> (AppManifest?, [ManifestIssue]) {
         let value: JSONValue
-        do { value = try JSONParser.parse(bytes) } catch {
+        do { value = try JSONParser.parse(JSONParser.withoutByteOrderMark(bytes)) } catch {
             return (nil, [ManifestIssue(file: file, field: "", message: "invalid JSON: \(error)", fatal: true)])
         }
         return decode(value, file: file)

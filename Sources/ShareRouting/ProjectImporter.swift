@@ -367,7 +367,7 @@ final class ImportRun {
         files.append(ImportedFile(path: rootLabel, role: .manifest))
         guard let bytes = readBytes(root, file: rootLabel) else { return finish() }
         let value: JSONValue
-        do { value = try JSONParser.parse(bytes) } catch {
+        do { value = try JSONParser.parse(JSONParser.withoutByteOrderMark(bytes)) } catch {
             fail(rootLabel, "", "invalid JSON: \(error)")
             return finish()
         }

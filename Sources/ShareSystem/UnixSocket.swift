@@ -103,7 +103,7 @@ public enum UnixSocket {
             FD.close(fd)
             // Linux answers ECONNREFUSED for a path that is no socket at all: say so.
             var st = stat()
-            if e == ECONNREFUSED || e == ENOTSOCK, lstat(path, &st) == 0, (st.st_mode & S_IFMT) != S_IFSOCK {
+            if e == ECONNREFUSED || e == ENOTSOCK, stat(path, &st) == 0, (st.st_mode & S_IFMT) != S_IFSOCK {
                 let what = (st.st_mode & S_IFMT) == S_IFDIR ? "a directory" : "a file"
                 throw SystemError("connect (\(path) is \(what), not a socket)", errno: ENOTSOCK)
             }

@@ -122,7 +122,8 @@ struct Session {
     let json: Bool
 }
 
-/// `--count N` (at least 1) and `--timeout SECONDS` (more than 0, at most 24 days), checked.
+/// `--count N` (at least 1) and `--timeout SECONDS` (more than 0, at most 2,000,000 s, about 23
+/// days: the milliseconds fit an Int32), checked.
 func countAndTimeout(_ cmd: ParsedCommand) throws -> (count: Int?, timeout: Double?) {
     let count = try cmd.int("count")
     if let count, count < 1 { throw cmd.usageError("option '--count' must be at least 1, got \(count)") }
@@ -150,6 +151,7 @@ func absolutePath(_ p: String) -> String {
 }
 
 func connect(_ cmd: ParsedCommand, hello: Bool = true, defaultRoleWithBundle: String = "app") throws -> Session {
+    try checkRole(cmd)  // a usage error before any connection
     let conn = try BrokerConnection(socketPath: socketPath(cmd))
     if hello {
         try sayHello(conn, cmd, bundle: cmd.value("as"), token: cmd.value("token"), roleWithBundle: defaultRoleWithBundle)
@@ -159,11 +161,16 @@ func connect(_ cmd: ParsedCommand, hello: Bool = true, defaultRoleWithBundle: St
 
 /// Says hello as --role; without it, as a tool, or with a bundle as `roleWithBundle` and then, if
 /// the broker answers that the bundle is the other kind (its error's `data.role`), as that.
+/// `--role`, when given, is app, extension or tool.
+func checkRole(_ cmd: ParsedCommand) throws {
+    if let role = cmd.value("role"), !["app", "extension", "tool"].contains(role) {
+        throw cmd.usageError("option '--role' must be app, extension or tool; got '\(role)'")
+    }
+}
+
 func sayHello(_ conn: BrokerConnection, _ cmd: ParsedCommand, bundle: String?, token: String?, roleWithBundle: String) throws {
     if let role = cmd.value("role") {
-        guard ["app", "extension", "tool"].contains(role) else {
-            throw cmd.usageError("option '--role' must be app, extension or tool; got '\(role)'")
-        }
+        try checkRole(cmd)
         _ = try conn.hello(role: role, bundleID: bundle, token: token)
         return
     }

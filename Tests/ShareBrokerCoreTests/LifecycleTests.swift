@@ -79,6 +79,9 @@ final class LifecycleTests: XCTestCase {
         XCTAssertTrue(r.err.contains("already running on the state directory"), r.err)
         XCTAssertTrue(r.err.contains("pid \(p.process.processIdentifier)"), r.err)
         XCTAssertFalse(isSocketFile(dir.path + "/other.sock"), "the refused broker never listened")
+        let same = try runProcess(Products.sharebroker, ["serve", "--socket", p.socket, "--state", dir.path + "/state"], timeout: 10)
+        XCTAssertEqual(same.status, 1, same.err)
+        XCTAssertTrue(same.err.contains("already running on \(p.socket)"), "the same socket too: named: \(same.err)")
         XCTAssertEqual(try tool.call("url.open", ["url": "deeplinkmyapp://b"])["eventID"]?.stringValue, "ev-2")
         // The lock dies with the broker, even by SIGKILL: the next one starts on the same state.
         p.signal(SIGKILL)

@@ -110,7 +110,7 @@ final class BadInputTests: XCTestCase {
     func testStateFilesProblemsAreNamed() throws {
         let h = BrokerHarness(
             manifests: ["10-myapp.json": "\u{FEFF}" + #"{"bundleID": "com.bom.app", "urlSchemes": ["bomapp"]}"#],
-            associations: ["not a host": #"{"applinks": {"details": []}}"#])
+            associations: ["not a host": #"{"applinks": {"details": []}}"#, "example.com:8443": #"{"applinks": {"details": []}}"#])
         let target = h.dir.path + "/elsewhere.json"
         _ = FileManager.default.createFile(atPath: target, contents: Data(#"{"bundleID": "com.linked.app"}"#.utf8))
         XCTAssertEqual(symlink(target, h.state + "/apps/20-linked.json"), 0)
@@ -124,6 +124,12 @@ final class BadInputTests: XCTestCase {
         XCTAssertTrue(errors.contains("20-linked.json") && errors.contains("symbolic link"), errors)
         let assoc = (list["associationErrors"]?.arrayValue ?? []).map(\.compactText).joined(separator: "\n")
         XCTAssertTrue(assoc.contains("not a host name"), assoc)
+        XCTAssertFalse(assoc.contains("example.com:8443"), "DOMAIN:PORT.json is a host name: \(assoc)")
+        // The offline tools skip a byte order mark too.
+        let bomDoc = h.dir.path + "/bom.json"
+        _ = FileManager.default.createFile(atPath: bomDoc, contents: Data(("\u{FEFF}" + #"{"applinks": {"details": []}}"#).utf8))
+        let check = try runProcess(Products.sharebroker, ["check-association", bomDoc], timeout: 10)
+        XCTAssertEqual(check.status, 0, check.out + check.err)
         let text = try runProcess(Products.shareclient, ["apps", "--socket", h.socket], timeout: 10)
         XCTAssertTrue(text.out.contains("association error: "), text.out)
         h.stop()

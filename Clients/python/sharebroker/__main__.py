@@ -62,7 +62,7 @@ def main(argv=None) -> int:
         return 69
     except (ProtocolError, TimeoutError) as e:
         where = args.socket or "the broker's socket"
-        print(f"sharebroker: no usable broker at {where}: {e or 'no answer in time'}", file=sys.stderr)
+        print(f"sharebroker: no usable broker at {where}: {str(e) or 'no answer in time'}", file=sys.stderr)
         return 69
     return 0
 
