@@ -67,10 +67,12 @@ extension Broker {
 
     // MARK: url.*
 
-    func decisionError(_ d: RouteDecision) -> RPCError {
+    /// The error for a decision that routes nowhere; `parameter` names the param the URL came in,
+    /// when the message would not say (`url.open`'s own messages name `fallback`).
+    func decisionError(_ d: RouteDecision, parameter: String? = nil) -> RPCError {
         let message = d.errorMessage ?? "cannot route"
         if d.errorCode == ErrorCode.noHandler.rawValue { return RPCError(.noHandler, message) }
-        return RPCError(.invalidParams, "Invalid params: \(message)")
+        return RPCError(.invalidParams, "Invalid params: " + (parameter.map { "'\($0)': " } ?? "") + message)
     }
 
     func urlOpen(_ conn: Connection, _ p: Params) throws(RPCError) -> MethodResult {

@@ -126,13 +126,18 @@ extension Broker {
             guard case .string(let s) = t, !s.isEmpty else { throw .invalidParams("Invalid params: items[\(i)].type must be a UTI string") }
             givenType = s
         }
-        let present = (url: o["url"] != nil, text: o["text"] != nil, data: o["data"] != nil, path: o["path"] != nil)
-        guard [present.url, present.text, present.data, present.path].count(where: { $0 }) == 1 else {
-            let kinds = ["url", "text", "data", "path"].filter { o[$0] != nil }
-            throw .invalidParams(
-                "Invalid params: items[\(i)] must have exactly one of url, text, data (+name) or path; got \(kinds.isEmpty ? "none" : kinds.joined(separator: ", "))")
+        var kind = ""
+        var kinds = 0
+        for k in Broker.itemKinds where o[k] != nil {
+            kind = k
+            kinds += 1
         }
-        switch present.url ? "url" : present.text ? "text" : present.data ? "data" : "path" {
+        guard kinds == 1 else {
+            let given = Broker.itemKinds.filter { o[$0] != nil }
+            throw .invalidParams(
+                "Invalid params: items[\(i)] must have exactly one of url, text, data (+name) or path; got \(given.isEmpty ? "none" : given.joined(separator: ", "))")
+        }
+        switch kind {
         case "url":
             guard case .string(let url)? = o["url"] else { throw .invalidParams("Invalid params: items[\(i)].url must be a string") }
             let ref: URLReference
@@ -206,6 +211,9 @@ extension Broker {
                 attachment: a, file: forStoring ? ShareFile(name: fileName, source: .descriptor(fd)) : nil, size: size)
         }
     }
+
+    /// The members that say what an item is (exactly one per item).
+    static let itemKinds = ["url", "text", "data", "path"]
 
     /// Whether the broker may read a path item with its own rights for this caller: the caller runs
     /// as the broker's user (or as root), so whatever the broker can open the caller could too.
@@ -321,11 +329,7 @@ extension Broker {
             let d = router.resolve(openURL, fallback: nil)
             guard case .routed(let app, let via, let kind, let u) = d else {
                 closeFiles(items)
-                let e = decisionError(d)
-                if e.code == ErrorCode.invalidParams.rawValue {  // name the parameter
-                    throw .invalidParams("Invalid params: 'open': \(d.errorMessage ?? "not a valid URL")")
-                }
-                throw e
+                throw decisionError(d, parameter: "open")
             }
             var f: JSONObject = ["kind": .string(kind.rawValue)]
             if kind == .openURL { f["url"] = .string(u) } else {

@@ -291,10 +291,7 @@ public enum ManifestDecoder {
                             rule = r
                             for issue in ActivationRule.validate(r) {
                                 let field = "\(path).activationRule" + (issue.key.isEmpty ? "" : ".\(issue.key)")
-                                // (Predicate messages name their position already.)
-                                let text =
-                                    issue.position.map { issue.message.contains("position \($0)") ? issue.message : "\(issue.message) (at position \($0))" }
-                                    ?? issue.message
+                                let text = issue.message  // (a predicate's syntax error names its position)
                                 if issue.severity == .error { fail(field, text) } else { note(field, text) }
                             }
                         default: fail("\(path).activationRule", "expected a dictionary or a predicate string, got \(r.typeName)")

@@ -159,8 +159,6 @@ func connect(_ cmd: ParsedCommand, hello: Bool = true, defaultRoleWithBundle: St
     return Session(conn: conn, json: cmd.flag("json"))
 }
 
-/// Says hello as --role; without it, as a tool, or with a bundle as `roleWithBundle` and then, if
-/// the broker answers that the bundle is the other kind (its error's `data.role`), as that.
 /// `--role`, when given, is app, extension or tool.
 func checkRole(_ cmd: ParsedCommand) throws {
     if let role = cmd.value("role"), !["app", "extension", "tool"].contains(role) {
@@ -168,9 +166,11 @@ func checkRole(_ cmd: ParsedCommand) throws {
     }
 }
 
+/// Says hello as --role (checked by `checkRole` before connecting); without it, as a tool, or with
+/// a bundle as `roleWithBundle` and then, if the broker answers that the bundle is the other kind
+/// (its error's `data.role`), as that.
 func sayHello(_ conn: BrokerConnection, _ cmd: ParsedCommand, bundle: String?, token: String?, roleWithBundle: String) throws {
     if let role = cmd.value("role") {
-        try checkRole(cmd)
         _ = try conn.hello(role: role, bundleID: bundle, token: token)
         return
     }
