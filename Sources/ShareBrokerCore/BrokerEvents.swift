@@ -80,8 +80,15 @@ extension Broker {
         let fallback = try p.optionalString("fallback")
         let decision = router.resolve(url, fallback: fallback)
         guard case .routed(let app, let via, let kind, let openedURL) = decision else { throw decisionError(decision) }
+        let store = try requireStore()
+        guard store.pendingCount(for: app) < config.maxPendingEventsPerApp else {
+            throw RPCError(
+                .storageFailure,
+                "Storage failure: \(app) already has \(config.maxPendingEventsPerApp) pending events (its quota); nothing was stored")
+        }
         var members: [(key: String, value: JSONValue)] = []
-        members.reserveCapacity(5)  // before the first append: one allocation
+        members.reserveCapacity(6)  // before the first append: one allocation
+        members.append((key: "id", value: .null))  // the store writes the id in place (enqueue)
         members.append((key: "kind", value: .string(kind.rawValue)))
         switch kind {
         case .openURL:
@@ -92,15 +99,9 @@ extension Broker {
         }
         if let source = conn.bundleID { members.append((key: "sourceApp", value: .string(source))) }
         members.append((key: "via", value: .string(via.rawValue)))
-        let fields = JSONObject(uniqueMembers: members)
-        let store = try requireStore()
-        guard store.pendingCount(for: app) < config.maxPendingEventsPerApp else {
-            throw RPCError(
-                .storageFailure,
-                "Storage failure: \(app) already has \(config.maxPendingEventsPerApp) pending events (its quota); nothing was stored")
-        }
         let event: StoredEvent
-        do { event = try store.enqueue(app: app, fields: fields) } catch {
+        // Handed over, not copied: the store fills in the id without copying the members.
+        do { event = try store.enqueue(app: app, fields: JSONObject(uniqueMembers: consume members)) } catch {
             throw RPCError(.storageFailure, "Storage failure: \(error.message); nothing was stored")
         }
         turnEvents.append(event)  // delivered once the commit is durable (finishCommit)
@@ -109,7 +110,7 @@ extension Broker {
         if log.enabled(.debug) {
             log.log(.debug, "url.open \(url) → \(app) via \(via.rawValue) as \(event.id) (\(live ? "delivering" : "queued"))", connection: conn.id)
         }
-        var w = JSONObjectWriter(capacity: 128)
+        var w = JSONObjectWriter(capacity: 256)
         w.string("app", app)
         w.string("via", via.rawValue)
         w.string("eventID", event.id)

@@ -377,7 +377,7 @@ extension Broker {
         } catch {
             throw RPCError(.storageFailure, "Storage failure: \(error.message); nothing was stored")
         }
-        var result = JSONObjectWriter(capacity: 160)
+        var result = JSONObjectWriter(capacity: 256)
         result.string("shareID", stored.id)
         result.string("extension", chosen.ext.bundleID)
         result.string("app", chosen.app.bundleID)

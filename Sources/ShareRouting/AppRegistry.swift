@@ -20,6 +20,9 @@ public struct AppRegistry: Sendable {
     /// Schemes (lowercased) claimed by more than one app, with the claimants in precedence order.
     public private(set) var schemeConflicts: [String: [String]] = [:]
     private var bundles: [String: RegisteredBundle] = [:]
+    /// The launch command of each app that has one (looked up on every queued event: most apps
+    /// have none, and a lookup in an empty dictionary hashes nothing).
+    private var launchCommands: [String: [String]] = [:]
 
     /// An empty registry.
     public init() {}
@@ -74,6 +77,7 @@ public struct AppRegistry: Sendable {
             let index = apps.count
             apps.append(manifest)
             bundles[manifest.bundleID] = .app(index)
+            if let launch = manifest.launch { launchCommands[manifest.bundleID] = launch }
             for (j, ext) in keptExtensions.enumerated() { bundles[ext.bundleID] = .appExtension(app: index, index: j) }
         }
         // Scheme conflicts: the earlier app wins; report every claimant.
@@ -116,8 +120,7 @@ public struct AppRegistry: Sendable {
     /// The app's `launch` command (nil when it has none), without copying its whole manifest
     /// (url.open asks this for every event queued for an app that is not subscribed).
     public func launchCommand(of bundleID: String) -> [String]? {
-        if case .app(let i)? = bundles[bundleID] { return apps[i].launch }
-        return nil
+        launchCommands[bundleID]
     }
 
     /// The extension with `bundleID` and its containing app.

@@ -344,6 +344,8 @@ struct URLParts {
     let url: URLReference
     private var rawPath: String?
     private var decodedPath: String?
+    private var rawQuery: String??
+    private var rawFragment: String??
     private var decodedQuery: String?
     private var decodedFragment: String?
     private var rawItems: [(String, String?)]?
@@ -367,7 +369,8 @@ struct URLParts {
     func rawOrDecodedPath(_ decoded: Bool) -> String { decoded ? URLReference.percentDecoded(url.path) : url.path }
 
     mutating func query(decoded: Bool) -> String {
-        guard let q = url.query else { return "" }
+        if rawQuery == nil { rawQuery = .some(url.query) }  // the URL makes a new string per read
+        guard let q = rawQuery! else { return "" }
         if !decoded { return q }
         if let decodedQuery { return decodedQuery }
         let d = URLReference.percentDecoded(q)
@@ -376,7 +379,8 @@ struct URLParts {
     }
 
     mutating func fragment(decoded: Bool) -> String {
-        guard let f = url.fragment else { return "" }
+        if rawFragment == nil { rawFragment = .some(url.fragment) }
+        guard let f = rawFragment! else { return "" }
         if !decoded { return f }
         if let decodedFragment { return decodedFragment }
         let d = URLReference.percentDecoded(f)

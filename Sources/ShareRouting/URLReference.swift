@@ -52,28 +52,60 @@ public struct URLParseError: Error, Sendable, Equatable, CustomStringConvertible
 /// control characters, non-ASCII, `"<>\^`{|}`, malformed `%XX`), a missing or invalid scheme, an
 /// invalid port, and `http`/`https` URLs without a host.
 public struct URLReference: Sendable, Equatable, Hashable, CustomStringConvertible {
+    // Stored: the text as given, the lowercased scheme and the port; every other component is a
+    // range of `original`'s bytes (the text is ASCII once parsed), made into a string when asked
+    // for. Routing a URL reads little more than its scheme, so parsing allocates no strings for
+    // the rest, and a copy of the value is one reference. Equality and hashing follow from
+    // `original` (everything else is derived from it).
+
     /// The string as given, unchanged.
     public let original: String
-    /// The scheme as written (e.g. `DeepLinkingDemo`).
-    public let scheme: String
     /// The scheme lowercased (schemes compare case-insensitively, RFC 3986 §3.1).
     public let normalizedScheme: String
-    /// The authority as written (`userinfo@host:port`), nil when the URL has no `//`.
-    public let authority: String?
-    /// The userinfo as written (before `@`), if any.
-    public let userinfo: String?
-    /// The host lowercased (ASCII), for matching; nil without an authority. May be empty (`file:///x`).
-    public let host: String?
-    /// The host exactly as written.
-    public let originalHost: String?
     /// The port, when one is written and not empty (`http://h:/` has none).
     public let port: Int?
+    /// Byte ranges in `original` (start, end; start -1 when the component is absent).
+    private let parts: Parts
+
+    struct Parts: Sendable, Hashable {
+        var schemeEnd: Int32 = 0
+        var authorityStart: Int32 = -1, authorityEnd: Int32 = -1
+        var userinfoStart: Int32 = -1, userinfoEnd: Int32 = -1
+        var hostStart: Int32 = -1, hostEnd: Int32 = -1
+        var pathStart: Int32 = 0, pathEnd: Int32 = 0
+        var queryStart: Int32 = -1, queryEnd: Int32 = -1
+        var fragmentStart: Int32 = -1, fragmentEnd: Int32 = -1
+    }
+
+    /// The bytes `start..<end` of `original` as a string (nil when `start` is -1).
+    @inline(__always) private func slice(_ start: Int32, _ end: Int32) -> String? {
+        guard start >= 0 else { return nil }
+        return text(start, end)
+    }
+
+    private func text(_ start: Int32, _ end: Int32) -> String {
+        let u = original.utf8
+        let from = u.index(u.startIndex, offsetBy: Int(start))
+        let to = u.index(from, offsetBy: Int(end - start))
+        return String(Substring(u[from..<to]))
+    }
+
+    /// The scheme as written (e.g. `DeepLinkingDemo`).
+    public var scheme: String { text(0, parts.schemeEnd) }
+    /// The authority as written (`userinfo@host:port`), nil when the URL has no `//`.
+    public var authority: String? { slice(parts.authorityStart, parts.authorityEnd) }
+    /// The userinfo as written (before `@`), if any.
+    public var userinfo: String? { slice(parts.userinfoStart, parts.userinfoEnd) }
+    /// The host lowercased (ASCII), for matching; nil without an authority. May be empty (`file:///x`).
+    public var host: String? { originalHost.map(URLReference.asciiLowercased) }
+    /// The host exactly as written.
+    public var originalHost: String? { slice(parts.hostStart, parts.hostEnd) }
     /// The path as written (percent-encoded); may be empty.
-    public let path: String
+    public var path: String { text(parts.pathStart, parts.pathEnd) }
     /// The query as written (without `?`); nil when there is no `?`, empty for a bare `?`.
-    public let query: String?
+    public var query: String? { slice(parts.queryStart, parts.queryEnd) }
     /// The fragment as written (without `#`); nil when there is no `#`, empty for a bare `#`.
-    public let fragment: String?
+    public var fragment: String? { slice(parts.fragmentStart, parts.fragmentEnd) }
 
     /// The original string.
     public var description: String { original }
@@ -109,10 +141,12 @@ public struct URLReference: Sendable, Equatable, Hashable, CustomStringConvertib
     /// Parses `text` as an absolute URL.
     public init(parsing text: String) throws(URLParseError) {
         original = text
+        var r = Parts()
         func fail(_ reason: String, at position: Int? = nil) -> URLParseError {
             URLParseError(input: text, reason: reason, position: position)
         }
         if text.isEmpty { throw fail("the URL is empty") }
+        if text.utf8.count > Int(Int32.max) { throw fail("the URL is too long (more than 2 GiB)") }
 
         // Pass 1: every character must be one RFC 3986 allows raw, and every '%' must start '%XX'.
         // Positions count Unicode scalars; for ASCII text (the usual case) they are the bytes.
@@ -148,7 +182,7 @@ public struct URLReference: Sendable, Equatable, Hashable, CustomStringConvertib
         if !URLScheme.isValid(bytes: b[0..<colon]) {
             throw fail("invalid scheme '\(schemeText)' (a letter, then letters, digits, '+', '-' or '.')", at: 0)
         }
-        scheme = schemeText
+        r.schemeEnd = Int32(colon)
         normalizedScheme = URLReference.asciiLowercased(schemeText)  // URLScheme.normalize for ASCII
 
         // Split off fragment and query (the first '#' ends everything; the first '?' before it starts the query).
@@ -172,17 +206,15 @@ public struct URLReference: Sendable, Equatable, Hashable, CustomStringConvertib
             for k in qs..<queryEnd where !URLReference.isQueryOrFragmentChar(b[k]) {
                 throw fail("'\(URLReference.char(b[k]))' at position \(k) is not allowed in the query and must be percent-encoded (%\(URLReference.hex2(b[k])))", at: k)
             }
-            query = String(decoding: b[qs..<queryEnd], as: UTF8.self)
-        } else {
-            query = nil
+            r.queryStart = Int32(qs)
+            r.queryEnd = Int32(queryEnd)
         }
         if let fs = fragmentStart {
             for k in fs..<n where !URLReference.isQueryOrFragmentChar(b[k]) {
                 throw fail("'\(URLReference.char(b[k]))' at position \(k) is not allowed in the fragment and must be percent-encoded (%\(URLReference.hex2(b[k])))", at: k)
             }
-            fragment = String(decoding: b[fs..<n], as: UTF8.self)
-        } else {
-            fragment = nil
+            r.fragmentStart = Int32(fs)
+            r.fragmentEnd = Int32(n)
         }
 
         // Authority.
@@ -190,9 +222,9 @@ public struct URLReference: Sendable, Equatable, Hashable, CustomStringConvertib
             let aStart = p + 2
             var aEnd = aStart
             while aEnd < hierEnd, b[aEnd] != UInt8(ascii: "/") { aEnd += 1 }
-            authority = String(decoding: b[aStart..<aEnd], as: UTF8.self)
+            r.authorityStart = Int32(aStart)
+            r.authorityEnd = Int32(aEnd)
             var hostStart = aStart
-            var ui: String? = nil
             if let at = b[aStart..<aEnd].lastIndex(of: UInt8(ascii: "@")) {
                 if let first = b[aStart..<at].firstIndex(of: UInt8(ascii: "@")) {
                     throw fail("'@' at position \(first) in the authority must be percent-encoded (%40)", at: first)
@@ -200,10 +232,10 @@ public struct URLReference: Sendable, Equatable, Hashable, CustomStringConvertib
                 for k in aStart..<at where !(URLReference.isUnreservedOrSubDelim(b[k]) || b[k] == UInt8(ascii: ":") || b[k] == UInt8(ascii: "%")) {
                     throw fail("'\(URLReference.char(b[k]))' at position \(k) is not allowed in the userinfo", at: k)
                 }
-                ui = String(decoding: b[aStart..<at], as: UTF8.self)
+                r.userinfoStart = Int32(aStart)
+                r.userinfoEnd = Int32(at)
                 hostStart = at + 1
             }
-            userinfo = ui
             // Host: IP-literal in brackets, or reg-name / IPv4 up to ':'.
             var hostEnd = hostStart
             if hostStart < aEnd, b[hostStart] == UInt8(ascii: "[") {
@@ -234,9 +266,8 @@ public struct URLReference: Sendable, Equatable, Hashable, CustomStringConvertib
                     hostEnd += 1
                 }
             }
-            let hostText = String(decoding: b[hostStart..<hostEnd], as: UTF8.self)
-            originalHost = hostText
-            host = URLReference.asciiLowercased(hostText)
+            r.hostStart = Int32(hostStart)
+            r.hostEnd = Int32(hostEnd)
             if hostEnd < aEnd {  // ':' port
                 let portStart = hostEnd + 1
                 let portBytes = b[portStart..<aEnd]
@@ -255,10 +286,6 @@ public struct URLReference: Sendable, Equatable, Hashable, CustomStringConvertib
             }
             p = aEnd
         } else {
-            authority = nil
-            userinfo = nil
-            host = nil
-            originalHost = nil
             port = nil
         }
 
@@ -266,10 +293,12 @@ public struct URLReference: Sendable, Equatable, Hashable, CustomStringConvertib
         for k in p..<hierEnd where !(URLReference.isPChar(b[k]) || b[k] == UInt8(ascii: "/")) {
             throw fail("'\(URLReference.char(b[k]))' at position \(k) is not allowed in the path and must be percent-encoded (%\(URLReference.hex2(b[k])))", at: k)
         }
-        path = String(decoding: b[p..<hierEnd], as: UTF8.self)
+        r.pathStart = Int32(p)
+        r.pathEnd = Int32(hierEnd)
+        parts = r
 
         if normalizedScheme == "http" || normalizedScheme == "https" {
-            if host == nil || host!.isEmpty {
+            if r.hostStart < 0 || r.hostEnd == r.hostStart {
                 throw fail("an \(normalizedScheme) URL needs a host (e.g. '\(normalizedScheme)://example.com/')")
             }
         }

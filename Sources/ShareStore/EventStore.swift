@@ -6,17 +6,33 @@ import ShareProtocol
 import ShareSystem
 
 /// One pending event.
-public struct StoredEvent: Sendable, Equatable {
+///
+/// A class: an event sits in its app's queue, in the commit that writes it and in the undo log at
+/// once, and a copy is one reference instead of four. Only the loop thread touches events.
+public final class StoredEvent: @unchecked Sendable, Equatable {
     /// Stable id, e.g. `ev-42`.
-    public var id: String
+    public let id: String
     /// Global sequence number (order of opening).
-    public var seq: UInt64
+    public let seq: UInt64
     /// The app it is for.
-    public var app: String
+    public let app: String
     /// The notification params (`id`, `kind`, `url`, ...), as sent in `app.event`.
-    public var body: JSONObject
-    /// The journal segment holding it.
+    public let body: JSONObject
+    /// The journal segment holding it (changed when compaction carries the event forward).
     var segment: Int
+
+    init(id: String, seq: UInt64, app: String, body: JSONObject, segment: Int) {
+        self.id = id
+        self.seq = seq
+        self.app = app
+        self.body = body
+        self.segment = segment
+    }
+
+    /// Same id, sequence number, app, body and segment.
+    public static func == (a: StoredEvent, b: StoredEvent) -> Bool {
+        a === b || (a.id == b.id && a.seq == b.seq && a.app == b.app && a.body == b.body && a.segment == b.segment)
+    }
 }
 
 /// A FIFO with removal by id in O(1): slots are emptied on ack, the head skips empty slots.
@@ -213,14 +229,22 @@ public final class EventStore: TurnParticipant {
 
     /// Queues an event for `app`: appended to the journal (durable at the next `commit`) and
     /// visible at once; undone if that commit fails. `fields` become the notification params.
-    public func enqueue(app: String, fields: JSONObject) throws(StoreError) -> StoredEvent {
+    ///
+    /// A caller that builds `fields` for this call can make `id` its first member (any value):
+    /// it is then replaced in place, without copying the members.
+    public func enqueue(app: String, fields: consuming JSONObject) throws(StoreError) -> StoredEvent {
         let seq = nextSeq
         let id = "ev-" + String(seq)
-        var members: [(key: String, value: JSONValue)] = []
-        members.reserveCapacity(fields.count + 1)  // before the first append: one allocation
-        members.append((key: "id", value: .string(id)))
-        for m in fields where m.key != "id" { members.append(m) }  // the store owns `id`
-        let body = JSONObject(uniqueMembers: members)
+        var body = consume fields
+        if body.members.first?.key == "id" {
+            body["id"] = .string(id)  // found at once: the first member
+        } else {
+            var members: [(key: String, value: JSONValue)] = []
+            members.reserveCapacity(body.count + 1)  // before the first append: one allocation
+            members.append((key: "id", value: .string(id)))
+            for m in body where m.key != "id" { members.append(m) }  // the store owns `id`
+            body = JSONObject(uniqueMembers: members)
+        }
         try journal.append(type: RecordType.event.rawValue) { out in
             EventStore.writeEventRecord(app: app, id: id, seq: seq, body: body, to: &out)
         }

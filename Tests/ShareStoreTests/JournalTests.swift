@@ -37,6 +37,28 @@ final class JournalTests: XCTestCase {
         XCTAssertEqual(try s.enqueue(app: "com.a", fields: ["kind": "openURL"]).id, "ev-7")
     }
 
+    /// The store owns `id`: a caller's first member `id` is filled in place, an `id` elsewhere is
+    /// dropped, and either way the body starts with the store's id and keeps the caller's order.
+    func testEnqueueWritesItsOwnIDFirst() throws {
+        do {
+            let s = try EventStore(directory: dir)
+            let a = try s.enqueue(app: "com.a", fields: JSONObject(uniqueMembers: [("id", .null), ("kind", "openURL"), ("url", "a://1")]))
+            let b = try s.enqueue(app: "com.a", fields: JSONObject(uniqueMembers: [("kind", "openURL"), ("id", "mine"), ("url", "a://2")]))
+            let c = try s.enqueue(app: "com.a", fields: ["kind": "openURL"])
+            for (e, id, url) in [(a, "ev-1", "a://1"), (b, "ev-2", "a://2")] {
+                XCTAssertEqual(e.id, id)
+                XCTAssertEqual(e.body.keys, ["id", "kind", "url"])
+                XCTAssertEqual(e.body["id"]?.stringValue, id)
+                XCTAssertEqual(e.body["url"]?.stringValue, url)
+            }
+            XCTAssertEqual(c.body.keys, ["id", "kind"])
+            try s.commit()
+        }
+        let s = try EventStore(directory: dir)  // and so they are on disk
+        XCTAssertEqual(s.pending(for: "com.a").map { $0.body.keys }, [["id", "kind", "url"], ["id", "kind", "url"], ["id", "kind"]])
+        XCTAssertEqual(s.pending(for: "com.a").map { $0.body["id"]?.stringValue }, ["ev-1", "ev-2", "ev-3"])
+    }
+
     func testSpaceFreeingRecordsKeepHeadroomOnAFullDisk() throws {
         let j = try Journal(directory: dir, name: "t")
         _ = try j.replay { _ in }
