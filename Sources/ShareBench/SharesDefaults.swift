@@ -94,20 +94,22 @@ func shareScenario(binary: String, directory: String, clients: Int, urlShares: I
         "scenario": "share.send url", "clients": .int(clients), "shares": .int(urlRun.latencies.count),
         "perSecond": .double(urlRate.rounded()), "latency": latencyJSON(urlRun.latencies),
     ])
-    let mib = [UInt8](repeating: 0x5A, count: 1 << 20)
-    let b64 = Data(mib).base64EncodedString()
-    let fileRun = concurrentCalls(clients: clients, perClient: max(1, fileShares / clients), setup: setup) { c, _, _ in
-        _ = try c.call("share.send", ["items": [["data": .string(b64), "name": "blob.bin"]]])
+    if fileShares > 0 {
+        let mib = [UInt8](repeating: 0x5A, count: 1 << 20)
+        let b64 = Data(mib).base64EncodedString()
+        let fileRun = concurrentCalls(clients: clients, perClient: max(1, fileShares / clients), setup: setup) { c, _, _ in
+            _ = try c.call("share.send", ["items": [["data": .string(b64), "name": "blob.bin"]]])
+        }
+        let fileRate = Double(fileRun.latencies.count) / fileRun.seconds
+        print(
+            "share      item=1MiB-file clients=\(clients) shares=\(fileRun.latencies.count) rate=\(fmt(fileRate, 1))/s "
+                + "(\(fmt(fileRate, 1)) MiB/s) " + latencyText("send", fileRun.latencies))
+        for e in fileRun.errors.prefix(3) { print("  error: \(e)") }
+        out.append([
+            "scenario": "share.send 1MiB file", "clients": .int(clients), "shares": .int(fileRun.latencies.count),
+            "perSecond": .double((fileRate * 10).rounded() / 10), "latency": latencyJSON(fileRun.latencies),
+        ])
     }
-    let fileRate = Double(fileRun.latencies.count) / fileRun.seconds
-    print(
-        "share      item=1MiB-file clients=\(clients) shares=\(fileRun.latencies.count) rate=\(fmt(fileRate, 1))/s "
-            + "(\(fmt(fileRate, 1)) MiB/s) " + latencyText("send", fileRun.latencies))
-    for e in fileRun.errors.prefix(3) { print("  error: \(e)") }
-    out.append([
-        "scenario": "share.send 1MiB file", "clients": .int(clients), "shares": .int(fileRun.latencies.count),
-        "perSecond": .double((fileRate * 10).rounded() / 10), "latency": latencyJSON(fileRun.latencies),
-    ])
     return out
 }
 

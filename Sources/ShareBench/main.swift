@@ -49,6 +49,8 @@ let root = CommandSpec(
         .option("opens", valueName: "n", help: "url.open calls in the unpaced open run.", default: "20000"),
         .option("rate", valueName: "n", help: "Opens per second in the paced open run (1 opener).", default: "500"),
         .option("paced-opens", valueName: "n", help: "url.open calls in the paced open run.", default: "5000"),
+        .option("shares", valueName: "n", help: "share.send calls with a URL item (share).", default: "20000"),
+        .option("file-shares", valueName: "n", help: "share.send calls with a 1 MiB file (share); 0 skips them.", default: "256"),
         .option("pending", valueName: "n", help: "Pending events for the recovery scenario; repeatable.", default: "100000", repeatable: true),
         .option(
             "recovery-timeout", valueName: "seconds", help: "Longest wait for a restarted broker to answer (recovery).",
@@ -88,6 +90,9 @@ runMain(root: root, version: "sharebroker-bench \(SharebrokerVersion.string)") {
     let opens = try positive(cmd, "opens", 20000)
     let rate = try positive(cmd, "rate", 500)
     let pacedOpens = try positive(cmd, "paced-opens", 5000)
+    let urlShares = try positive(cmd, "shares", 20000)
+    let fileShares = try cmd.int("file-shares") ?? 256
+    guard fileShares >= 0 else { throw cmd.usageError("option '--file-shares' expects 0 or a positive integer, got '\(fileShares)'") }
     let pendings = try cmd.values("pending").map { v -> Int in
         guard let n = Int(v), n > 0 else { throw cmd.usageError("option '--pending' expects a positive integer, got '\(v)'") }
         return n
@@ -154,7 +159,7 @@ runMain(root: root, version: "sharebroker-bench \(SharebrokerVersion.string)") {
                 socket: socket!, brokerPID: pid, openers: openers, opens: opens, pacedRate: Double(rate), pacedOpens: pacedOpens)
         case "share":
             jsonLines += shareScenario(
-                binary: binary, directory: tempDir + "/share", clients: 16, urlShares: 20000, fileShares: 256)
+                binary: binary, directory: tempDir + "/share", clients: 16, urlShares: urlShares, fileShares: fileShares)
         case "defaults":
             jsonLines += defaultsScenario(
                 binary: binary, directory: tempDir + "/defaults", writers: 16, sets: 20000, watchers: 1000, changes: 200)

@@ -113,10 +113,15 @@ public struct JSONObjectWriter {
         swap(&inner.bytes, &bytes)
     }
 
-    /// Closes the object and returns its bytes.
-    public consuming func finish() -> [UInt8] {
+    /// Closes the object and returns its bytes (the writer is spent: it holds nothing after).
+    ///
+    /// Mutating, not consuming: a consumed writer may reach here as a second reference to the
+    /// buffer (the caller's variable still alive), and the closing brace would then copy it all.
+    public mutating func finish() -> [UInt8] {
         bytes.append(UInt8(ascii: "}"))
-        return bytes
+        var out: [UInt8] = []
+        swap(&out, &bytes)
+        return out
     }
 }
 

@@ -343,38 +343,85 @@ public func urlsFoundIn(_ text: String) -> [String] {
 /// Standard base64 (RFC 4648 §4), padding optional, whitespace ignored; with `urlSafe` the
 /// URL-safe alphabet (§5) is accepted too.
 public enum Base64 {
+    /// Per byte: 0...63 a digit of the standard alphabet, 64 / 65 the URL-safe `-` / `_`, 66 `=`,
+    /// 67 whitespace, 255 anything else.
+    private static let table: [UInt8] = {
+        var t = [UInt8](repeating: 255, count: 256)
+        for (i, c) in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8.enumerated() { t[Int(c)] = UInt8(i) }
+        t[Int(UInt8(ascii: "-"))] = 64
+        t[Int(UInt8(ascii: "_"))] = 65
+        t[Int(UInt8(ascii: "="))] = 66
+        for c in [0x20, 0x09, 0x0A, 0x0D] { t[c] = 67 }
+        return t
+    }()
+
     /// The decoded bytes, or nil when `text` is not base64.
     public static func decode(_ text: String, urlSafe: Bool = true) -> [UInt8]? {
-        var out: [UInt8] = []
-        out.reserveCapacity(text.utf8.count * 3 / 4)
-        var acc: UInt32 = 0
-        var bits = 0
-        var padding = 0
-        for c in text.utf8 {
-            let v: UInt32
-            switch c {
-            case UInt8(ascii: "A")...UInt8(ascii: "Z"): v = UInt32(c - UInt8(ascii: "A"))
-            case UInt8(ascii: "a")...UInt8(ascii: "z"): v = UInt32(c - UInt8(ascii: "a")) + 26
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): v = UInt32(c - UInt8(ascii: "0")) + 52
-            case UInt8(ascii: "+"): v = 62
-            case UInt8(ascii: "/"): v = 63
-            case UInt8(ascii: "-") where urlSafe: v = 62
-            case UInt8(ascii: "_") where urlSafe: v = 63
-            case UInt8(ascii: "="):
-                padding += 1
-                continue
-            case 0x20, 0x09, 0x0A, 0x0D: continue
-            default: return nil
-            }
-            if padding > 0 { return nil }  // data after padding
-            acc = (acc << 6) | v
-            bits += 6
-            if bits >= 8 {
-                bits -= 8
-                out.append(UInt8((acc >> UInt32(bits)) & 0xFF))
+        var text = text
+        return text.withUTF8 { decode(bytes: $0, urlSafe: urlSafe) }
+    }
+
+    /// `decode` over the text's UTF-8 bytes: four digits at a time while they are plain digits,
+    /// one at a time around whitespace and padding.
+    static func decode(bytes b: UnsafeBufferPointer<UInt8>, urlSafe: Bool) -> [UInt8]? {
+        let n = b.count
+        var failed = false
+        let out = [UInt8](unsafeUninitializedCapacity: n / 4 * 3 + 3) { buf, written in
+            let t = table
+            t.withUnsafeBufferPointer { t in
+                var o = 0
+                var acc: UInt32 = 0
+                var bits = 0
+                var padding = 0
+                var i = 0
+                while i < n {
+                    if bits == 0 && padding == 0 && i + 4 <= n {
+                        let a = t[Int(b[i])], c = t[Int(b[i + 1])], d = t[Int(b[i + 2])], e = t[Int(b[i + 3])]
+                        if (a | c | d | e) < 64 {
+                            let v = UInt32(a) << 18 | UInt32(c) << 12 | UInt32(d) << 6 | UInt32(e)
+                            buf[o] = UInt8(truncatingIfNeeded: v >> 16)
+                            buf[o + 1] = UInt8(truncatingIfNeeded: v >> 8)
+                            buf[o + 2] = UInt8(truncatingIfNeeded: v)
+                            o += 3
+                            i += 4
+                            continue
+                        }
+                    }
+                    var v = UInt32(t[Int(b[i])])
+                    i += 1
+                    switch v {
+                    case 0..<64: break
+                    case 64, 65:
+                        guard urlSafe else {
+                            failed = true
+                            return
+                        }
+                        v -= 2  // `-` is 62, `_` is 63
+                    case 66:
+                        padding += 1
+                        continue
+                    case 67: continue
+                    default:
+                        failed = true
+                        return
+                    }
+                    if padding > 0 {  // data after padding
+                        failed = true
+                        return
+                    }
+                    acc = (acc << 6) | v
+                    bits += 6
+                    if bits >= 8 {
+                        bits -= 8
+                        buf[o] = UInt8((acc >> UInt32(bits)) & 0xFF)
+                        o += 1
+                    }
+                }
+                // A lone trailing character cannot encode a byte.
+                if bits >= 6 || padding > 2 { failed = true }
+                written = o
             }
         }
-        if bits >= 6 || padding > 2 { return nil }  // a lone trailing character cannot encode a byte
-        return out
+        return failed ? nil : out
     }
 }
