@@ -117,7 +117,7 @@ extension Broker {
         w.bool("delivered", live)
         w.bool("queued", !live)
         w.string("kind", kind.rawValue)
-        return .encoded(w.finish())
+        return .encoded(w.finishInPlace())
     }
 
     func urlCanOpen(_ p: Params) throws(RPCError) -> JSONValue {

@@ -403,7 +403,7 @@ extension Broker {
             result.string("eventID", event.id)
         }
         log.log(.debug, "share \(stored.id) from \(chosen.ext.bundleID) stored in \(group) (\(items.count) items)", connection: conn.id)
-        return .encoded(result.finish())
+        return .encoded(result.finishInPlace())
     }
 
     /// After recovery: re-creates the events that shares announced but that were never written

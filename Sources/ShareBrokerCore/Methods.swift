@@ -311,7 +311,7 @@ extension Broker {
         }
         w.object("defaults") { writeDefaultsStatus(&$0) }
         if verbose { w.value("clients", clientsJSON()) }
-        return w.finish()
+        return w.finishInPlace()
     }
 
     /// Manifest issues that keep a manifest out (counted for `broker.status`).

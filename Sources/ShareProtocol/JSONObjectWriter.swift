@@ -113,14 +113,20 @@ public struct JSONObjectWriter {
         swap(&inner.bytes, &bytes)
     }
 
-    /// Closes the object and returns its bytes (the writer is spent: it holds nothing after).
-    ///
-    /// Mutating, not consuming: a consumed writer may reach here as a second reference to the
-    /// buffer (the caller's variable still alive), and the closing brace would then copy it all.
-    public mutating func finish() -> [UInt8] {
+    /// Closes the object and returns its bytes.
+    public consuming func finish() -> [UInt8] {
+        bytes.append(UInt8(ascii: "}"))
+        return bytes
+    }
+
+    /// Closes the object and takes its bytes out of the writer, which is left empty: `finish` for
+    /// a writer in a variable. (A consumed writer can arrive as a second reference to the buffer,
+    /// the caller's variable still holding it, and the closing brace then copies every byte.)
+    public mutating func finishInPlace() -> [UInt8] {
         bytes.append(UInt8(ascii: "}"))
         var out: [UInt8] = []
         swap(&out, &bytes)
+        empty = true
         return out
     }
 }

@@ -265,17 +265,7 @@ struct UTISniffer {
         }
         let slice = bytes[bytes.startIndex..<end]
         if slice.contains(0) { return nil }
-        var out = ""
-        var it = slice.makeIterator()
-        var decoder = UTF8()
-        loop: while true {
-            switch decoder.decode(&it) {
-            case .scalarValue(let s): out.unicodeScalars.append(s)
-            case .emptyInput: break loop
-            case .error: return nil
-            }
-        }
-        return out
+        return String(validating: slice, as: UTF8.self)  // validated in bulk, not a scalar at a time
     }
 
     /// RFC 5322 headers at the start: at least two well-known header names, the first on line one.

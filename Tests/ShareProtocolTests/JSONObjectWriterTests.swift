@@ -36,6 +36,10 @@ import Testing
 
     @Test func emptyObject() {
         #expect(JSONObjectWriter().finish() == Array("{}".utf8))
+        var w = JSONObjectWriter()
+        w.int("a", 1)
+        #expect(w.finishInPlace() == Array(#"{"a":1}"#.utf8))
+        #expect(w.bytes.isEmpty)
     }
 
     @Test func integersOfEveryWidth() {
