@@ -300,7 +300,7 @@ private struct Parser {
                 let slice = UnsafeRawBufferPointer(rebasing: buf[start..<pos])
                 pos += 1
                 if !sawHigh { return String(decoding: slice, as: UTF8.self) }
-                guard let s = String(validating: slice, as: UTF8.self) else {
+                guard let s = UTF8Text.validated(slice) else {
                     throw fail("invalid UTF-8 in string", at: start)
                 }
                 return s
@@ -357,7 +357,7 @@ private struct Parser {
                 throw fail("invalid escape '\\\(printable(e))'", at: pos - 2)
             }
         }
-        guard let s = String(validating: bytes, as: UTF8.self) else {
+        guard let s = UTF8Text.validated(bytes) else {
             throw fail("invalid UTF-8 in string", at: start)
         }
         return s

@@ -2,6 +2,8 @@
 // then text heuristics for JSON, HTML, XML, vCard, iCalendar, scripts). Pure Swift over [UInt8]; the caller
 // passes as many leading bytes as it has (4 KiB is plenty).
 
+import ShareProtocol
+
 /// Sniffs a type identifier from the leading bytes of a file, or nil when nothing is recognised.
 ///
 /// Binary signatures come first (PDF `%PDF-`, PNG, JPEG, GIF, WebP/WAVE/AVI in RIFF, HEIC/HEIF/AVIF and
@@ -265,7 +267,7 @@ struct UTISniffer {
         }
         let slice = bytes[bytes.startIndex..<end]
         if slice.contains(0) { return nil }
-        return String(validating: slice, as: UTF8.self)  // validated in bulk, not a scalar at a time
+        return UTF8Text.validated(slice)  // validated in bulk, not a scalar at a time
     }
 
     /// RFC 5322 headers at the start: at least two well-known header names, the first on line one.
