@@ -318,7 +318,7 @@ extension Broker {
         }
         // The event to queue, validated before anything is stored.
         var route: (app: String, fields: JSONObject)? = nil
-        let shareID = "sh-" + randomHex(12)
+        let shareID = randomHex(12, prefix: "sh-")
         if openContaining {
             guard let scheme = chosen.app.urlSchemes.first else {
                 closeFiles(items)
@@ -495,7 +495,8 @@ extension Broker {
 
     // MARK: Helpers
 
-    func randomHex(_ bytes: Int) -> String {
+    /// `prefix` followed by `bytes` random bytes in lowercase hex (share IDs: `sh-` + 24 digits).
+    func randomHex(_ bytes: Int, prefix: String = "") -> String {
         // Share IDs are drawn from the kernel's CSPRNG, 4 KiB at a time: one getrandom per
         // ~340 shares instead of one per byte (a syscall that costs microseconds in a VM).
         if randomPool.count - randomPoolIndex < bytes {
@@ -507,18 +508,28 @@ extension Broker {
             randomPoolIndex = 0
         }
         let digits: StaticString = "0123456789abcdef"
-        var out = [UInt8]()
-        out.reserveCapacity(bytes * 2)
-        digits.withUTF8Buffer { d in
-            for i in randomPoolIndex..<(randomPoolIndex + bytes) {
-                out.append(d[Int(randomPool[i] >> 4)])
-                out.append(d[Int(randomPool[i] & 15)])
+        let from = randomPoolIndex
+        let p = prefix.utf8.count
+        // Written straight into the string's storage (no intermediate array).
+        let id = String(unsafeUninitializedCapacity: p + bytes * 2) { out in
+            var o = 0
+            for c in prefix.utf8 {
+                out[o] = c
+                o += 1
             }
+            digits.withUTF8Buffer { d in
+                for i in from..<(from + bytes) {
+                    out[o] = d[Int(randomPool[i] >> 4)]
+                    out[o + 1] = d[Int(randomPool[i] & 15)]
+                    o += 2
+                }
+            }
+            return o
         }
         // Used bytes are overwritten so they can never be handed out (or read back) again.
-        for i in randomPoolIndex..<(randomPoolIndex + bytes) { randomPool[i] = 0 }
+        for i in from..<(from + bytes) { randomPool[i] = 0 }
         randomPoolIndex += bytes
-        return String(decoding: out, as: UTF8.self)
+        return id
     }
 }
 

@@ -111,8 +111,16 @@ final class ShareFlowTests: XCTestCase {
         let sent2 = try tool.call("share.send", ["items": [["path": .string(source)]], "extension": "com.example.pdfreader.share"])
         XCTAssertTrue(FileManager.default.fileExists(atPath: source), "the source is copied, not moved")
 
+        // Share IDs: "sh-" and 24 lowercase hex digits (96 random bits), never the same twice.
+        let ids = [shareID, sent2["shareID"]!.stringValue!]
+        for id in ids {
+            XCTAssertTrue(id.hasPrefix("sh-") && id.utf8.count == 27, id)
+            XCTAssertTrue(id.utf8.dropFirst(3).allSatisfy { (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }, id)
+        }
+        XCTAssertNotEqual(ids[0], ids[1])
+
         let app = try session(h, "app", "com.example.pdfreader")
-        for id in [shareID, sent2["shareID"]!.stringValue!] {
+        for id in ids {
             let share = try app.call("share.get", ["shareID": .string(id)])
             let item = try XCTUnwrap(share["items"]?.arrayValue?.first)
             XCTAssertEqual(item["type"], "com.adobe.pdf")
