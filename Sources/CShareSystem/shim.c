@@ -228,6 +228,25 @@ int sb_pipe_nonblocking(int fds[2]) {
 #endif
 }
 
+#ifdef __APPLE__
+#include <libproc.h>
+#endif
+
+int sb_executable_path(int pid, char *buf, int size) {
+    if (pid <= 0 || size < 2) return -1;
+#ifdef __APPLE__
+    int n = proc_pidpath(pid, buf, (uint32_t)size);
+    return n > 0 ? n : -1;
+#else
+    char link[64];
+    snprintf(link, sizeof link, "/proc/%d/exe", pid);
+    ssize_t n = readlink(link, buf, (size_t)size - 1);
+    if (n <= 0) return -1;
+    buf[n] = 0;
+    return (int)n;
+#endif
+}
+
 int sb_accept_nonblocking(int fd) {
 #ifdef __linux__
     return accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -236,11 +255,20 @@ int sb_accept_nonblocking(int fd) {
     if (c < 0) return -1;
     fcntl(c, F_SETFL, fcntl(c, F_GETFL) | O_NONBLOCK);
     fcntl(c, F_SETFD, FD_CLOEXEC);
+    /* No MSG_NOSIGNAL on Darwin: a write to a peer that is gone must fail with EPIPE, not raise SIGPIPE. */
+    int one = 1;
+    setsockopt(c, SOL_SOCKET, SO_NOSIGPIPE, &one, sizeof one);
     return c;
 #endif
 }
 
+#ifdef __APPLE__
+#include <crt_externs.h>
+char **sb_environ(void) { return *_NSGetEnviron(); }
+#else
 extern char **environ;
+char **sb_environ(void) { return environ; }
+#endif
 
 pid_t sb_spawn_detached(const char *const argv[], const char *const envp[], int err_fd) {
     posix_spawn_file_actions_t fa;
@@ -341,7 +369,13 @@ static int crc_hw = -1;
 
 uint32_t sb_crc32c(uint32_t crc, const void *buf, size_t len) {
 #ifdef SB_HAVE_HW_CRC32C
+#ifdef __APPLE__
+    /* Every x86_64 Mac that runs macOS 13 has SSE4.2, and Apple's runtime lacks the
+       __cpu_model symbol that __builtin_cpu_supports needs. */
+    if (crc_hw < 0) crc_hw = 1;
+#else
     if (crc_hw < 0) crc_hw = __builtin_cpu_supports("sse4.2") ? 1 : 0;
+#endif
     if (crc_hw) return crc32c_hw(crc, (const unsigned char *)buf, len);
 #endif
     if (!crc_ready) crc_init();
@@ -375,7 +409,12 @@ int sb_preallocate(int fd, long long offset, long long len) {
     fstore_t st = {F_ALLOCATECONTIG, F_PEOFPOSMODE, 0, (off_t)len, 0};
     if (fcntl(fd, F_PREALLOCATE, &st) == -1) {
         st.fst_flags = F_ALLOCATEALL;
-        if (fcntl(fd, F_PREALLOCATE, &st) == -1) return errno;
+        if (fcntl(fd, F_PREALLOCATE, &st) == -1) {
+            /* Out of space is an answer; a volume that cannot preallocate (FAT, SMB, NFS) just
+               gets no reservation, as on Linux. */
+            if (errno == ENOSPC || errno == EDQUOT || errno == EFBIG) return errno;
+            return 0;
+        }
     }
     (void)offset;
     return 0;

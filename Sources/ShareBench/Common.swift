@@ -266,7 +266,12 @@ struct CPUSnapshot {
             if v.count >= 8 { busy = (v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / tick }
         }
         var own = 0.0
-        for who in [RUSAGE_SELF.rawValue, RUSAGE_CHILDREN.rawValue] {
+        #if canImport(Glibc)
+            let whos = [RUSAGE_SELF.rawValue, RUSAGE_CHILDREN.rawValue]
+        #else
+            let whos = [RUSAGE_SELF, RUSAGE_CHILDREN]
+        #endif
+        for who in whos {
             var ru = rusage()
             getrusage(who, &ru)
             own += Double(ru.ru_utime.tv_sec) + Double(ru.ru_utime.tv_usec) / 1e6

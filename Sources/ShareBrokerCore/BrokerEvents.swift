@@ -231,11 +231,11 @@ extension Broker {
         let errFD = open(logPath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0o600)
         defer { if errFD >= 0 { FD.close(errFD) } }
         var env: [String] = []
-        var e = environ
-        while let p = e.pointee {
+        var e = sb_environ()
+        while let p = e?.pointee {
             let s = String(cString: p)
             if !s.hasPrefix("SHAREBROKER_SOCKET=") && !s.hasPrefix("SHAREBROKER_BUNDLE_ID=") { env.append(s) }
-            e += 1
+            e = e.map { $0 + 1 }
         }
         env.append("SHAREBROKER_SOCKET=\(config.socketPath)")
         env.append("SHAREBROKER_BUNDLE_ID=\(app)")

@@ -35,6 +35,7 @@ public struct JSONObjectWriter {
     }
 
     @inline(__always) private mutating func key(_ k: StaticString) {
+        assert(!bytes.isEmpty, "a JSONObjectWriter written to after finishInPlace()")
         let comma = !empty
         empty = false
         k.withUTF8Buffer { b in
@@ -119,9 +120,10 @@ public struct JSONObjectWriter {
         return bytes
     }
 
-    /// Closes the object and takes its bytes out of the writer, which is left empty: `finish` for
-    /// a writer in a variable. (A consumed writer can arrive as a second reference to the buffer,
-    /// the caller's variable still holding it, and the closing brace then copies every byte.)
+    /// Closes the object and takes its bytes out of the writer: `finish` for a writer in a
+    /// variable. (A consumed writer can arrive as a second reference to the buffer, the caller's
+    /// variable still holding it, and the closing brace then copies every byte.) The writer is
+    /// spent afterwards: it holds no bytes and must not be written to again.
     public mutating func finishInPlace() -> [UInt8] {
         bytes.append(UInt8(ascii: "}"))
         var out: [UInt8] = []

@@ -166,6 +166,10 @@ public enum PropertyList {
         if type(of: v) == Bool.self, let b = v as? Bool { return .bool(b) }
         if let s = v as? String { return .string(s) }
         if let n = v as? NSNumber {
+            // On Apple platforms a plist Boolean arrives as a CFBoolean NSNumber (type "c"), not a Bool.
+            #if canImport(Darwin)
+                if CFGetTypeID(n) == CFBooleanGetTypeID() { return .bool(n.boolValue) }
+            #endif
             let kind = String(cString: n.objCType)
             if kind == "f" || kind == "d" { return .real(n.doubleValue) }
             if kind == "Q" || kind == "L" || kind == "I" { return .integer(String(n.uint64Value)) }

@@ -236,7 +236,7 @@ public final class EventStore: TurnParticipant {
         let seq = nextSeq
         let id = "ev-" + String(seq)
         var body = consume fields
-        if body.members.first?.key == "id" {
+        if body.members.first?.key == "id", !body.members.dropFirst().contains(where: { $0.key == "id" }) {
             body["id"] = .string(id)  // found at once: the first member
         } else {
             var members: [(key: String, value: JSONValue)] = []

@@ -220,11 +220,12 @@ public enum ProcessInfoLite {
         let r = sb_process_rss(pid, &peak)
         return r < 0 ? nil : (r, peak)
     }
-    /// The executable a process runs (Linux: /proc/PID/exe), or nil when it cannot be told.
+    /// The executable a process runs (Linux: /proc/PID/exe; macOS: proc_pidpath), or nil when it
+    /// cannot be told.
     public static func executablePath(of pid: Int32) -> String? {
         guard pid > 0 else { return nil }
         var buf = [CChar](repeating: 0, count: 4096)
-        let n = readlink("/proc/\(pid)/exe", &buf, buf.count - 1)
+        let n = Int(sb_executable_path(pid, &buf, Int32(buf.count)))
         guard n > 0 else { return nil }
         return String(decoding: buf[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }

@@ -75,6 +75,9 @@ public enum UnixSocket {
         #else
             let fd = try retrying("socket") { socket(AF_UNIX, SOCK_STREAM, 0) }
             _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+            // No MSG_NOSIGNAL here: writing to a peer that is gone must fail with EPIPE, not kill.
+            var one: Int32 = 1
+            _ = setsockopt(fd, SOL_SOCKET, SO_NOSIGPIPE, &one, socklen_t(MemoryLayout<Int32>.size))
         #endif
         return fd
     }

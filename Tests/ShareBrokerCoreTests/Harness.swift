@@ -100,13 +100,30 @@ final class BrokerHarness {
     }
 }
 
+// Raw socket calls that differ between Glibc and Darwin (no MSG_NOSIGNAL on Darwin: the socket
+// gets SO_NOSIGPIPE instead).
+#if canImport(Glibc)
+    func rawStreamSocket() -> Int32 { socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0) }
+    func rawConnect(_ fd: Int32, _ a: UnsafePointer<sockaddr>, _ len: socklen_t) -> Int32 { Glibc.connect(fd, a, len) }
+    func rawSend(_ fd: Int32, _ p: UnsafeRawPointer, _ n: Int) -> Int { Glibc.send(fd, p, n, Int32(MSG_NOSIGNAL)) }
+#else
+    func rawStreamSocket() -> Int32 {
+        let fd = socket(AF_UNIX, SOCK_STREAM, 0)
+        var one: Int32 = 1
+        _ = setsockopt(fd, SOL_SOCKET, SO_NOSIGPIPE, &one, socklen_t(MemoryLayout<Int32>.size))
+        return fd
+    }
+    func rawConnect(_ fd: Int32, _ a: UnsafePointer<sockaddr>, _ len: socklen_t) -> Int32 { Darwin.connect(fd, a, len) }
+    func rawSend(_ fd: Int32, _ p: UnsafeRawPointer, _ n: Int) -> Int { Darwin.send(fd, p, n, 0) }
+#endif
+
 /// Raw line-oriented socket for protocol tests: send bytes, read lines with a timeout.
 final class RawClient {
     let fd: Int32
     var buffer: [UInt8] = []
 
     init(_ path: String) throws {
-        fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        fd = rawStreamSocket()
         var addr = sockaddr_un()
         addr.sun_family = sa_family_t(AF_UNIX)
         withUnsafeMutableBytes(of: &addr.sun_path) { raw in
@@ -115,7 +132,7 @@ final class RawClient {
             raw[b.count] = 0
         }
         let r = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { rawConnect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
         }
         if r != 0 { throw NSError(domain: "connect", code: Int(errno)) }
     }
@@ -125,7 +142,7 @@ final class RawClient {
     func send(_ bytes: [UInt8]) {
         var off = 0
         while off < bytes.count {
-            let n = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress! + off, bytes.count - off, Int32(MSG_NOSIGNAL)) }
+            let n = bytes.withUnsafeBytes { rawSend(fd, $0.baseAddress! + off, bytes.count - off) }
             if n <= 0 { return }
             off += n
         }

@@ -358,7 +358,7 @@ final class LifecycleTests: XCTestCase {
                 let s = stop.value
                 lock.unlock()
                 if s { break }
-                let n = chunk.withUnsafeBytes { Glibc.send(fd, $0.baseAddress! + off, chunk.count - off, Int32(MSG_NOSIGNAL)) }
+                let n = chunk.withUnsafeBytes { rawSend(fd, $0.baseAddress! + off, chunk.count - off) }
                 if n > 0 {
                     sent += n
                     off = (off + n) % chunk.count

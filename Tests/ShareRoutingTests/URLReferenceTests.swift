@@ -72,6 +72,38 @@ final class URLReferenceTests: XCTestCase {
         }
     }
 
+    /// Components are ranges of the text, made into strings when read: the authority and the
+    /// edge cases where a component is present but empty, or absent.
+    func testComponentsAtTheEdges() throws {
+        let cases: [(String, authority: String?, userinfo: String?, host: String?, port: Int?, path: String, query: String?, fragment: String?)] = [
+            ("file:///x", "", nil, "", nil, "/x", nil, nil),
+            ("http://h:/", "h:", nil, "h", nil, "/", nil, nil),
+            ("x:?", nil, nil, nil, nil, "", "", nil),
+            ("x:#", nil, nil, nil, nil, "", nil, ""),
+            ("x:a#b?c", nil, nil, nil, nil, "a", nil, "b?c"),
+            ("x:?#", nil, nil, nil, nil, "", "", ""),
+            ("https://u@H.example:8443", "u@H.example:8443", "u", "h.example", 8443, "", nil, nil),
+            ("https://u:p@[v1.x]/p", "u:p@[v1.x]", "u:p", "[v1.x]", nil, "/p", nil, nil),
+            ("app://", "", nil, "", nil, "", nil, nil),
+        ]
+        for c in cases {
+            let u = try URLReference(parsing: c.0)
+            XCTAssertEqual(u.authority, c.authority, "authority of \(c.0)")
+            XCTAssertEqual(u.userinfo, c.userinfo, "userinfo of \(c.0)")
+            XCTAssertEqual(u.host, c.host, "host of \(c.0)")
+            XCTAssertEqual(u.port, c.port, "port of \(c.0)")
+            XCTAssertEqual(u.path, c.path, "path of \(c.0)")
+            XCTAssertEqual(u.query, c.query, "query of \(c.0)")
+            XCTAssertEqual(u.fragment, c.fragment, "fragment of \(c.0)")
+            XCTAssertEqual(u.description, c.0)
+        }
+        // Equal and hashed by their text.
+        let a = try URLReference(parsing: "https://example.com/a?b#c")
+        XCTAssertEqual(a, try URLReference(parsing: "https://example.com/a?b#c"))
+        XCTAssertNotEqual(a, try URLReference(parsing: "https://EXAMPLE.com/a?b#c"))
+        XCTAssertEqual(Set([a, try URLReference(parsing: "https://example.com/a?b#c")]).count, 1)
+    }
+
     func testInvalidURLsNameTheProblem() {
         let cases: [(text: String, message: String, line: UInt)] = [
             ("foo bar", "invalid URL 'foo bar': space at position 3 must be percent-encoded (%20)", #line),

@@ -45,6 +45,12 @@ final class JournalTests: XCTestCase {
             let a = try s.enqueue(app: "com.a", fields: JSONObject(uniqueMembers: [("id", .null), ("kind", "openURL"), ("url", "a://1")]))
             let b = try s.enqueue(app: "com.a", fields: JSONObject(uniqueMembers: [("kind", "openURL"), ("id", "mine"), ("url", "a://2")]))
             let c = try s.enqueue(app: "com.a", fields: ["kind": "openURL"])
+            // An id slot first and another id later (uniqueness is the caller's promise, not
+            // checked): the store's id still comes once, first.
+            let d = try s.enqueue(
+                app: "com.b", fields: JSONObject(uniqueMembers: [("id", .null), ("kind", "openURL"), ("id", "x"), ("url", "b://1")]))
+            XCTAssertEqual(d.body.keys, ["id", "kind", "url"])
+            XCTAssertEqual(d.body["id"]?.stringValue, "ev-4")
             for (e, id, url) in [(a, "ev-1", "a://1"), (b, "ev-2", "a://2")] {
                 XCTAssertEqual(e.id, id)
                 XCTAssertEqual(e.body.keys, ["id", "kind", "url"])

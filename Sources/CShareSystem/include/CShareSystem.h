@@ -45,6 +45,10 @@ int sb_pipe_nonblocking(int fds[2]);
 
 /// accept4 with SOCK_NONBLOCK|SOCK_CLOEXEC (accept + fcntl elsewhere).
 int sb_accept_nonblocking(int fd);
+/// The process environment (environ; _NSGetEnviron() on Apple platforms, where Swift cannot see environ).
+char **sb_environ(void);
+/// The path of the executable `pid` runs (/proc/PID/exe on Linux, proc_pidpath on Apple): its length, or -1.
+int sb_executable_path(int pid, char *buf, int size);
 
 /// Spawns argv[0] (PATH searched) detached in a new session, stdin/stdout to /dev/null, stderr to
 /// err_fd (or /dev/null when -1), with envp. Returns the child pid or -1/errno.
