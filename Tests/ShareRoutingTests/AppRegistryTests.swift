@@ -1,0 +1,23 @@
+// AppRegistry lookups by bundle ID: apps, extensions, and the launch command (kept in a dictionary
+// of its own, so a lookup for an app without one hashes nothing).
+
+import ShareRouting
+import XCTest
+
+final class AppRegistryTests: XCTestCase {
+    func testLaunchCommandsBelongToAppsThatHaveOne() {
+        let registry = AppRegistry(manifests: [
+            AppManifest(bundleID: "com.a", urlSchemes: ["a"], launch: ["/usr/bin/a", "--flag"],
+                        extensions: [ExtensionManifest(bundleID: "com.a.share", point: "com.apple.share-services")]),
+            AppManifest(bundleID: "com.b", urlSchemes: ["b"]),
+            // A later manifest with a taken bundle ID is ignored, launch command and all.
+            AppManifest(bundleID: "com.b", urlSchemes: ["b2"], launch: ["/usr/bin/b"]),
+        ])
+        XCTAssertEqual(registry.launchCommand(of: "com.a"), ["/usr/bin/a", "--flag"])
+        XCTAssertNil(registry.launchCommand(of: "com.b"))
+        XCTAssertNil(registry.launchCommand(of: "com.a.share"), "an extension is not launched")
+        XCTAssertNil(registry.launchCommand(of: "com.unknown"))
+        XCTAssertEqual(registry.appExtension("com.a.share")?.app.bundleID, "com.a")
+        XCTAssertEqual(registry.app("com.b")?.urlSchemes, ["b"])
+    }
+}
