@@ -22,7 +22,7 @@ public struct AppRegistry: Sendable {
     private var bundles: [String: RegisteredBundle] = [:]
     /// The launch command of each app that has one (looked up on every queued event: most apps
     /// have none, and a lookup in an empty dictionary hashes nothing).
-    private var launchCommands: [String: [String]] = [:]
+    public private(set) var launchCommands: [String: [String]] = [:]
 
     /// An empty registry.
     public init() {}

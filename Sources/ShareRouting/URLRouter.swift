@@ -164,12 +164,36 @@ public struct CanOpenAnswer: Sendable, Equatable {
 /// that when they use the same document its order decides (Apple: "The first match wins, allowing you
 /// to designate one app to handle specified URLs in your website, and another app to handle the rest").
 public struct URLRouter: Sendable {
+    /// The tables, built once and never changed, behind one reference: a copy of the router (the
+    /// broker makes one per request) retains one object instead of six arrays and dictionaries.
+    final class Tables: Sendable {
+        let apps: [AppManifest]
+        let conflicts: [String: [String]]
+        let associations: [String: AssociationDocumentResult]
+        let schemeIndex: [String: [Int]]
+        let exactDomains: [String: [DomainClaim]]
+        let wildcardDomains: [String: [DomainClaim]]
+
+        init(
+            apps: [AppManifest], conflicts: [String: [String]], associations: [String: AssociationDocumentResult],
+            schemeIndex: [String: [Int]], exactDomains: [String: [DomainClaim]], wildcardDomains: [String: [DomainClaim]]
+        ) {
+            self.apps = apps
+            self.conflicts = conflicts
+            self.associations = associations
+            self.schemeIndex = schemeIndex
+            self.exactDomains = exactDomains
+            self.wildcardDomains = wildcardDomains
+        }
+    }
+    let tables: Tables
+
     /// The apps, in precedence order (earlier wins).
-    public let apps: [AppManifest]
+    public var apps: [AppManifest] { tables.apps }
     /// Schemes (lowercased) registered by more than one app → their bundle IDs in precedence order.
-    public let conflicts: [String: [String]]
+    public var conflicts: [String: [String]] { tables.conflicts }
     /// The association documents, by host (lowercased; `host:port` for port entries).
-    public let associations: [String: AssociationDocumentResult]
+    public var associations: [String: AssociationDocumentResult] { tables.associations }
 
     struct DomainClaim: Sendable {
         var app: Int
@@ -179,17 +203,15 @@ public struct URLRouter: Sendable {
         var documentKey: String
     }
 
-    let schemeIndex: [String: [Int]]
-    let exactDomains: [String: [DomainClaim]]
-    let wildcardDomains: [String: [DomainClaim]]
+    var schemeIndex: [String: [Int]] { tables.schemeIndex }
+    var exactDomains: [String: [DomainClaim]] { tables.exactDomains }
+    var wildcardDomains: [String: [DomainClaim]] { tables.wildcardDomains }
 
     /// Builds the indexes. `apps` are in precedence order (earlier wins); `associations` maps a host
     /// (lowercased) to its parsed document or the reason it was rejected.
     public init(apps: [AppManifest], associations: [String: AssociationDocumentResult]) {
-        self.apps = apps
         var docs: [String: AssociationDocumentResult] = [:]
         for (k, v) in associations { docs[URLReference.asciiLowercased(k)] = v }
-        self.associations = docs
 
         var schemes: [String: [Int]] = [:]
         var exact: [String: [DomainClaim]] = [:]
@@ -206,16 +228,14 @@ public struct URLRouter: Sendable {
                 if e.wildcard { wildcard[key, default: []].append(claim) } else { exact[key, default: []].append(claim) }
             }
         }
-        schemeIndex = schemes
-        exactDomains = exact
-        wildcardDomains = wildcard
         var c: [String: [String]] = [:]
         for (s, list) in schemes where list.count > 1 {
             var ids: [String] = []
             for i in list where !ids.contains(apps[i].bundleID) { ids.append(apps[i].bundleID) }
             if ids.count > 1 { c[s] = ids }
         }
-        conflicts = c
+        tables = Tables(
+            apps: apps, conflicts: c, associations: docs, schemeIndex: schemes, exactDomains: exact, wildcardDomains: wildcard)
     }
 
     /// `host` or `host:port` lowercased, with https's default port 443 dropped.
