@@ -5,12 +5,13 @@ import Foundation
 import ShareBrokerCore
 import ShareClient
 import ShareProtocol
+import ShareSystem
 import XCTest
 
 final class IdentityTests: XCTestCase {
-    func selfExecutable() -> String {
-        (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? ""
-    }
+    /// This test process's executable, as the broker reads it for a peer (/proc/PID/exe on
+    /// Linux, proc_pidpath on macOS).
+    func selfExecutable() -> String { ProcessInfoLite.executablePath(of: getpid()) ?? "" }
 
     func testUIDAndExecutableRestrictions() throws {
         let me = selfExecutable()
