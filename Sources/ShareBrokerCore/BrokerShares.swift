@@ -145,7 +145,9 @@ extension Broker {
                 throw .invalidParams("Invalid params: items[\(i)].url: \(error.message)")
             }
             let a = ShareTyping.urlAttachment(url, ref, given: givenType)
-            return PreparedItem(stored: ["url": .string(url), "type": .string(a.primaryType)], attachment: a, file: nil, size: url.utf8.count)
+            return PreparedItem(
+                stored: JSONObject(uniqueMembers: [(key: "url", value: .string(url)), (key: "type", value: .string(a.primaryType))]),
+                attachment: a, file: nil, size: url.utf8.count)
         case "text":
             guard case .string(let text)? = o["text"] else { throw .invalidParams("Invalid params: items[\(i)].text must be a string") }
             let a = ShareTyping.textAttachment(text, given: givenType)

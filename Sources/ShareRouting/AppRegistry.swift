@@ -13,19 +13,44 @@ public enum RegisteredBundle: Sendable, Equatable {
 
 /// All loaded manifests and the tables built from them. Pure: callers pass the files' bytes.
 public struct AppRegistry: Sendable {
+    /// The tables, built once and never changed, behind one reference: the broker calls the
+    /// registry on requests, and a call on a struct held in a class property works on a copy
+    /// (one retain instead of five arrays and dictionaries).
+    final class Tables: Sendable {
+        let apps: [AppManifest]
+        let issues: [ManifestIssue]
+        let schemeConflicts: [String: [String]]
+        let bundles: [String: RegisteredBundle]
+        let launchCommands: [String: [String]]
+
+        init(
+            apps: [AppManifest], issues: [ManifestIssue], schemeConflicts: [String: [String]],
+            bundles: [String: RegisteredBundle], launchCommands: [String: [String]]
+        ) {
+            self.apps = apps
+            self.issues = issues
+            self.schemeConflicts = schemeConflicts
+            self.bundles = bundles
+            self.launchCommands = launchCommands
+        }
+    }
+    private let tables: Tables
+
     /// Apps in precedence order (manifest file name order); earlier wins every conflict.
-    public private(set) var apps: [AppManifest] = []
+    public var apps: [AppManifest] { tables.apps }
     /// Every problem found: invalid manifests (fatal), notes, and conflicts.
-    public private(set) var issues: [ManifestIssue] = []
+    public var issues: [ManifestIssue] { tables.issues }
     /// Schemes (lowercased) claimed by more than one app, with the claimants in precedence order.
-    public private(set) var schemeConflicts: [String: [String]] = [:]
-    private var bundles: [String: RegisteredBundle] = [:]
+    public var schemeConflicts: [String: [String]] { tables.schemeConflicts }
+    private var bundles: [String: RegisteredBundle] { tables.bundles }
     /// The launch command of each app that has one (looked up on every queued event: most apps
     /// have none, and a lookup in an empty dictionary hashes nothing).
-    public private(set) var launchCommands: [String: [String]] = [:]
+    public var launchCommands: [String: [String]] { tables.launchCommands }
 
     /// An empty registry.
-    public init() {}
+    public init() {
+        tables = Tables(apps: [], issues: [], schemeConflicts: [:], bundles: [:], launchCommands: [:])
+    }
 
     /// Builds the registry from manifest files, given as (file name, bytes). Files are taken in
     /// file-name order: the first manifest to claim a bundle ID keeps it; a later app manifest with
@@ -43,7 +68,12 @@ public struct AppRegistry: Sendable {
 
     /// Builds the registry from decoded manifests (in precedence order).
     public init(manifests: [AppManifest], issues initialIssues: [ManifestIssue] = []) {
-        issues = initialIssues
+        var apps: [AppManifest] = []
+        var issues = initialIssues
+        var schemeConflicts: [String: [String]] = [:]
+        var bundles: [String: RegisteredBundle] = [:]
+        var launchCommands: [String: [String]] = [:]
+        func describe(_ b: RegisteredBundle) -> String { AppRegistry.describe(b, apps) }
         for var manifest in manifests {
             if let existing = bundles[manifest.bundleID] {
                 issues.append(
@@ -99,9 +129,11 @@ public struct AppRegistry: Sendable {
                     message: "URL scheme '\(scheme)' is claimed by \(list.joined(separator: ", ")); '\(list[0])' handles it (first manifest in file-name order)",
                     fatal: false))
         }
+        tables = Tables(
+            apps: apps, issues: issues, schemeConflicts: schemeConflicts, bundles: bundles, launchCommands: launchCommands)
     }
 
-    private func describe(_ b: RegisteredBundle) -> String {
+    private static func describe(_ b: RegisteredBundle, _ apps: [AppManifest]) -> String {
         switch b {
         case .app(let i): return "\(apps[i].file) (app)"
         case .appExtension(let a, let e): return "\(apps[a].file) (extension of \(apps[a].bundleID), #\(e))"
