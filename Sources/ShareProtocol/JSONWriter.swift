@@ -13,22 +13,28 @@ extension JSONValue {
         case .string(let s): JSONValue.writeString(s, to: &out)
         case .array(let items):
             out.append(UInt8(ascii: "["))
-            var first = true
-            for item in items {
-                if !first { out.append(UInt8(ascii: ",")) }
-                first = false
-                item.write(to: &out)
+            // Elements read in place through the buffer (iterating the array copies each one:
+            // a retain and a release per element).
+            items.withUnsafeBufferPointer { items in
+                for i in items.indices {
+                    if i > 0 { out.append(UInt8(ascii: ",")) }
+                    items[i].write(to: &out)
+                }
             }
             out.append(UInt8(ascii: "]"))
         case .object(let obj):
             out.append(UInt8(ascii: "{"))
-            var first = true
-            for m in obj.members {
-                if !first { out.append(UInt8(ascii: ",")) }
-                first = false
-                JSONValue.writeString(m.key, to: &out)
-                out.append(UInt8(ascii: ":"))
-                m.value.write(to: &out)
+            obj.members.withUnsafeBufferPointer { members in
+                for i in members.indices {
+                    if i > 0 { out.append(UInt8(ascii: ",")) }
+                    JSONValue.writeString(members[i].key, to: &out)
+                    out.append(UInt8(ascii: ":"))
+                    if case .string(let s) = members[i].value {
+                        JSONValue.writeString(s, to: &out)  // the common case, without the recursion
+                    } else {
+                        members[i].value.write(to: &out)
+                    }
+                }
             }
             out.append(UInt8(ascii: "}"))
         }
