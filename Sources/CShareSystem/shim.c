@@ -235,7 +235,8 @@ int sb_pipe_nonblocking(int fds[2]) {
 int sb_executable_path(int pid, char *buf, int size) {
     if (pid <= 0 || size < 2) return -1;
 #ifdef __APPLE__
-    int n = proc_pidpath(pid, buf, (uint32_t)size);
+    /* libproc refuses a buffer larger than PROC_PIDPATHINFO_MAXSIZE. */
+    int n = proc_pidpath(pid, buf, (uint32_t)(size > PROC_PIDPATHINFO_MAXSIZE ? PROC_PIDPATHINFO_MAXSIZE : size));
     return n > 0 ? n : -1;
 #else
     char link[64];
@@ -256,8 +257,10 @@ int sb_accept_nonblocking(int fd) {
     fcntl(c, F_SETFL, fcntl(c, F_GETFL) | O_NONBLOCK);
     fcntl(c, F_SETFD, FD_CLOEXEC);
     /* No MSG_NOSIGNAL on Darwin: a write to a peer that is gone must fail with EPIPE, not raise SIGPIPE. */
+#ifdef SO_NOSIGPIPE
     int one = 1;
     setsockopt(c, SOL_SOCKET, SO_NOSIGPIPE, &one, sizeof one);
+#endif
     return c;
 #endif
 }
@@ -410,10 +413,10 @@ int sb_preallocate(int fd, long long offset, long long len) {
     if (fcntl(fd, F_PREALLOCATE, &st) == -1) {
         st.fst_flags = F_ALLOCATEALL;
         if (fcntl(fd, F_PREALLOCATE, &st) == -1) {
-            /* Out of space is an answer; a volume that cannot preallocate (FAT, SMB, NFS) just
-               gets no reservation, as on Linux. */
-            if (errno == ENOSPC || errno == EDQUOT || errno == EFBIG) return errno;
-            return 0;
+            /* A volume that cannot preallocate (FAT, SMB, NFS; APFS has answered EINVAL) just gets
+               no reservation, as Linux does for EOPNOTSUPP; any other error is one. */
+            if (errno == ENOTSUP || errno == EOPNOTSUPP || errno == EINVAL) return 0;
+            return errno;
         }
     }
     (void)offset;

@@ -81,10 +81,6 @@ public final class Broker {
     let scratch: UnsafeMutableRawBufferPointer
     /// The registered apps.
     var registry = AppRegistry()
-    /// `registry.launchCommands`, kept here: a method called on the registry (a struct in a class
-    /// property) runs on a copy of it, every array and dictionary in it retained and released,
-    /// and this one is read for every queued event.
-    var launchCommands: [String: [String]] = [:]
     let startedAt = Clock.monotonicNanos()
     var stopping = false
     var stopDeadline: UInt64 = 0
@@ -332,7 +328,6 @@ public final class Broker {
     func reloadManifests(reason: String) {
         let loaded = StateFiles.load(stateDirectory: config.stateDirectory)
         registry = loaded.registry
-        launchCommands = registry.launchCommands
         for issue in registry.issues {
             log.log(issue.fatal ? .warning : .info, "manifest \(issue.fatal ? "error" : "note"): \(issue)")
         }

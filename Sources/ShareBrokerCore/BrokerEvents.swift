@@ -197,7 +197,7 @@ extension Broker {
 
     /// Starts the app's `launch` command unless it is running or waiting for a retry.
     func launchIfNeeded(_ app: String) {
-        guard let argv = launchCommands[app], !argv.isEmpty else { return }
+        guard let argv = registry.launchCommand(of: app), !argv.isEmpty else { return }
         var state = launches[app] ?? LaunchState()
         if state.pid != nil { return }  // starting: not again
         if let retry = state.retryAt, retry > Clock.monotonicNanos() { return }  // backing off
