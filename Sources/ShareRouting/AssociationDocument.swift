@@ -344,14 +344,19 @@ struct URLParts {
     let url: URLReference
     private var rawPath: String?
     private var decodedPath: String?
-    private var rawQuery: String??
-    private var rawFragment: String??
+    /// The query and fragment as written, read from the URL once (it makes a string per read).
+    private let rawQuery: String?
+    private let rawFragment: String?
     private var decodedQuery: String?
     private var decodedFragment: String?
     private var rawItems: [(String, String?)]?
     private var cache: [Int: [(String, String?)]] = [:]
 
-    init(_ url: URLReference) { self.url = url }
+    init(_ url: URLReference) {
+        self.url = url
+        rawQuery = url.query
+        rawFragment = url.fragment
+    }
 
     mutating func path(decoded: Bool) -> String {
         if decoded {
@@ -369,8 +374,7 @@ struct URLParts {
     func rawOrDecodedPath(_ decoded: Bool) -> String { decoded ? URLReference.percentDecoded(url.path) : url.path }
 
     mutating func query(decoded: Bool) -> String {
-        if rawQuery == nil { rawQuery = .some(url.query) }  // the URL makes a new string per read
-        guard let q = rawQuery! else { return "" }
+        guard let q = rawQuery else { return "" }
         if !decoded { return q }
         if let decodedQuery { return decodedQuery }
         let d = URLReference.percentDecoded(q)
@@ -379,8 +383,7 @@ struct URLParts {
     }
 
     mutating func fragment(decoded: Bool) -> String {
-        if rawFragment == nil { rawFragment = .some(url.fragment) }
-        guard let f = rawFragment! else { return "" }
+        guard let f = rawFragment else { return "" }
         if !decoded { return f }
         if let decodedFragment { return decodedFragment }
         let d = URLReference.percentDecoded(f)
