@@ -91,6 +91,7 @@ extension Broker {
             throw .invalidParams("Invalid params: \(list.count) items exceed the limit of \(config.maxFilesPerShare) per share")
         }
         var out: [PreparedItem] = []
+        out.reserveCapacity(list.count)
         var total = 0
         var usedNames = Set<String>()
         var failure: RPCError? = nil
@@ -227,17 +228,15 @@ extension Broker {
     // MARK: Targets
 
     /// Share targets (share and action extensions) whose rule accepts all the items.
-    func acceptingTargets(_ items: [PreparedItem]) -> [(ext: ExtensionManifest, app: AppManifest)] {
-        var result: [(ExtensionManifest, AppManifest)] = []
-        for app in registry.apps {
-            for ext in app.extensions where ext.isShareTarget {
-                if ShareTyping.accepts(activationRules[ext.bundleID], items: items).accepted { result.append((ext, app)) }
-            }
+    func acceptingTargets(_ items: [PreparedItem]) -> [ExtensionTarget] {
+        var result: [ExtensionTarget] = []
+        for t in registry.extensionTargets where t.ext.isShareTarget {
+            if ShareTyping.accepts(activationRules[t.ext.bundleID], items: items).accepted { result.append(t) }
         }
         return result
     }
 
-    static func targetJSON(_ t: (ext: ExtensionManifest, app: AppManifest)) -> JSONValue {
+    static func targetJSON(_ t: ExtensionTarget) -> JSONValue {
         ["extension": .string(t.ext.bundleID), "app": .string(t.app.bundleID), "name": .string(t.ext.name)]
     }
 
@@ -260,7 +259,7 @@ extension Broker {
         case let v?: throw .invalidParams("Invalid params: 'open' must be true, false or a URL string, got \(v.typeName)")
         }
         // Who sends: an extension as itself, or a tool as the share sheet.
-        var chosen: (ext: ExtensionManifest, app: AppManifest)
+        let chosen: ExtensionTarget
         var items: [PreparedItem]
         if conn.role == .extension {
             guard let me = conn.bundleID, let found = registry.appExtension(me) else {

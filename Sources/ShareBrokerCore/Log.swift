@@ -96,15 +96,23 @@ struct TimestampClock {
             second = Int(ts.tv_sec)
             prefix = TimestampClock.secondPrefix(ts.tv_sec)
         }
-        var out = prefix
-        out.reserveCapacity(24)
-        out.append(UInt8(ascii: "."))
         let ms = Int(ts.tv_nsec / 1_000_000)
-        out.append(UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: ms / 100))
-        out.append(UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: ms / 10 % 10))
-        out.append(UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: ms % 10))
-        out.append(UInt8(ascii: "Z"))
-        return String(decoding: out, as: UTF8.self)
+        // Written straight into the string's storage (24 ASCII bytes: no array, no copy).
+        return prefix.withUnsafeBufferPointer { head in
+            String(unsafeUninitializedCapacity: head.count + 5) { out in
+                var i = 0
+                for c in head {
+                    out[i] = c
+                    i += 1
+                }
+                out[i] = UInt8(ascii: ".")
+                out[i + 1] = UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: ms / 100)
+                out[i + 2] = UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: ms / 10 % 10)
+                out[i + 3] = UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: ms % 10)
+                out[i + 4] = UInt8(ascii: "Z")
+                return i + 5
+            }
+        }
     }
 
     static func secondPrefix(_ seconds: Int) -> [UInt8] {

@@ -11,6 +11,22 @@ public enum RegisteredBundle: Sendable, Equatable {
     case appExtension(app: Int, index: Int)
 }
 
+/// A registered extension with its containing app, built once with the registry: one reference
+/// to hand around (the manifests are structs of many fields; copying a pair of them retained and
+/// released every field on every share).
+public final class ExtensionTarget: Sendable {
+    /// The extension.
+    public let ext: ExtensionManifest
+    /// The app that contains it.
+    public let app: AppManifest
+
+    /// Pairs an extension with its containing app.
+    public init(ext: ExtensionManifest, app: AppManifest) {
+        self.ext = ext
+        self.app = app
+    }
+}
+
 /// All loaded manifests and the tables built from them. Pure: callers pass the files' bytes.
 public struct AppRegistry: Sendable {
     /// The tables, built once and never changed, behind one reference: the broker calls the
@@ -22,6 +38,9 @@ public struct AppRegistry: Sendable {
         let schemeConflicts: [String: [String]]
         let bundles: [String: RegisteredBundle]
         let launchCommands: [String: [String]]
+        /// Every kept extension, in precedence order, and by bundle ID.
+        let extensionTargets: [ExtensionTarget]
+        let extensionsByID: [String: ExtensionTarget]
 
         init(
             apps: [AppManifest], issues: [ManifestIssue], schemeConflicts: [String: [String]],
@@ -32,6 +51,17 @@ public struct AppRegistry: Sendable {
             self.schemeConflicts = schemeConflicts
             self.bundles = bundles
             self.launchCommands = launchCommands
+            var targets: [ExtensionTarget] = []
+            var byID: [String: ExtensionTarget] = [:]
+            for app in apps {
+                for ext in app.extensions {
+                    let t = ExtensionTarget(ext: ext, app: app)
+                    targets.append(t)
+                    byID[ext.bundleID] = t
+                }
+            }
+            extensionTargets = targets
+            extensionsByID = byID
         }
     }
     private let tables: Tables
@@ -156,10 +186,13 @@ public struct AppRegistry: Sendable {
     }
 
     /// The extension with `bundleID` and its containing app.
-    public func appExtension(_ bundleID: String) -> (ext: ExtensionManifest, app: AppManifest)? {
-        if case .appExtension(let a, let e)? = bundles[bundleID] { return (apps[a].extensions[e], apps[a]) }
-        return nil
+    public func appExtension(_ bundleID: String) -> ExtensionTarget? {
+        tables.extensionsByID[bundleID]
     }
+
+    /// Every registered extension with its app, in precedence order (apps in manifest file-name
+    /// order, each app's extensions in manifest order).
+    public var extensionTargets: [ExtensionTarget] { tables.extensionTargets }
 
     /// Number of registered bundles (apps and extensions).
     public var bundleCount: Int { bundles.count }

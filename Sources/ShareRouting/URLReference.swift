@@ -140,17 +140,37 @@ public struct URLReference: Sendable, Equatable, Hashable, CustomStringConvertib
 
     /// Parses `text` as an absolute URL.
     public init(parsing text: String) throws(URLParseError) {
+        if text.isEmpty { throw URLParseError(input: text, reason: "the URL is empty") }
+        if text.utf8.count > Int(Int32.max) {
+            throw URLParseError(input: text, reason: "the URL is too long (more than 2 GiB)")
+        }
+        // The bytes in place (no array copy) when the string has contiguous storage.
+        typealias Parsed = Result<(parts: Parts, scheme: String, port: Int?), URLParseError>
+        let parsed: Parsed =
+            text.utf8.withContiguousStorageIfAvailable { b in
+                Parsed { () throws(URLParseError) in try URLReference.split(b, text: text) }
+            }
+            ?? Array(text.utf8).withUnsafeBufferPointer { b in
+                Parsed { () throws(URLParseError) in try URLReference.split(b, text: text) }
+            }
+        let result = try parsed.get()
         original = text
+        normalizedScheme = result.scheme
+        port = result.port
+        parts = result.parts
+    }
+
+    /// Checks the URL's bytes and finds its components (`text` is the same URL, for messages).
+    static func split(
+        _ b: UnsafeBufferPointer<UInt8>, text: String
+    ) throws(URLParseError) -> (parts: Parts, scheme: String, port: Int?) {
         var r = Parts()
+        let port: Int?
         func fail(_ reason: String, at position: Int? = nil) -> URLParseError {
             URLParseError(input: text, reason: reason, position: position)
         }
-        if text.isEmpty { throw fail("the URL is empty") }
-        if text.utf8.count > Int(Int32.max) { throw fail("the URL is too long (more than 2 GiB)") }
-
         // Pass 1: every character must be one RFC 3986 allows raw, and every '%' must start '%XX'.
         // Positions count Unicode scalars; for ASCII text (the usual case) they are the bytes.
-        let b = Array(text.utf8)
         if b.contains(where: { $0 >= 0x80 }) {
             let scalars = Array(text.unicodeScalars)
             try URLReference.checkRawCharacters(count: scalars.count, { scalars[$0].value }, input: text)
@@ -183,7 +203,7 @@ public struct URLReference: Sendable, Equatable, Hashable, CustomStringConvertib
             throw fail("invalid scheme '\(schemeText)' (a letter, then letters, digits, '+', '-' or '.')", at: 0)
         }
         r.schemeEnd = Int32(colon)
-        normalizedScheme = URLReference.asciiLowercased(schemeText)  // URLScheme.normalize for ASCII
+        let normalizedScheme = URLReference.asciiLowercased(schemeText)  // URLScheme.normalize for ASCII
 
         // Split off fragment and query (the first '#' ends everything; the first '?' before it starts the query).
         var p = colon + 1
@@ -295,13 +315,12 @@ public struct URLReference: Sendable, Equatable, Hashable, CustomStringConvertib
         }
         r.pathStart = Int32(p)
         r.pathEnd = Int32(hierEnd)
-        parts = r
-
         if normalizedScheme == "http" || normalizedScheme == "https" {
             if r.hostStart < 0 || r.hostEnd == r.hostStart {
                 throw fail("an \(normalizedScheme) URL needs a host (e.g. '\(normalizedScheme)://example.com/')")
             }
         }
+        return (r, normalizedScheme, port)
     }
 
     /// Pass 1 of parsing: `value(i)` is the i-th Unicode scalar of the text.

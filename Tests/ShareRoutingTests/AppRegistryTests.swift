@@ -20,4 +20,26 @@ final class AppRegistryTests: XCTestCase {
         XCTAssertEqual(registry.appExtension("com.a.share")?.app.bundleID, "com.a")
         XCTAssertEqual(registry.app("com.b")?.urlSchemes, ["b"])
     }
+
+    func testExtensionTargetsKeepPrecedenceAndDropTakenIDs() {
+        let registry = AppRegistry(manifests: [
+            AppManifest(bundleID: "com.z", urlSchemes: ["z"], extensions: [
+                ExtensionManifest(bundleID: "com.z.share", point: "com.apple.share-services"),
+                ExtensionManifest(bundleID: "com.z.action", point: "com.apple.ui-services"),
+            ]),
+            AppManifest(bundleID: "com.a", urlSchemes: ["a"], extensions: [
+                // Taken by com.z's extension: dropped, so the lookup still finds com.z's.
+                ExtensionManifest(bundleID: "com.z.share", point: "com.apple.share-services"),
+                ExtensionManifest(bundleID: "com.a.share", point: "com.apple.share-services"),
+            ]),
+        ])
+        XCTAssertEqual(registry.extensionTargets.map(\.ext.bundleID), ["com.z.share", "com.z.action", "com.a.share"])
+        XCTAssertEqual(registry.extensionTargets.map(\.app.bundleID), ["com.z", "com.z", "com.a"])
+        XCTAssertEqual(registry.appExtension("com.z.share")?.app.bundleID, "com.z")
+        XCTAssertEqual(registry.appExtension("com.a.share")?.ext.point, "com.apple.share-services")
+        XCTAssertEqual(registry.appExtension("com.a.share")?.app.extensions.map(\.bundleID), ["com.a.share"])
+        XCTAssertNil(registry.appExtension("com.a"), "an app is not an extension")
+        XCTAssertNil(AppRegistry().appExtension("com.z.share"))
+        XCTAssertTrue(AppRegistry().extensionTargets.isEmpty)
+    }
 }
