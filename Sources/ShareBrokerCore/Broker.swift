@@ -770,7 +770,8 @@ public final class Broker {
         switch h {
         case .bytes(let b): out.append(contentsOf: b)
         case .deferred(let id, let result, let touched):
-            if let e = touched.firstMapped({ failed[$0] }) {
+            // (Most commits fail nothing: then no store needs looking up.)
+            if !failed.isEmpty, let e = touched.firstMapped({ failed[$0] }) {
                 RPCCodec.writeError(
                     id: id, error: RPCError(.storageFailure, "Storage failure: \(e.message); nothing was stored"), to: &out)
             } else {
