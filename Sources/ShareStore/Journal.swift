@@ -65,8 +65,18 @@ public enum JournalFaultPoint: Sendable {
 }
 
 /// One journal's records of one commit, written and made durable off the loop thread.
-public struct JournalBatch: @unchecked Sendable {  // the descriptor and bytes are the worker's alone
+/// An open segment file, closed when its last holder lets go: the journal while the segment is
+/// active, and each batch written to it (a roll may replace the active segment while a batch is
+/// in flight). One descriptor per segment, not a dup(2) and a close(2) per commit.
+final class SegmentDescriptor: @unchecked Sendable {  // the descriptor never changes
     let fd: Int32
+    init(_ fd: Int32) { self.fd = fd }
+    deinit { FD.close(fd) }
+}
+
+public struct JournalBatch: @unchecked Sendable {  // the bytes are the worker's alone
+    let file: SegmentDescriptor
+    var fd: Int32 { file.fd }
     let bytes: [UInt8]
     let startOffset: Int
     /// Zeros written after the records (`zeroFrom..<zeroTo`, empty for most batches): see
@@ -84,10 +94,8 @@ public struct JournalBatch: @unchecked Sendable {  // the descriptor and bytes a
         return UnsafeRawBufferPointer(start: p, count: size)
     }()
 
-    /// pwrite(2) at the batch's offset (plus the zero fill) + fdatasync, then closes the batch's
-    /// descriptor. Runs on the worker thread.
+    /// pwrite(2) at the batch's offset (plus the zero fill) + fdatasync. Runs on the worker thread.
     func writeAndSync() -> StoreError? {
-        defer { FD.close(fd) }
         do throws(SystemError) {
             if let e = faults?(.write) { throw SystemError("write", errno: e) }
             try bytes.withUnsafeBytes { buf in
@@ -145,7 +153,8 @@ public final class Journal {
 
     /// Segment numbers present, oldest first; the last is the active one.
     public private(set) var segments: [Int] = []
-    var activeFD: Int32 = -1
+    var active: SegmentDescriptor? = nil
+    var activeFD: Int32 { active?.fd ?? -1 }
     /// The active segment's path (built once per segment: every batch carries it for its errors).
     var activePath = ""
     var activeSize = 0
@@ -177,7 +186,6 @@ public final class Journal {
         segments.sort()
     }
 
-    deinit { if activeFD >= 0 { FD.close(activeFD) } }
 
     func path(of segment: Int) -> String {
         let digits = String(segment)
@@ -362,11 +370,9 @@ public final class Journal {
     public func takeBatch() throws(StoreError) -> JournalBatch? {
         guard !pending.isEmpty else { return nil }
         precondition(!batchInFlight, "takeBatch() with a batch in flight")
-        let fd = dup(activeFD)  // the worker's own descriptor: a later roll may close activeFD
-        if fd < 0 {
-            let e = SystemError("dup", errno: currentErrno())
+        guard let file = active else {
             pending.removeAll(keepingCapacity: true)
-            throw StoreError("cannot write \(path(of: activeSegment))", e)
+            throw StoreError("cannot write \(path(of: activeSegment)): no segment is open")
         }
         var bytes: [UInt8] = []
         swap(&bytes, &pending)
@@ -381,7 +387,7 @@ public final class Journal {
             zeroTo = max(zeroFrom, min(reservedEnd, zeroFrom + zeroAhead))
         }
         let batch = JournalBatch(
-            fd: fd, bytes: bytes, startOffset: activeSize, zeroFrom: zeroFrom, zeroTo: zeroTo,
+            file: file, bytes: bytes, startOffset: activeSize, zeroFrom: zeroFrom, zeroTo: zeroTo,
             path: activePath, faults: faultInjector)
         activeSize = end
         writtenEnd = max(writtenEnd, end, zeroTo)
@@ -419,9 +425,8 @@ public final class Journal {
             // The sealed segment gives back its zeroed and reserved space past its last record
             // (best effort: replay skips the zeros either way).
             _ = ftruncate(activeFD, off_t(activeSize))
-            FD.close(activeFD)
         }
-        activeFD = fd
+        active = SegmentDescriptor(fd)  // the sealed one closes when no batch holds it
         activePath = p
         activeSize = 0
         writtenEnd = 0
@@ -440,7 +445,7 @@ public final class Journal {
         if fd < 0 { throw StoreError("cannot open \(p)", SystemError("open", errno: currentErrno())) }
         var st = stat()
         fstat(fd, &st)
-        activeFD = fd
+        active = SegmentDescriptor(fd)
         activePath = p
         writtenEnd = Int(st.st_size)
         activeSize = min(recoveredEnd, writtenEnd)

@@ -133,7 +133,6 @@ public final class SyncWorker: @unchecked Sendable {  // state guarded by `mutex
             if failedBefore {
                 // Not written: an earlier store of this commit failed (and must come first).
                 errors.append(StoreError("not written: an earlier store of the same commit failed"))
-                job.batch.map { FD.close($0.fd) }
                 continue
             }
             let e = job.run()
