@@ -87,6 +87,13 @@ struct AppQueue {
         slots.append(e)
     }
 
+    /// Appends an event whose id is `ev-<seq>` (as `enqueue` makes them): indexed by its sequence
+    /// number without reading the id back.
+    mutating func append(canonical e: StoredEvent) {
+        positions[e.seq] = slots.count
+        slots.append(e)
+    }
+
     /// Inserts keeping seq order (used when an ack is undone, or a duplicate arrives at replay).
     mutating func insertOrdered(_ e: StoredEvent) {
         if let last = slots.last(where: { $0 != nil }), let l = last, l.seq > e.seq {
@@ -234,7 +241,7 @@ public final class EventStore: TurnParticipant {
     /// it is then replaced in place, without copying the members.
     public func enqueue(app: String, fields: consuming JSONObject) throws(StoreError) -> StoredEvent {
         let seq = nextSeq
-        let id = "ev-" + String(seq)
+        let id = EventStore.canonicalID(seq)
         var body = consume fields
         if body.members.first?.key == "id", !body.members.dropFirst().contains(where: { $0.key == "id" }) {
             body["id"] = .string(id)  // found at once: the first member
@@ -250,12 +257,35 @@ public final class EventStore: TurnParticipant {
         }
         nextSeq += 1
         let event = StoredEvent(id: id, seq: seq, app: app, body: body, segment: journal.activeSegment)
-        queues[app, default: AppQueue()].append(event)
+        queues[app, default: AppQueue()].append(canonical: event)
         liveBySegment[event.segment, default: 0] += 1
         recordsBySegment[event.segment, default: 0] += 1
         undo.append(.removeEvent(app: app, id: id))
         turn?.touch(self)
         return event
+    }
+
+    /// `ev-<seq>`, written straight into the string (no concatenation).
+    static func canonicalID(_ seq: UInt64) -> String {
+        var digits = 1
+        var rest = seq
+        while rest >= 10 {
+            rest /= 10
+            digits += 1
+        }
+        return String(unsafeUninitializedCapacity: 3 + digits) { out in
+            out[0] = UInt8(ascii: "e")
+            out[1] = UInt8(ascii: "v")
+            out[2] = UInt8(ascii: "-")
+            var v = seq
+            var i = 2 + digits
+            repeat {
+                out[i] = UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: v % 10)
+                v /= 10
+                i -= 1
+            } while v > 0
+            return 3 + digits
+        }
     }
 
     /// An event record's payload: `{"app":…,"id":…,"seq":N,"body":{…}}`, written without a tree.

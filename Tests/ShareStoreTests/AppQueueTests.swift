@@ -20,6 +20,29 @@ final class AppQueueTests: XCTestCase {
         }
     }
 
+    func testCanonicalIDsAreWrittenAsTheNumberReadsThem() {
+        var values: [UInt64] = [0, 1, 9, 10, 99, 100, 999_999, 1_000_000, UInt64.max - 1, UInt64.max]
+        var g = SystemRandomNumberGenerator()
+        for _ in 0..<2000 { values.append(UInt64.random(in: 0...UInt64.max, using: &g) >> UInt64.random(in: 0..<64, using: &g)) }
+        for v in values {
+            let id = EventStore.canonicalID(v)
+            XCTAssertEqual(id, "ev-" + String(v))
+            XCTAssertEqual(AppQueue.number(id), v)
+        }
+    }
+
+    func testEventsAppendedByTheirSequenceAreFoundByID() {
+        var q = AppQueue()
+        q.append(canonical: event("ev-3", 3))
+        q.append(canonical: event("ev-12", 12))
+        XCTAssertTrue(q.contains("ev-3"))
+        XCTAssertTrue(q.contains("ev-12"))
+        XCTAssertFalse(q.contains("ev-03"))
+        XCTAssertEqual(q.remove("ev-12")?.seq, 12)
+        XCTAssertEqual(q.count, 1)
+        XCTAssertEqual(q.ordered.map(\.id), ["ev-3"])
+    }
+
     func testFindsRemovesAndNeverConfusesIDs() {
         var q = AppQueue()
         q.append(event("ev-7", 7))
