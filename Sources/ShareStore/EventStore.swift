@@ -35,6 +35,45 @@ public final class StoredEvent: @unchecked Sendable, Equatable {
     }
 }
 
+/// Counts per journal segment (live events, records). Nearly every change is to the active
+/// segment, so that one is kept outside the dictionary: no hashing on every url.open.
+struct SegmentCounts {
+    private var cold: [Int: Int] = [:]
+    private var hotKey: Int? = nil
+    private var hotValue = 0
+
+    /// The count of `segment`, `d` when it has none; setting it makes `segment` the hot one.
+    subscript(segment: Int, default d: Int) -> Int {
+        get { segment == hotKey ? hotValue : cold[segment] ?? d }
+        set {
+            if segment != hotKey {
+                if let h = hotKey { cold[h] = hotValue }
+                cold[segment] = nil
+                hotKey = segment
+            }
+            hotValue = newValue
+        }
+    }
+
+    /// The count of `segment`, nil when it has none; nil removes it.
+    subscript(segment: Int) -> Int? {
+        get { segment == hotKey ? hotValue : cold[segment] }
+        set {
+            if segment == hotKey {
+                if let v = newValue { hotValue = v } else { hotKey = nil }
+            } else {
+                cold[segment] = newValue
+            }
+        }
+    }
+
+    /// The segments that have a count.
+    var keys: [Int] {
+        guard let h = hotKey else { return Array(cold.keys) }
+        return Array(cold.keys) + [h]
+    }
+}
+
 /// A FIFO with removal by id in O(1): slots are emptied on ack, the head skips empty slots.
 struct AppQueue {
     var slots: [StoredEvent?] = []
@@ -159,8 +198,8 @@ public final class EventStore: TurnParticipant {
     public let journal: Journal
     var queues: [String: AppQueue] = [:]
     var nextSeq: UInt64 = 1
-    var liveBySegment: [Int: Int] = [:]
-    var recordsBySegment: [Int: Int] = [:]
+    var liveBySegment = SegmentCounts()
+    var recordsBySegment = SegmentCounts()
     var undo: [Undo] = []
     var segmentsToDelete: Int? = nil
     /// What recovery found.

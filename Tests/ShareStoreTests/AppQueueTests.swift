@@ -72,3 +72,37 @@ final class AppQueueTests: XCTestCase {
         XCTAssertEqual(q.ordered.map(\.seq), Array(stride(from: UInt64(3001), through: 4999, by: 2)))
     }
 }
+
+/// SegmentCounts keeps the active segment's count outside its dictionary; under any sequence of
+/// changes it must read exactly as a plain dictionary does.
+final class SegmentCountsTests: XCTestCase {
+    func testBehavesAsADictionary() {
+        var g = SystemRandomNumberGenerator()
+        for _ in 0..<200 {
+            var counts = SegmentCounts()
+            var model: [Int: Int] = [:]
+            for _ in 0..<300 {
+                let k = Int.random(in: 1...6, using: &g)
+                switch Int.random(in: 0..<10, using: &g) {
+                case 0..<5:
+                    let d = Int.random(in: -2...3, using: &g)
+                    counts[k, default: 0] += d
+                    model[k, default: 0] += d
+                case 5, 6: XCTAssertEqual(counts[k], model[k])
+                case 7:
+                    counts[k] = nil
+                    model[k] = nil
+                case 8:
+                    let v = Int.random(in: 0...9, using: &g)
+                    counts[k] = v
+                    model[k] = v
+                default:
+                    for s in counts.keys where s <= k { counts[s] = nil }
+                    for s in Array(model.keys) where s <= k { model[s] = nil }
+                }
+                XCTAssertEqual(counts.keys.sorted(), model.keys.sorted())
+                XCTAssertEqual(counts[k, default: 0], model[k, default: 0])
+            }
+        }
+    }
+}
