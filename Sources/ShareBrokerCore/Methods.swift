@@ -278,7 +278,7 @@ extension Broker {
         w.int("subscribers", subscribers.count)
         w.int("pendingEvents", store?.pendingCount ?? 0)
         w.int("pendingShares", pendingShareCount)
-        w.double("uptimeSeconds", (uptimeSeconds * 1000).rounded() / 1000)
+        w.decimal("uptimeSeconds", thousandths: (Clock.monotonicNanos() - startedAt + 500_000) / 1_000_000)
         w.object("sessions") { s in
             s.int("app", sessionCounts.app)
             s.int("extension", sessionCounts.extension)

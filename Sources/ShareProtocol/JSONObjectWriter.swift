@@ -27,6 +27,11 @@ public struct JSONObjectWriter {
         empty = prefix.count <= 1
     }
 
+    /// A writer without a buffer, for a nested object written into its parent's (`object`).
+    /// (`init(capacity: 0)` allocated one for its `{`, freed at once: two allocator calls per
+    /// nested object, about a sixth of a broker.status reply's instructions.)
+    private init(nested: ()) { bytes = [] }
+
     /// Starts an object, reserving `capacity` bytes.
     public init(capacity: Int = 256) {
         bytes = []
@@ -35,20 +40,29 @@ public struct JSONObjectWriter {
     }
 
     @inline(__always) private mutating func key(_ k: StaticString) {
+        member(k, digitsOf: nil, negative: false)
+    }
+
+    /// `,"key":` and, when `value` is given, its decimal digits, assembled on the stack and
+    /// appended at once: one append per member (each `Array.append(contentsOf:)` costs about
+    /// 65 instructions; a broker.status reply has some 30 integer members).
+    @inline(__always) private mutating func member(_ k: StaticString, digitsOf value: UInt64?, negative: Bool) {
         assert(!bytes.isEmpty, "a JSONObjectWriter written to after finishInPlace()")
         let comma = !empty
         empty = false
         k.withUTF8Buffer { b in
             assert(!b.contains { $0 < 0x20 || $0 == 0x22 || $0 == 0x5C }, "a JSONObjectWriter key needs escaping")
-            // `,"key":` assembled on the stack and appended at once (one append per member).
-            var scratch: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0, 0, 0, 0, 0)
-            let total = b.count + 3 + (comma ? 1 : 0)
-            guard total <= MemoryLayout.size(ofValue: scratch) else {
+            var scratch: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) =
+                (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+            let keyLength = b.count + 3 + (comma ? 1 : 0)
+            // Room for the longest integer (a sign and 20 digits) after the key.
+            guard keyLength + 21 <= MemoryLayout.size(ofValue: scratch) else {
                 if comma { bytes.append(UInt8(ascii: ",")) }
                 bytes.append(UInt8(ascii: "\""))
                 bytes.append(contentsOf: b)
                 bytes.append(UInt8(ascii: "\""))
                 bytes.append(UInt8(ascii: ":"))
+                if let value { JSONValue.writeDigits(value, negative: negative, to: &bytes) }
                 return
             }
             withUnsafeMutableBytes(of: &scratch) { s in
@@ -61,6 +75,27 @@ public struct JSONObjectWriter {
                 UnsafeMutableRawBufferPointer(rebasing: s[(i + 1)...]).copyMemory(from: UnsafeRawBufferPointer(b))
                 s[i + 1 + b.count] = UInt8(ascii: "\"")
                 s[i + 2 + b.count] = UInt8(ascii: ":")
+                var total = keyLength
+                if var magnitude = value {
+                    // The digits, counted first, then written from the last one back.
+                    var count = 1
+                    var rest = magnitude / 10
+                    while rest > 0 {
+                        count += 1
+                        rest /= 10
+                    }
+                    if negative {
+                        s[total] = UInt8(ascii: "-")
+                        total += 1
+                    }
+                    var at = total + count
+                    total = at
+                    repeat {
+                        at -= 1
+                        s[at] = UInt8(ascii: "0") &+ UInt8(magnitude % 10)
+                        magnitude /= 10
+                    } while magnitude > 0
+                }
                 Framer.append(UnsafeRawBufferPointer(rebasing: s[0..<total]), to: &bytes)
             }
         }
@@ -68,14 +103,12 @@ public struct JSONObjectWriter {
 
     /// An integer member.
     public mutating func int(_ k: StaticString, _ v: Int) {
-        key(k)
-        JSONValue.writeInteger(v, to: &bytes)
+        member(k, digitsOf: UInt64(v.magnitude), negative: v < 0)
     }
 
     /// An unsigned integer member.
     public mutating func uint(_ k: StaticString, _ v: UInt64) {
-        key(k)
-        JSONValue.writeInteger(v, to: &bytes)
+        member(k, digitsOf: v, negative: false)
     }
 
     /// A string member (escaped as JSON requires).
@@ -96,6 +129,19 @@ public struct JSONObjectWriter {
         JSONValue.double(v).write(to: &bytes)
     }
 
+    /// A non-negative number with three decimals, given in thousandths (`12345` → `12.345`):
+    /// integer arithmetic, a fifth of the instructions of formatting the same `Double`.
+    public mutating func decimal(_ k: StaticString, thousandths v: UInt64) {
+        key(k)
+        JSONValue.writeInteger(v / 1000, to: &bytes)
+        let f = Int(v % 1000)
+        let digits: (UInt8, UInt8, UInt8, UInt8) = (
+            UInt8(ascii: "."), UInt8(ascii: "0") &+ UInt8(f / 100), UInt8(ascii: "0") &+ UInt8(f / 10 % 10),
+            UInt8(ascii: "0") &+ UInt8(f % 10)
+        )
+        withUnsafeBytes(of: digits) { Framer.append($0, to: &bytes) }
+    }
+
     /// A member holding any JSON value.
     public mutating func value(_ k: StaticString, _ v: JSONValue) {
         key(k)
@@ -105,8 +151,7 @@ public struct JSONObjectWriter {
     /// A member holding a nested object written by `body`.
     public mutating func object(_ k: StaticString, _ body: (inout JSONObjectWriter) -> Void) {
         key(k)
-        var inner = JSONObjectWriter(capacity: 0)
-        inner.bytes = []
+        var inner = JSONObjectWriter(nested: ())  // no buffer of its own: it is handed this one
         swap(&inner.bytes, &bytes)  // the nested writer appends to this buffer in place
         inner.bytes.append(UInt8(ascii: "{"))
         body(&inner)

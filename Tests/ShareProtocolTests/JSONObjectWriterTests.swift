@@ -42,6 +42,43 @@ import Testing
         #expect(w.bytes.isEmpty)
     }
 
+    /// `decimal` writes thousandths as a number with three decimals that parses back exactly.
+    @Test func decimalsFromThousandths() throws {
+        for (v, text) in [(0, "0.000"), (5, "0.005"), (50, "0.050"), (999, "0.999"), (1000, "1.000"),
+                          (12345, "12.345"), (86_400_001, "86400.001")] as [(UInt64, String)] {
+            var w = JSONObjectWriter()
+            w.decimal("up", thousandths: v)
+            let bytes = w.finish()
+            #expect(bytes == Array(#"{"up":\#(text)}"#.utf8))
+            let parsed = try JSONParser.parse(bytes)
+            #expect(parsed["up"]?.doubleValue == Double(v) / 1000)
+        }
+    }
+
+    /// Nested objects one after another and inside each other share the parent's buffer.
+    @Test func nestedObjectsInARow() {
+        var w = JSONObjectWriter(capacity: 8)
+        for _ in 0..<3 { w.object("o") { $0.object("p") { $0.int("q", 1) } } }
+        w.object("e") { _ in }
+        #expect(w.finish() == Array(#"{"o":{"p":{"q":1}},"o":{"p":{"q":1}},"o":{"p":{"q":1}},"e":{}}"#.utf8))
+    }
+
+    /// Integer members, with a key short enough to be assembled with its digits on the stack and
+    /// with one that is not, are written as the tree writer writes them.
+    @Test func integerMembersWithShortAndLongKeys() throws {
+        for v in [0, 7, -7, 10, -10, 999_999, Int.max, Int.min] {
+            var w = JSONObjectWriter()
+            w.int("n", v)
+            w.int("a_key_long_enough_that_it_and_twenty_one_digits_do_not_fit_in_the_scratch_space", v)
+            w.uint("u", UInt64(v.magnitude))
+            let tree: JSONValue = [
+                "n": .int(v), "a_key_long_enough_that_it_and_twenty_one_digits_do_not_fit_in_the_scratch_space": .int(v),
+                "u": .number(String(v.magnitude)),
+            ]
+            #expect(w.finish() == tree.bytes)
+        }
+    }
+
     @Test func integersOfEveryWidth() {
         for v: Int64 in [0, 1, -1, 9, 10, 99, 100, -100, 1_234_567_890_123, .max, .min] {
             var out: [UInt8] = []
