@@ -130,7 +130,7 @@ public struct JSONObjectWriter {
     }
 
     /// A non-negative number with three decimals, given in thousandths (`12345` → `12.345`):
-    /// integer arithmetic, a fifth of the instructions of formatting the same `Double`.
+    /// integer arithmetic, under half the instructions of formatting the same `Double`.
     public mutating func decimal(_ k: StaticString, thousandths v: UInt64) {
         key(k)
         JSONValue.writeInteger(v / 1000, to: &bytes)
