@@ -80,7 +80,12 @@ public final class Broker {
     var dirty: [Connection] = []
     let scratch: UnsafeMutableRawBufferPointer
     /// The registered apps.
-    var registry = AppRegistry()
+    var registry = AppRegistry() {
+        didSet { registryGeneration &+= 1 }
+    }
+    /// Counts registry reloads: what a connection caches from the registry (`Connection.sender`)
+    /// is valid while this has not moved.
+    var registryGeneration = 0
     let startedAt = Clock.monotonicNanos()
     var stopping = false
     var stopDeadline: UInt64 = 0
@@ -801,7 +806,11 @@ public final class Broker {
         conn.requestCount += 1
         let outcome: Result<MethodResult, RPCError>
         turn.beginRequest()
-        if let spec = methods[request.method] {
+        // A connection mostly calls one method over and over: comparing the name with the last
+        // one's (two words for a short name) instead of hashing it into the table.
+        let cached = conn.lastMethod
+        if let spec = cached != nil && cached!.name == request.method ? cached : methods[request.method] {
+            conn.lastMethod = spec
             do {
                 try spec.authorize(conn)
                 let params = try Params(request.params, method: request.method)

@@ -262,8 +262,19 @@ extension Broker {
         let chosen: ExtensionTarget
         var items: [PreparedItem]
         if conn.role == .extension {
-            guard let me = conn.bundleID, let found = registry.appExtension(me) else {
+            guard let me = conn.bundleID else {
                 throw RPCError(.unauthorized, "Unauthorized: this extension session has no registered extension")
+            }
+            let found: ExtensionTarget
+            let rule: Result<ActivationRule, ActivationRuleError>?
+            if let cached = conn.sender, cached.generation == registryGeneration {
+                (found, rule) = (cached.target, cached.rule)
+            } else {
+                guard let target = registry.appExtension(me) else {
+                    throw RPCError(.unauthorized, "Unauthorized: this extension session has no registered extension")
+                }
+                (found, rule) = (target, activationRules[target.ext.bundleID])
+                conn.sender = (registryGeneration, target, rule)
             }
             if let named, named != me {
                 throw RPCError(.unauthorized, "Unauthorized: an extension sends as itself ('\(me)'), not as '\(named)'")
@@ -275,7 +286,7 @@ extension Broker {
             }
             chosen = found
             items = try prepareItems(p, conn: conn, forStoring: true)
-            let verdict = ShareTyping.accepts(activationRules[found.ext.bundleID], items: items)
+            let verdict = ShareTyping.accepts(rule, items: items)
             guard verdict.accepted else {
                 closeFiles(items)
                 throw RPCError(.notAccepted, "Not accepted: \(me)'s activation rule does not accept these items: \(verdict.reason)")
@@ -350,9 +361,14 @@ extension Broker {
             }
         }
         let store: ShareRecordStore
-        do { store = try shareStore(group) } catch {
-            closeFiles(items)
-            throw error
+        if let last = conn.lastShareStore, last.group == group {
+            store = last  // stores stay open in `shareStores` once opened: the reference stays valid
+        } else {
+            do { store = try shareStore(group) } catch {
+                closeFiles(items)
+                throw error
+            }
+            conn.lastShareStore = store
         }
         var pendingRoute: (app: String, fields: JSONObject)? = nil
         let files = items.compactMap(\.file)

@@ -2,6 +2,7 @@
 // Owned by the loop thread; never shared.
 
 import ShareProtocol
+import ShareRouting
 import ShareStore
 import ShareSystem
 
@@ -47,6 +48,13 @@ final class Connection {
     var bundleID: String? = nil
     /// Requests handled.
     var requestCount: UInt64 = 0
+    /// The method this connection called last (`dispatch` checks it before the method table).
+    var lastMethod: MethodSpec? = nil
+    /// An extension session's own registry entry and activation rule, looked up on its first
+    /// share and kept while `Broker.registryGeneration` is unchanged (no name hashed per share).
+    var sender: (generation: Int, target: ExtensionTarget, rule: Result<ActivationRule, ActivationRuleError>?)? = nil
+    /// The group share store this connection sent to last (`share.send`, before `shareStores`).
+    var lastShareStore: ShareRecordStore? = nil
     /// The app whose events this connection receives (after `app.subscribe`, until taken over).
     var subscribedApp: String? = nil
     /// Replies held until this turn's commit (non-nil while the connection has a reply that waits

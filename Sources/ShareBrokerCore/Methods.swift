@@ -5,25 +5,26 @@ import ShareProtocol
 import ShareRouting
 import ShareSystem
 
-/// One served method.
-struct MethodSpec {
+/// One served method. A class: the table hands out one reference per request (and a connection
+/// keeps the last one it called), not a copy of its name, roles and handler.
+final class MethodSpec {
     /// The method name.
     let name: String
     /// Whether the session must have said `hello`.
     let needsHello: Bool
     /// Roles allowed (nil: any role after hello).
     let roles: Set<SessionRole>?
+    /// `roles` as bits (`SessionRole.bit`; 0: any role): checked on every request without
+    /// hashing the role's name, as `Set.contains` did.
+    let roleMask: UInt8
     /// The handler.
     let handler: (Broker, Connection, Params) throws(RPCError) -> MethodResult
 
-    init(
+    convenience init(
         _ name: String, needsHello: Bool = true, roles: Set<SessionRole>? = nil,
         _ handler: @escaping (Broker, Connection, Params) throws(RPCError) -> JSONValue
     ) {
-        self.name = name
-        self.needsHello = needsHello
-        self.roles = roles
-        self.handler = { b, c, p throws(RPCError) in .value(try handler(b, c, p)) }
+        self.init(name, needsHello: needsHello, roles: roles, encoding: { b, c, p throws(RPCError) in .value(try handler(b, c, p)) })
     }
 
     /// A method whose handler encodes its result itself (hot paths: no `JSONValue` tree).
@@ -34,6 +35,7 @@ struct MethodSpec {
         self.name = name
         self.needsHello = needsHello
         self.roles = roles
+        self.roleMask = roles?.reduce(0) { $0 | $1.bit } ?? 0
         self.handler = handler
     }
 
@@ -43,9 +45,20 @@ struct MethodSpec {
         guard let role = conn.role else {
             throw RPCError(.unauthorized, "Unauthorized: call 'hello' before '\(name)'")
         }
-        if let roles, !roles.contains(role) {
-            let allowed = roles.map(\.rawValue).sorted().joined(separator: " or ")
+        if roleMask != 0 && roleMask & role.bit == 0 {
+            let allowed = (roles ?? []).map(\.rawValue).sorted().joined(separator: " or ")
             throw RPCError(.unauthorized, "Unauthorized: '\(name)' is for role \(allowed), not \(role.rawValue)")
+        }
+    }
+}
+
+extension SessionRole {
+    /// One bit per role, for `MethodSpec.roleMask`.
+    var bit: UInt8 {
+        switch self {
+        case .app: return 1
+        case .extension: return 2
+        case .tool: return 4
         }
     }
 }

@@ -205,6 +205,48 @@ final class ConformanceManifestTests: XCTestCase {
         XCTAssertEqual(errors(again).first?["field"], "bundleID")
     }
 
+    /// A connected extension's share.send follows a reload: a changed activation rule applies to
+    /// the next share, a removed extension is refused, a restored one is served again (the
+    /// session keeps its registry entry and rule between shares until the registry changes),
+    /// and other methods called in between on the same connection are not confused with it.
+    func testShareSendOfAConnectedExtensionFollowsReloads() throws {
+        func manifest(rule: String?) -> String {
+            var ext = #"{"bundleID": "com.example.notes.share", "point": "com.apple.share-services", "appGroups": ["group.com.example.notes"]"#
+            if let rule { ext += #", "activationRule": \#(rule)"# }
+            ext += "}"
+            return manifestJSON("com.example.notes", groups: ["group.com.example.notes"], extensions: [ext])
+        }
+        let urls = #"{"NSExtensionActivationSupportsWebURLWithMaxCount": 1}"#
+        let textOnly = #"{"NSExtensionActivationSupportsText": true}"#
+        let h = BrokerHarness(manifests: ["notes.json": manifest(rule: urls)])
+        let tool = try startedTool(h)
+        defer { h.stop() }
+        let ext = try h.connect()
+        try ext.hello(role: "extension", bundleID: "com.example.notes.share")
+        let url: JSONValue = ["items": [["url": "https://example.com/a"]]]
+        XCTAssertNotNil(try ext.call("share.send", url)["shareID"]?.stringValue)
+        XCTAssertEqual(try ext.call("broker.status")["subscribers"]?.intValue, 0)
+        XCTAssertNotNil(try ext.call("share.send", url)["shareID"]?.stringValue)
+
+        h.dir.write("state/apps/notes.json", manifest(rule: textOnly))
+        _ = try tool.call("apps.reload")
+        expectRPCError(-32003, messageContains: "activation rule") { try ext.call("share.send", url) }
+        XCTAssertNotNil(try ext.call("share.send", ["items": [["text": "hello"]]])["shareID"]?.stringValue)
+
+        h.dir.write("state/apps/notes.json", manifestJSON("com.example.notes", groups: ["group.com.example.notes"]))
+        _ = try tool.call("apps.reload")
+        expectRPCError(-32001, messageContains: "no registered extension") { try ext.call("share.send", url) }
+
+        h.dir.write("state/apps/notes.json", manifest(rule: urls))
+        _ = try tool.call("apps.reload")
+        XCTAssertNotNil(try ext.call("share.send", url)["shareID"]?.stringValue)
+        let app = try h.connect()
+        try app.hello(role: "app", bundleID: "com.example.notes")
+        XCTAssertEqual(try app.call("share.list")["shares"]?.arrayValue?.count, 4)
+        // A method the role may not call is still refused after the same connection's share.send.
+        expectRPCError(-32001) { try ext.call("app.subscribe") }
+    }
+
     func testControlReloadPicksUpChanges() throws {
         let h = BrokerHarness(manifests: ["one.json": manifestJSON("com.example.one")])
         let c = try startedTool(h)
