@@ -808,9 +808,12 @@ public final class Broker {
         turn.beginRequest()
         // A connection mostly calls one method over and over: comparing the name with the last
         // one's (two words for a short name) instead of hashing it into the table.
-        let cached = conn.lastMethod
-        if let spec = cached != nil && cached!.name == request.method ? cached : methods[request.method] {
-            conn.lastMethod = spec
+        var spec = conn.lastMethod
+        if spec?.name != request.method {
+            spec = methods[request.method]
+            if spec != nil { conn.lastMethod = spec }
+        }
+        if let spec {
             do {
                 try spec.authorize(conn)
                 let params = try Params(request.params, method: request.method)
@@ -965,8 +968,4 @@ public final class Broker {
             finished = true
         }
     }
-
-    // MARK: Status
-
-    var uptimeSeconds: Double { Double(Clock.monotonicNanos() - startedAt) / 1e9 }
 }

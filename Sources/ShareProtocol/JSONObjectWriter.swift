@@ -76,26 +76,7 @@ public struct JSONObjectWriter {
                 s[i + 1 + b.count] = UInt8(ascii: "\"")
                 s[i + 2 + b.count] = UInt8(ascii: ":")
                 var total = keyLength
-                if var magnitude = value {
-                    // The digits, counted first, then written from the last one back.
-                    var count = 1
-                    var rest = magnitude / 10
-                    while rest > 0 {
-                        count += 1
-                        rest /= 10
-                    }
-                    if negative {
-                        s[total] = UInt8(ascii: "-")
-                        total += 1
-                    }
-                    var at = total + count
-                    total = at
-                    repeat {
-                        at -= 1
-                        s[at] = UInt8(ascii: "0") &+ UInt8(magnitude % 10)
-                        magnitude /= 10
-                    } while magnitude > 0
-                }
+                if let value { total += JSONValue.formatDigits(value, negative: negative, into: s.baseAddress! + total) }
                 Framer.append(UnsafeRawBufferPointer(rebasing: s[0..<total]), to: &bytes)
             }
         }
@@ -132,8 +113,7 @@ public struct JSONObjectWriter {
     /// A non-negative number with three decimals, given in thousandths (`12345` → `12.345`):
     /// integer arithmetic, under half the instructions of formatting the same `Double`.
     public mutating func decimal(_ k: StaticString, thousandths v: UInt64) {
-        key(k)
-        JSONValue.writeInteger(v / 1000, to: &bytes)
+        member(k, digitsOf: v / 1000, negative: false)
         let f = Int(v % 1000)
         let digits: (UInt8, UInt8, UInt8, UInt8) = (
             UInt8(ascii: "."), UInt8(ascii: "0") &+ UInt8(f / 100), UInt8(ascii: "0") &+ UInt8(f / 10 % 10),
@@ -201,24 +181,34 @@ extension JSONValue {
     }
 
     static func writeDigits(_ value: UInt64, negative: Bool, to out: inout [UInt8]) {
-        if value == 0 {
-            out.append(UInt8(ascii: "0"))
-            return
-        }
         var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)  // 24 bytes: enough for 20 digits and a sign
-        var magnitude = value
         withUnsafeMutableBytes(of: &digits) { buf in
-            var i = buf.count
-            while magnitude > 0 {
-                i -= 1
-                buf[i] = UInt8(ascii: "0") &+ UInt8(magnitude % 10)
-                magnitude /= 10
-            }
-            if negative {
-                i -= 1
-                buf[i] = UInt8(ascii: "-")
-            }
-            Framer.append(UnsafeRawBufferPointer(rebasing: buf[i...]), to: &out)
+            let n = formatDigits(value, negative: negative, into: buf.baseAddress!)
+            Framer.append(UnsafeRawBufferPointer(start: buf.baseAddress, count: n), to: &out)
         }
+    }
+
+    /// Writes the decimal digits of `value` (after a `-` when `negative`) at `p`, which has room
+    /// for 21 bytes; returns how many it wrote.
+    @inline(__always) static func formatDigits(_ value: UInt64, negative: Bool, into p: UnsafeMutableRawPointer) -> Int {
+        var count = 1
+        var rest = value / 10
+        while rest > 0 {
+            count += 1
+            rest /= 10
+        }
+        var start = 0
+        if negative {
+            p.storeBytes(of: UInt8(ascii: "-"), as: UInt8.self)
+            start = 1
+        }
+        var at = start + count
+        var magnitude = value
+        repeat {
+            at -= 1
+            p.storeBytes(of: UInt8(ascii: "0") &+ UInt8(magnitude % 10), toByteOffset: at, as: UInt8.self)
+            magnitude /= 10
+        } while magnitude > 0
+        return start + count
     }
 }
