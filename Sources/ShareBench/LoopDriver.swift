@@ -15,6 +15,16 @@ struct LoopDriverResult {
     /// Replies that were JSON-RPC errors (first few) and connection failures.
     var errors: [String]
     var errorCount: Int
+    /// CPU time the driver's own thread used over the timed part, in ns (0 where unknown).
+    var driverCPUNanos: UInt64 = 0
+}
+
+/// The calling thread's CPU time so far in ns (Linux: /proc/thread-self/schedstat), 0 elsewhere.
+func threadCPUNanos() -> UInt64 {
+    guard let text = try? String(contentsOfFile: "/proc/thread-self/schedstat", encoding: .utf8),
+        let first = text.split(separator: " ").first, let ns = UInt64(first)
+    else { return 0 }
+    return ns
 }
 
 /// Runs `total` requests over `clients` connections. `hello` gives each connection's hello line
@@ -80,6 +90,7 @@ func loopDriver(
         }
     }
 
+    let cpu0 = threadCPUNanos()
     let t0 = Clock.monotonicNanos()
     for c in 0..<clients { send(c) }
     while completed < issued && !failed {
@@ -122,9 +133,19 @@ func loopDriver(
         if errors.count > 100 { errors.removeLast(errors.count - 100) }
     }
     let seconds = Double(Clock.monotonicNanos() - t0) / 1e9
+    let cpu1 = threadCPUNanos()
     latencies.sort()
     return LoopDriverResult(
-        latencies: latencies, seconds: seconds, errors: Array(errors.prefix(5)), errorCount: errorCount + (failed ? 1 : 0))
+        latencies: latencies, seconds: seconds, errors: Array(errors.prefix(5)), errorCount: errorCount + (failed ? 1 : 0),
+        driverCPUNanos: cpu0 > 0 ? cpu1 &- cpu0 : 0)
+}
+
+extension LoopDriverResult {
+    /// " driver-cpu/request=X us": the load generator's own CPU per completed request.
+    var driverText: String {
+        guard driverCPUNanos > 0, !latencies.isEmpty else { return "" }
+        return " driver-cpu/request=\(fmt(Double(driverCPUNanos) / 1000 / Double(latencies.count), 2))us"
+    }
 }
 
 /// A hello request line.

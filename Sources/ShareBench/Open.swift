@@ -278,17 +278,21 @@ func openScenario(socket: String, brokerPID: Int32, openers: Int, opens: Int, pa
     if BenchApp.isRegistered(socket: socket, bundleID: BenchApp.sinkBundleID) {
         let hello = helloLine(role: "tool")
         let cpu = BrokerCPU(pid: brokerPID)
+        // The request's bytes from a template with the serial put in (see the share scenario).
+        let head = Array((#","method":"url.open","params":{"url":""# + BenchApp.sinkScheme + "://e?i=").utf8)
         let r = loopDriver(socket: socket, clients: openers, total: opens, hello: { _ in hello }) { _, serial, out in
-            RPCCodec.writeRequest(
-                id: .number(String(serial + 1)), method: "url.open",
-                params: ["url": .string("\(BenchApp.sinkScheme)://e?i=\(serial)")], to: &out)
+            JSONValue.appendStatic(#"{"jsonrpc":"2.0","id":"#, to: &out)
+            JSONValue.writeInteger(serial + 1, to: &out)
+            out.append(contentsOf: head)
+            JSONValue.writeInteger(serial, to: &out)
+            JSONValue.appendStatic(#""}}"#, to: &out)
             out.append(0x0A)
         }
         let rate = Double(r.latencies.count) / max(r.seconds, 1e-9)
         print(
             "open-sink  openers=\(openers) opens=\(r.latencies.count) rate=\(fmt(rate))/s durable url.open, no subscriber "
                 + latencyText("url.open reply", r.latencies) + (r.errorCount > 0 ? " errors=\(r.errorCount)" : "")
-                + cpu.text(requests: r.latencies.count))
+                + cpu.text(requests: r.latencies.count) + r.driverText)
         for e in r.errors.prefix(3) { print("  error: \(e)") }
         lines.append([
             "scenario": "url.open durable append (no subscriber)", "openers": .int(openers), "opens": .int(r.latencies.count),

@@ -119,7 +119,7 @@ public final class Broker {
     /// Launch-on-demand state per app.
     var launches: [String: LaunchState] = [:]
     /// Parsed activation rules by extension bundle ID (rebuilt on reload).
-    var activationRules: [String: Result<ActivationRule, ActivationRuleError>] = [:]
+    var activationRules: [String: LoadedActivationRule] = [:]
     /// Shares, per group (opened on first use).
     var shareStores: [String: ShareRecordStore] = [:]
     /// Group defaults: stores and watchers.
@@ -345,9 +345,8 @@ public final class Broker {
         for app in registry.apps {
             for ext in app.extensions {
                 guard let rule = ext.activationRule else { continue }
-                activationRules[ext.bundleID] = Result { () throws(ActivationRuleError) -> ActivationRule in
-                    try ActivationRule(json: rule)
-                }
+                activationRules[ext.bundleID] = LoadedActivationRule(
+                    Result { () throws(ActivationRuleError) -> ActivationRule in try ActivationRule(json: rule) })
             }
         }
         log.log(
@@ -690,7 +689,7 @@ public final class Broker {
                 }
                 guard let response = dispatch(conn, request) else { break }
                 let id = request.id!
-                switch response {
+                switch consume response {
                 case .success(let result) where !turn.requestTouched.isEmpty:
                     hold(conn, deferred(conn, id, result))
                 case .success(let result):

@@ -266,7 +266,7 @@ extension Broker {
                 throw RPCError(.unauthorized, "Unauthorized: this extension session has no registered extension")
             }
             let found: ExtensionTarget
-            let rule: Result<ActivationRule, ActivationRuleError>?
+            let rule: LoadedActivationRule?
             if let cached = conn.sender, cached.generation == registryGeneration {
                 (found, rule) = (cached.target, cached.rule)
             } else {

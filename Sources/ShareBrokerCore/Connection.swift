@@ -52,7 +52,7 @@ final class Connection {
     var lastMethod: MethodSpec? = nil
     /// An extension session's own registry entry and activation rule, looked up on its first
     /// share and kept while `Broker.registryGeneration` is unchanged (no name hashed per share).
-    var sender: (generation: Int, target: ExtensionTarget, rule: Result<ActivationRule, ActivationRuleError>?)? = nil
+    var sender: (generation: Int, target: ExtensionTarget, rule: LoadedActivationRule?)? = nil
     /// The group share store this connection sent to last (`share.send`, before `shareStores`).
     var lastShareStore: ShareRecordStore? = nil
     /// The app whose events this connection receives (after `app.subscribe`, until taken over).

@@ -30,8 +30,8 @@ enum ShareTyping {
     // MARK: Acceptance
 
     /// Whether a parsed rule (nil: no rule, or a rule that failed to parse) accepts the attachments.
-    static func accepts(_ rule: Result<ActivationRule, ActivationRuleError>?, items: [PreparedItem]) -> (accepted: Bool, reason: String) {
-        switch rule {
+    static func accepts(_ rule: LoadedActivationRule?, items: [PreparedItem]) -> (accepted: Bool, reason: String) {
+        switch rule?.result {
         case nil: return (false, "the extension has no activation rule, so it accepts nothing")
         case .failure(let e)?: return (false, "its activation rule is invalid (\(e)), so it accepts nothing")
         case .success(let r)?:
@@ -84,4 +84,15 @@ extension String {
         return String(s)
     }
 
+}
+
+/// An extension's activation rule as read from its manifest (or why it could not be read), held
+/// by reference: a share's check and a session's cache copy one pointer, not the rule's tree
+/// (copying the `Result` retained every node, about 500 instructions per share.send).
+final class LoadedActivationRule {
+    let result: Result<ActivationRule, ActivationRuleError>
+
+    init(_ result: Result<ActivationRule, ActivationRuleError>) {
+        self.result = result
+    }
 }

@@ -94,8 +94,9 @@ public struct JSONObjectWriter {
 
     /// A string member (escaped as JSON requires).
     public mutating func string(_ k: StaticString, _ v: String) {
-        key(k)
-        JSONValue.writeString(v, to: &bytes)
+        assert(!bytes.isEmpty, "a JSONObjectWriter written to after finishInPlace()")
+        JSONValue.writeString(v, after: k, comma: !empty, quotingHead: true, to: &bytes)
+        empty = false
     }
 
     /// A boolean member.

@@ -26,14 +26,15 @@ extension JSONValue {
             out.append(UInt8(ascii: "{"))
             obj.members.withUnsafeBufferPointer { members in
                 for i in members.indices {
+                    if case .string(let s) = members[i].value {
+                        // The common case, without the recursion, in one append when short.
+                        JSONValue.writeMember(key: members[i].key, string: s, comma: i > 0, to: &out)
+                        continue
+                    }
                     if i > 0 { out.append(UInt8(ascii: ",")) }
                     JSONValue.writeString(members[i].key, to: &out)
                     out.append(UInt8(ascii: ":"))
-                    if case .string(let s) = members[i].value {
-                        JSONValue.writeString(s, to: &out)  // the common case, without the recursion
-                    } else {
-                        members[i].value.write(to: &out)
-                    }
+                    members[i].value.write(to: &out)
                 }
             }
             out.append(UInt8(ascii: "}"))
@@ -102,6 +103,103 @@ extension JSONValue {
         out.append(UInt8(ascii: "\""))
     }
 
+    /// Appends `head`, then `s` as a JSON string; with `comma` a `,` first, with `quotingHead`
+    /// the head as a member's key (`"head":`). Short strings that need no escaping are assembled
+    /// on the stack and appended at once: each `Array.append` costs some 65 instructions, and
+    /// records and replies are mostly such members (`,"app":"com.example.app"`).
+    public static func writeString(
+        _ s: String, after head: StaticString, comma: Bool = false, quotingHead: Bool = false, to out: inout [UInt8]
+    ) {
+        let appended: Bool? = s.utf8.withContiguousStorageIfAvailable { value in
+            head.withUTF8Buffer { h in appendPair(head: h, value: value, comma: comma, quotingHead: quotingHead, to: &out) }
+        }
+        if appended == true { return }
+        if comma { out.append(UInt8(ascii: ",")) }
+        if quotingHead { out.append(UInt8(ascii: "\"")) }
+        appendStatic(head, to: &out)
+        if quotingHead { appendStatic("\":", to: &out) }
+        writeString(s, to: &out)
+    }
+
+    /// Appends an object member `"key":"value"` (with `comma`, a `,` first), in one append when
+    /// it is short and neither text needs escaping.
+    @inline(__always) static func writeMember(key: String, string value: String, comma: Bool, to out: inout [UInt8]) {
+        let appended: Bool? = key.utf8.withContiguousStorageIfAvailable { k in
+            value.utf8.withContiguousStorageIfAvailable { v in
+                !needsEscaping(k) && appendPair(head: k, value: v, comma: comma, quotingHead: true, to: &out)
+            } ?? false
+        }
+        if appended == true { return }
+        if comma { out.append(UInt8(ascii: ",")) }
+        writeString(key, to: &out)
+        out.append(UInt8(ascii: ":"))
+        writeString(value, to: &out)
+    }
+
+    /// The one-append path of `writeString(_:after:...)`: false (nothing appended) when the
+    /// whole does not fit in 128 bytes or `value` needs escaping. `head` is written as it is.
+    @inline(__always) static func appendPair(
+        head h: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>, comma: Bool, quotingHead: Bool,
+        to out: inout [UInt8]
+    ) -> Bool {
+        let headLength = h.count + (comma ? 1 : 0) + (quotingHead ? 3 : 0)
+        let total = headLength + value.count + 2
+        var scratch: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) =
+            (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+        guard total <= MemoryLayout.size(ofValue: scratch), !needsEscaping(value) else { return false }
+        withUnsafeMutableBytes(of: &scratch) { raw in
+            let p = raw.baseAddress!.assumingMemoryBound(to: UInt8.self)
+            var i = 0
+            if comma {
+                p[0] = UInt8(ascii: ",")
+                i = 1
+            }
+            if quotingHead {
+                p[i] = UInt8(ascii: "\"")
+                i += 1
+            }
+            if let base = h.baseAddress { (p + i).update(from: base, count: h.count) }
+            i += h.count
+            if quotingHead {
+                p[i] = UInt8(ascii: "\"")
+                p[i + 1] = UInt8(ascii: ":")
+                i += 2
+            }
+            p[i] = UInt8(ascii: "\"")
+            if let base = value.baseAddress { (p + i + 1).update(from: base, count: value.count) }
+            p[total - 1] = UInt8(ascii: "\"")
+            out.append(contentsOf: UnsafeBufferPointer(start: p, count: total))
+        }
+        return true
+    }
+
+    /// Appends `head`, `middle` and `tail` (nothing escaped), in one append when together they fit
+    /// in 128 bytes.
+    public static func appendJoined(
+        _ head: StaticString, _ middle: UnsafeBufferPointer<UInt8>, _ tail: StaticString, to out: inout [UInt8]
+    ) {
+        head.withUTF8Buffer { h in
+            tail.withUTF8Buffer { t in
+                let total = h.count + middle.count + t.count
+                var scratch: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) =
+                    (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+                guard total <= MemoryLayout.size(ofValue: scratch) else {
+                    out.append(contentsOf: h)
+                    out.append(contentsOf: middle)
+                    out.append(contentsOf: t)
+                    return
+                }
+                withUnsafeMutableBytes(of: &scratch) { raw in
+                    let p = raw.baseAddress!.assumingMemoryBound(to: UInt8.self)
+                    if let base = h.baseAddress { p.update(from: base, count: h.count) }
+                    if let base = middle.baseAddress { (p + h.count).update(from: base, count: middle.count) }
+                    if let base = t.baseAddress { (p + h.count + middle.count).update(from: base, count: t.count) }
+                    out.append(contentsOf: UnsafeBufferPointer(start: p, count: total))
+                }
+            }
+        }
+    }
+
     /// Appends `buf` with JSON's escapes (no quotes).
     @inline(__always) static func writeEscaped(_ buf: UnsafeBufferPointer<UInt8>, to out: inout [UInt8]) {
         // Fast path: most strings (keys, ids, URLs) need no escaping; test 8 bytes at a time.
@@ -142,16 +240,20 @@ extension JSONValue {
         var i = 0
         let ones: UInt64 = 0x0101_0101_0101_0101
         let highs: UInt64 = 0x8080_8080_8080_8080
-        while i + 8 <= n {
-            let w = UnsafeRawPointer(base + i).loadUnaligned(as: UInt64.self)
+        @inline(__always) func flags(_ w: UInt64) -> UInt64 {
             let control = (w &- 0x2020_2020_2020_2020) & ~w & highs
             let q = w ^ 0x2222_2222_2222_2222
             let quote = (q &- ones) & ~q & highs
             let b = w ^ 0x5C5C_5C5C_5C5C_5C5C
             let backslash = (b &- ones) & ~b & highs
-            if (control | quote | backslash) != 0 { return true }
+            return control | quote | backslash
+        }
+        while i + 8 <= n {
+            if flags(UnsafeRawPointer(base + i).loadUnaligned(as: UInt64.self)) != 0 { return true }
             i += 8
         }
+        // The last few bytes of a text of 8 or more: its last 8 bytes as one word (overlapping).
+        if i < n && n >= 8 { return flags(UnsafeRawPointer(base + n - 8).loadUnaligned(as: UInt64.self)) != 0 }
         while i < n {
             let c = base[i]
             if c < 0x20 || c == 0x22 || c == 0x5C { return true }

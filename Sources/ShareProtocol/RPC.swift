@@ -216,28 +216,42 @@ public enum RPCCodec {
 
     /// Appends the bytes of a success response.
     public static func writeResult(id: RequestID, result: JSONValue, to out: inout [UInt8]) {
-        JSONValue.appendStatic(#"{"jsonrpc":"2.0","id":"#, to: &out)
-        id.json.write(to: &out)
-        JSONValue.appendStatic(#","result":"#, to: &out)
+        writeHead(id: id, then: #","result":"#, to: &out)
         result.write(to: &out)
         out.append(UInt8(ascii: "}"))
+    }
+
+    /// `{"jsonrpc":"2.0","id":<id>` and `tail`, a numeric id's in one append (one per reply saved
+    /// or two: each costs some 65 instructions).
+    @inline(__always) static func writeHead(id: RequestID, then tail: StaticString, to out: inout [UInt8]) {
+        switch id {
+        case .number(let n):
+            let done: Void? = n.utf8.withContiguousStorageIfAvailable { digits in
+                JSONValue.appendJoined(#"{"jsonrpc":"2.0","id":"#, digits, tail, to: &out)
+            }
+            if done != nil { return }
+        case .string(let s):
+            JSONValue.writeString(s, after: #"{"jsonrpc":"2.0","id":"#, to: &out)
+            JSONValue.appendStatic(tail, to: &out)
+            return
+        case .null: break
+        }
+        JSONValue.appendStatic(#"{"jsonrpc":"2.0","id":"#, to: &out)
+        id.json.write(to: &out)
+        JSONValue.appendStatic(tail, to: &out)
     }
 
     /// Appends the bytes of a success response whose result is already encoded JSON
     /// (for example by `JSONObjectWriter`).
     public static func writeResult(id: RequestID, encodedResult: [UInt8], to out: inout [UInt8]) {
-        JSONValue.appendStatic(#"{"jsonrpc":"2.0","id":"#, to: &out)
-        id.json.write(to: &out)
-        JSONValue.appendStatic(#","result":"#, to: &out)
+        writeHead(id: id, then: #","result":"#, to: &out)
         out.append(contentsOf: encodedResult)
         out.append(UInt8(ascii: "}"))
     }
 
     /// Appends the bytes of an error response.
     public static func writeError(id: RequestID, error: RPCError, to out: inout [UInt8]) {
-        JSONValue.appendStatic(#"{"jsonrpc":"2.0","id":"#, to: &out)
-        id.json.write(to: &out)
-        JSONValue.appendStatic(#","error":"#, to: &out)
+        writeHead(id: id, then: #","error":"#, to: &out)
         error.json.write(to: &out)
         out.append(UInt8(ascii: "}"))
     }

@@ -329,10 +329,8 @@ public final class EventStore: TurnParticipant {
 
     /// An event record's payload: `{"app":…,"id":…,"seq":N,"body":{…}}`, written without a tree.
     static func writeEventRecord(app: String, id: String, seq: UInt64, body: JSONObject, to out: inout [UInt8]) {
-        JSONValue.appendStatic(#"{"app":"#, to: &out)
-        JSONValue.writeString(app, to: &out)
-        JSONValue.appendStatic(#","id":"#, to: &out)
-        JSONValue.writeString(id, to: &out)
+        JSONValue.writeString(app, after: #"{"app":"#, to: &out)
+        JSONValue.writeString(id, after: #","id":"#, to: &out)
         JSONValue.appendStatic(#","seq":"#, to: &out)
         JSONValue.writeInteger(seq, to: &out)
         JSONValue.appendStatic(#","body":"#, to: &out)
@@ -355,12 +353,10 @@ public final class EventStore: TurnParticipant {
         }
         do {
             try journal.append(type: RecordType.ack.rawValue, freeing: true) { out in
-                JSONValue.appendStatic(#"{"app":"#, to: &out)
-                JSONValue.writeString(app, to: &out)
+                JSONValue.writeString(app, after: #"{"app":"#, to: &out)
                 JSONValue.appendStatic(#","ids":["#, to: &out)
                 for (i, e) in removed.enumerated() {
-                    if i > 0 { out.append(UInt8(ascii: ",")) }
-                    JSONValue.writeString(e.id, to: &out)
+                    JSONValue.writeString(e.id, after: "", comma: i > 0, to: &out)
                 }
                 JSONValue.appendStatic("]}", to: &out)
             }

@@ -182,16 +182,11 @@ public final class ShareRecordStore: TurnParticipant {
         do {
             try journal.append(type: RecordType.share.rawValue) { out in
                 // {"id","extension","app","group","created","items",["openEvent"]}, written directly.
-                JSONValue.appendStatic(#"{"id":"#, to: &out)
-                JSONValue.writeString(id, to: &out)
-                JSONValue.appendStatic(#","extension":"#, to: &out)
-                JSONValue.writeString(extensionID, to: &out)
-                JSONValue.appendStatic(#","app":"#, to: &out)
-                JSONValue.writeString(app, to: &out)
-                JSONValue.appendStatic(#","group":"#, to: &out)
-                JSONValue.writeString(group, to: &out)
-                JSONValue.appendStatic(#","created":"#, to: &out)
-                JSONValue.writeString(created, to: &out)
+                JSONValue.writeString(id, after: #"{"id":"#, to: &out)
+                JSONValue.writeString(extensionID, after: #","extension":"#, to: &out)
+                JSONValue.writeString(app, after: #","app":"#, to: &out)
+                JSONValue.writeString(group, after: #","group":"#, to: &out)
+                JSONValue.writeString(created, after: #","created":"#, to: &out)
                 JSONValue.appendStatic(#","items":["#, to: &out)
                 for (i, item) in items.enumerated() {
                     if i > 0 { out.append(UInt8(ascii: ",")) }

@@ -136,4 +136,63 @@ struct JSONWriterTests {
             #expect(parsed.doubleValue == d, "\(d)")
         }
     }
+
+    /// The one-append member writer gives the bytes of its plain pieces, for every length around
+    /// its 128-byte scratch, with and without escapes, comma and quoted head.
+    @Test func stringAfterHeadMatchesThePlainPieces() {
+        let heads: [StaticString] = ["", #"{"id":"#, "key", #","a_rather_long_member_name_to_push_the_total_up":"#]
+        for length in [0, 1, 7, 8, 9, 60, 100, 118, 119, 120, 121, 122, 123, 124, 125, 126, 127, 128, 129, 200] {
+            for escaped in [false, true] {
+                var value = String(repeating: "a", count: length)
+                if escaped && length > 0 { value = "\"" + value.dropFirst() }
+                for head in heads {
+                    for comma in [false, true] {
+                        for quotingHead in [false, true] {
+                            var expected: [UInt8] = Array("prefix".utf8)
+                            if comma { expected.append(UInt8(ascii: ",")) }
+                            if quotingHead { expected.append(UInt8(ascii: "\"")) }
+                            head.withUTF8Buffer { expected.append(contentsOf: $0) }
+                            if quotingHead { expected += Array("\":".utf8) }
+                            JSONValue.writeString(value, to: &expected)
+                            var out: [UInt8] = Array("prefix".utf8)
+                            JSONValue.writeString(value, after: head, comma: comma, quotingHead: quotingHead, to: &out)
+                            #expect(text(out) == text(expected), "length \(length) escaped \(escaped) head \(head)")
+                        }
+                    }
+                }
+            }
+        }
+        // Non-ASCII text that needs escaping takes the plain path.
+        var out: [UInt8] = []
+        JSONValue.writeString("é\u{0}x", after: #"{"k":"#, to: &out)
+        #expect(text(out) == #"{"k":"é\u0000x""#)
+    }
+
+    @Test func appendJoinedAroundItsScratch() {
+        for length in [0, 1, 50, 100, 110, 111, 112, 113, 127, 128, 129, 300] {
+            let middle = Array(repeating: UInt8(ascii: "7"), count: length)
+            var out: [UInt8] = Array("x".utf8)
+            middle.withUnsafeBufferPointer { JSONValue.appendJoined(#"{"jsonrpc":"2.0","id":"#, $0, #","result":"#, to: &out) }
+            #expect(text(out) == "x" + #"{"jsonrpc":"2.0","id":"# + String(repeating: "7", count: length) + #","result":"#)
+        }
+    }
+
+    /// Object members with string values (written in one append when short) give the bytes of
+    /// the plain writer, whatever the lengths and escapes of key and value.
+    @Test func stringMembersMatchThePlainPieces() {
+        let texts = ["", "k", "url", "a\"q", "line\n", String(repeating: "k", count: 60), String(repeating: "v", count: 125), "é😀"]
+        for key in texts {
+            for value in texts {
+                let object: JSONValue = .object(JSONObject(uniqueMembers: [(key: "first", value: 1), (key: key, value: .string(value))]))
+                var expected = Array(#"{"first":1,"#.utf8)
+                JSONValue.writeString(key, to: &expected)
+                expected.append(UInt8(ascii: ":"))
+                JSONValue.writeString(value, to: &expected)
+                expected.append(UInt8(ascii: "}"))
+                #expect(object.compactText == text(expected), "key \(key) value \(value)")
+                let alone: JSONValue = .object(JSONObject(uniqueMembers: [(key: key, value: .string(value))]))
+                #expect(alone.compactText == "{" + String(text(expected).dropFirst(#"{"first":1,"#.count)), "key \(key) value \(value)")
+            }
+        }
+    }
 }

@@ -206,7 +206,9 @@ struct RPCDecodeTests {
 @Suite("RPCCodec: encode")
 struct RPCEncodeTests {
     static let ids: [RequestID] = [.number("1"), .number("-3.5e2"), .number("123456789012345678901234567890"), .string("abc"),
-        .string("we\"ird\\id\n😀"), .string(""), .null]
+        .string("we\"ird\\id\n😀"), .string(""), .null,
+        // Past the 128 bytes a reply's head is assembled in (the plain path).
+        .number(String(repeating: "9", count: 200)), .string(String(repeating: "x", count: 300))]
 
     @Test(arguments: ids)
     func writeResultParsesBack(_ id: RequestID) throws {
@@ -250,6 +252,18 @@ struct RPCEncodeTests {
     @Test func writeErrorWithoutData() throws {
         let bytes = written { RPCCodec.writeError(id: .null, error: RPCError(.parseError), to: &$0) }
         #expect(text(bytes) == #"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error"}}"#)
+    }
+
+    @Test(arguments: ids)
+    func encodedResultMatchesTheTreeResult(_ id: RequestID) {
+        let result: JSONValue = ["shareID": "sh-1", "n": 2]
+        let tree = written { RPCCodec.writeResult(id: id, result: result, to: &$0) }
+        let encoded = written { RPCCodec.writeResult(id: id, encodedResult: Array(result.compactText.utf8), to: &$0) }
+        #expect(text(encoded) == text(tree))
+        var reference = Array(#"{"jsonrpc":"2.0","id":"#.utf8)
+        id.json.write(to: &reference)
+        reference += Array(#","result":"#.utf8) + Array(result.compactText.utf8) + [UInt8(ascii: "}")]
+        #expect(text(tree) == text(reference))
     }
 
     @Test func writeResultExactBytes() {
