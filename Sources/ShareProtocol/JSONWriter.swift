@@ -231,29 +231,31 @@ extension JSONValue {
         if runStart < buf.count { out.append(contentsOf: UnsafeBufferPointer(rebasing: buf[runStart..<buf.count])) }
     }
 
+    /// For 8 bytes read as one word: a high bit set in each byte that is a control character,
+    /// `"` or `\\` (borrows can only add flags above a real match, so "any flag" is exact).
+    @inline(__always) static func escapeFlags(_ w: UInt64) -> UInt64 {
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let highs: UInt64 = 0x8080_8080_8080_8080
+        let control = (w &- 0x2020_2020_2020_2020) & ~w & highs
+        let q = w ^ 0x2222_2222_2222_2222
+        let quote = (q &- ones) & ~q & highs
+        let b = w ^ 0x5C5C_5C5C_5C5C_5C5C
+        let backslash = (b &- ones) & ~b & highs
+        return control | quote | backslash
+    }
+
     /// True when some byte of `buf` must be escaped in a JSON string (a control character, `"` or
-    /// `\\`). Word at a time: each test flags a byte's high bit when the byte matches (borrows
-    /// can only add flags above a real match, so "any flag" is exact).
+    /// `\\`), tested a word at a time (`escapeFlags`).
     @inline(__always) static func needsEscaping(_ buf: UnsafeBufferPointer<UInt8>) -> Bool {
         let n = buf.count
         guard let base = buf.baseAddress else { return false }
         var i = 0
-        let ones: UInt64 = 0x0101_0101_0101_0101
-        let highs: UInt64 = 0x8080_8080_8080_8080
-        @inline(__always) func flags(_ w: UInt64) -> UInt64 {
-            let control = (w &- 0x2020_2020_2020_2020) & ~w & highs
-            let q = w ^ 0x2222_2222_2222_2222
-            let quote = (q &- ones) & ~q & highs
-            let b = w ^ 0x5C5C_5C5C_5C5C_5C5C
-            let backslash = (b &- ones) & ~b & highs
-            return control | quote | backslash
-        }
         while i + 8 <= n {
-            if flags(UnsafeRawPointer(base + i).loadUnaligned(as: UInt64.self)) != 0 { return true }
+            if escapeFlags(UnsafeRawPointer(base + i).loadUnaligned(as: UInt64.self)) != 0 { return true }
             i += 8
         }
         // The last few bytes of a text of 8 or more: its last 8 bytes as one word (overlapping).
-        if i < n && n >= 8 { return flags(UnsafeRawPointer(base + n - 8).loadUnaligned(as: UInt64.self)) != 0 }
+        if i < n && n >= 8 { return escapeFlags(UnsafeRawPointer(base + n - 8).loadUnaligned(as: UInt64.self)) != 0 }
         while i < n {
             let c = base[i]
             if c < 0x20 || c == 0x22 || c == 0x5C { return true }

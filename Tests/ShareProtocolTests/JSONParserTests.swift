@@ -20,6 +20,40 @@ struct JSONParserValueTests {
         #expect(try JSONParser.parse("-1.5e3") == .number("-1.5e3"))
     }
 
+    /// The string scan reads 8 bytes at a time: every special byte at every position of strings
+    /// around that width is still found (escapes decoded, raw controls and bad UTF-8 refused).
+    @Test func specialBytesAtEveryPositionOfAString() throws {
+        let specials: [(raw: [UInt8], value: String?)] = [
+            (Array(#"\""#.utf8), "\""), (Array(#"\\"#.utf8), "\\"), (Array(#"\n"#.utf8), "\n"),
+            (Array(#"\u00e9"#.utf8), "é"), (Array("é".utf8), "é"), ([0x09], nil), ([0x1F], nil), ([0xFF], nil),
+            ([0xC3], nil),
+        ]
+        for length in 1...26 {
+            for position in 0..<length {
+                for special in specials {
+                    var body = [UInt8](repeating: UInt8(ascii: "a"), count: position) + special.raw
+                    body += [UInt8](repeating: UInt8(ascii: "b"), count: length - position - 1)
+                    let bytes = [UInt8(ascii: "[")] + [0x22] + body + [0x22] + Array(#",{"url":1}]"#.utf8)
+                    if let value = special.value {
+                        let expected = String(repeating: "a", count: position) + value + String(repeating: "b", count: length - position - 1)
+                        #expect(try JSONParser.parse(bytes) == .array([.string(expected), ["url": 1]]))
+                    } else {
+                        #expect(throws: JSONParseError.self) { try JSONParser.parse(bytes) }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Member names the protocol uses come back as their literals, equal to any other spelling.
+    @Test func knownMemberNamesParseAsThemselves() throws {
+        for name in KnownStrings.names + ["item", "itemsx", "URL", "params2", "a_name_longer_than_sixteen"] {
+            let v = try JSONParser.parse("{\"" + name + "\":[\"" + name + "\"]}")
+            #expect(v == .object(JSONObject(uniqueMembers: [(key: name, value: .array([.string(name)]))])))
+            #expect(v.objectValue?.keys == [name])
+        }
+    }
+
     @Test func parsesArrays() throws {
         #expect(try JSONParser.parse("[]") == .array([]))
         #expect(try JSONParser.parse("[ ]") == .array([]))
