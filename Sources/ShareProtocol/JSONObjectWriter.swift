@@ -43,10 +43,12 @@ public struct JSONObjectWriter {
         member(k, digitsOf: nil, negative: false)
     }
 
-    /// `,"key":` and, when `value` is given, its decimal digits, assembled on the stack and
+    /// `,"key":` and, when `value` is given, its decimal digits (or `boolean`'s literal), assembled on the stack and
     /// appended at once: one append per member (each `Array.append(contentsOf:)` costs about
     /// 65 instructions; a broker.status reply has some 30 integer members).
-    @inline(__always) private mutating func member(_ k: StaticString, digitsOf value: UInt64?, negative: Bool) {
+    @inline(__always) private mutating func member(
+        _ k: StaticString, digitsOf value: UInt64?, negative: Bool, boolean: Bool? = nil
+    ) {
         assert(!bytes.isEmpty, "a JSONObjectWriter written to after finishInPlace()")
         let comma = !empty
         empty = false
@@ -63,6 +65,7 @@ public struct JSONObjectWriter {
                 bytes.append(UInt8(ascii: "\""))
                 bytes.append(UInt8(ascii: ":"))
                 if let value { JSONValue.writeDigits(value, negative: negative, to: &bytes) }
+                if let boolean { JSONValue.appendStatic(boolean ? "true" : "false", to: &bytes) }
                 return
             }
             withUnsafeMutableBytes(of: &scratch) { s in
@@ -77,6 +80,13 @@ public struct JSONObjectWriter {
                 s[i + 2 + b.count] = UInt8(ascii: ":")
                 var total = keyLength
                 if let value { total += JSONValue.formatDigits(value, negative: negative, into: s.baseAddress! + total) }
+                if let boolean {
+                    let word: StaticString = boolean ? "true" : "false"
+                    word.withUTF8Buffer { w in
+                        UnsafeMutableRawBufferPointer(rebasing: s[total...]).copyMemory(from: UnsafeRawBufferPointer(w))
+                        total += w.count
+                    }
+                }
                 Framer.append(UnsafeRawBufferPointer(rebasing: s[0..<total]), to: &bytes)
             }
         }
@@ -101,8 +111,7 @@ public struct JSONObjectWriter {
 
     /// A boolean member.
     public mutating func bool(_ k: StaticString, _ v: Bool) {
-        key(k)
-        JSONValue.appendStatic(v ? "true" : "false", to: &bytes)
+        member(k, digitsOf: nil, negative: false, boolean: v)
     }
 
     /// A floating-point member, written as `JSONValue.double` writes it.

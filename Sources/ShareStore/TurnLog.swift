@@ -85,9 +85,17 @@ public final class TurnLog {
     /// Called by a store when it changes.
     public func touch(_ p: TurnParticipant) {
         let id = ObjectIdentifier(p)
-        if dirtyIDs.insert(id).inserted { dirty.append(p) }
+        // Most turns change one store over and over: the set is consulted once per store and
+        // turn, not hashed per request.
+        if id != lastTouched {
+            if dirtyIDs.insert(id).inserted { dirty.append(p) }
+            lastTouched = id
+        }
         requestTouched.insert(id)
     }
+
+    /// The store `touch` saw last (always in `dirtyIDs`; nil once the log is taken).
+    private var lastTouched: ObjectIdentifier? = nil
 
     /// Starts attributing changes to a new request.
     public func beginRequest() {
@@ -111,6 +119,7 @@ public final class TurnLog {
         }
         dirty.removeAll(keepingCapacity: true)
         dirtyIDs.removeAll(keepingCapacity: true)
+        lastTouched = nil
         return list
     }
 

@@ -79,6 +79,23 @@ import Testing
         }
     }
 
+    @Test func booleanMembersWithShortAndLongKeys() throws {
+        for v in [true, false] {
+            var w = JSONObjectWriter()
+            w.bool("b", v)
+            w.bool("a_key_long_enough_that_it_and_twenty_one_digits_do_not_fit_in_the_scratch_space", v)
+            w.bool("c", !v)
+            let tree: JSONValue = [
+                "b": .bool(v), "a_key_long_enough_that_it_and_twenty_one_digits_do_not_fit_in_the_scratch_space": .bool(v),
+                "c": .bool(!v),
+            ]
+            #expect(w.finish() == tree.bytes)
+            var first = JSONObjectWriter()
+            first.bool("only", v)
+            #expect(first.finish() == Array((v ? #"{"only":true}"# : #"{"only":false}"#).utf8))
+        }
+    }
+
     @Test func integersOfEveryWidth() {
         for v: Int64 in [0, 1, -1, 9, 10, 99, 100, -100, 1_234_567_890_123, .max, .min] {
             var out: [UInt8] = []
