@@ -60,8 +60,11 @@ public struct JSONObject: Sendable, Equatable, ExpressibleByDictionaryLiteral, S
     /// Gets or sets a member; setting `nil` removes it. Lookup is linear (protocol objects are small).
     public subscript(key: String) -> JSONValue? {
         get {
-            for m in members where m.key == key { return m.value }
-            return nil
+            // Read in place: iterating the array would copy (retain and release) every member.
+            members.withUnsafeBufferPointer { ms in
+                for i in ms.indices where ms[i].key == key { return ms[i].value }
+                return nil
+            }
         }
         set {
             if let i = members.firstIndex(where: { $0.key == key }) {

@@ -217,8 +217,12 @@ extension UTITable {
             return Attachment(kind: .url, registeredTypeIdentifiers: [t], url: u, typeSource: .given)
         }
         return Attachment(
-            kind: .url, registeredTypeIdentifiers: [isFile ? "public.file-url" : "public.url"], url: u, typeSource: .url)
+            kind: .url, registeredTypeIdentifiers: isFile ? UTITable.fileURLTypes : UTITable.urlTypes, url: u, typeSource: .url)
     }
+
+    /// The types of a URL item without a given type (shared arrays: one allocation saved per item).
+    static let urlTypes = ["public.url"]
+    static let fileURLTypes = ["public.file-url"]
 
     /// The attachment for an item: its registeredTypeIdentifiers (primary first) and URLs.
     ///
