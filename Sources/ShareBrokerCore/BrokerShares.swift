@@ -527,26 +527,28 @@ extension Broker {
         let digits: StaticString = "0123456789abcdef"
         let from = randomPoolIndex
         let p = prefix.utf8.count
-        // Written straight into the string's storage (no intermediate array).
-        let id = String(unsafeUninitializedCapacity: p + bytes * 2) { out in
-            var o = 0
-            for c in prefix.utf8 {
-                out[o] = c
-                o += 1
-            }
-            digits.withUTF8Buffer { d in
-                for i in from..<(from + bytes) {
-                    out[o] = d[Int(randomPool[i] >> 4)]
-                    out[o + 1] = d[Int(randomPool[i] & 15)]
-                    o += 2
-                }
-            }
-            return o
-        }
-        // Used bytes are overwritten so they can never be handed out (or read back) again.
-        for i in from..<(from + bytes) { randomPool[i] = 0 }
         randomPoolIndex += bytes
-        return id
+        return randomPool.withUnsafeMutableBufferPointer { pool in
+            // Written straight into the string's storage (no intermediate array).
+            let id = String(unsafeUninitializedCapacity: p + bytes * 2) { out in
+                var o = 0
+                for c in prefix.utf8 {
+                    out[o] = c
+                    o += 1
+                }
+                digits.withUTF8Buffer { d in
+                    for i in from..<(from + bytes) {
+                        out[o] = d[Int(pool[i] >> 4)]
+                        out[o + 1] = d[Int(pool[i] & 15)]
+                        o += 2
+                    }
+                }
+                return o
+            }
+            // Used bytes are overwritten so they can never be handed out (or read back) again.
+            for i in from..<(from + bytes) { pool[i] = 0 }
+            return id
+        }
     }
 }
 
