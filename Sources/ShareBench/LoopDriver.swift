@@ -137,7 +137,7 @@ func loopDriver(
     latencies.sort()
     return LoopDriverResult(
         latencies: latencies, seconds: seconds, errors: Array(errors.prefix(5)), errorCount: errorCount + (failed ? 1 : 0),
-        driverCPUNanos: cpu0 > 0 ? cpu1 &- cpu0 : 0)
+        driverCPUNanos: cpu0 > 0 && cpu1 >= cpu0 ? cpu1 - cpu0 : 0)
 }
 
 extension LoopDriverResult {

@@ -105,6 +105,7 @@ public struct JSONObjectWriter {
     /// A string member (escaped as JSON requires).
     public mutating func string(_ k: StaticString, _ v: String) {
         assert(!bytes.isEmpty, "a JSONObjectWriter written to after finishInPlace()")
+        assert(k.withUTF8Buffer { !$0.contains { $0 < 0x20 || $0 == 0x22 || $0 == 0x5C } }, "a JSONObjectWriter key needs escaping")
         JSONValue.writeString(v, after: k, comma: !empty, quotingHead: true, to: &bytes)
         empty = false
     }

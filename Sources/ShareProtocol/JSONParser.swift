@@ -427,14 +427,14 @@ enum KnownStrings {
 
     /// `names` by byte length, with their bytes.
     static let byLength: [[(bytes: [UInt8], string: String)]] = {
-        var table = [[(bytes: [UInt8], string: String)]](repeating: [], count: 17)
+        var table = [[(bytes: [UInt8], string: String)]](repeating: [], count: (names.map(\.utf8.count).max() ?? 0) + 1)
         for n in names { table[n.utf8.count].append((Array(n.utf8), n)) }
         return table
     }()
 
     /// The literal spelled by `bytes`, if it is one of `names`.
     @inline(__always) static func lookup(_ bytes: UnsafeRawBufferPointer) -> String? {
-        guard bytes.count < 17, bytes.count > 0, let base = bytes.baseAddress else { return nil }
+        guard bytes.count < byLength.count, bytes.count > 0, let base = bytes.baseAddress else { return nil }
         let table = byLength[bytes.count]
         for c in table.indices {
             let same = table[c].bytes.withUnsafeBufferPointer { known in

@@ -106,7 +106,8 @@ extension JSONValue {
     /// Appends `head`, then `s` as a JSON string; with `comma` a `,` first, with `quotingHead`
     /// the head as a member's key (`"head":`). Short strings that need no escaping are assembled
     /// on the stack and appended at once: each `Array.append` costs some 65 instructions, and
-    /// records and replies are mostly such members (`,"app":"com.example.app"`).
+    /// records and replies are mostly such members (`,"app":"com.example.app"`). `head` is
+    /// written as it is: it must not need escaping.
     public static func writeString(
         _ s: String, after head: StaticString, comma: Bool = false, quotingHead: Bool = false, to out: inout [UInt8]
     ) {
