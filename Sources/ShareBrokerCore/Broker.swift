@@ -677,7 +677,7 @@ public final class Broker {
     }
 
     func handleFrame(_ conn: Connection, _ frame: UnsafeRawBufferPointer) {
-        switch RPCCodec.decode(frame) {
+        switch RPCCodec.decode(frame, readingShareSend: true) {
         case .single(let item):
             switch item {
             case .failure(let reply):
@@ -815,7 +815,7 @@ public final class Broker {
         if let spec {
             do {
                 try spec.authorize(conn)
-                let params = try Params(request.params, method: request.method)
+                let params = try Params(request.params, method: request.method, shareSend: request.shareSendParams)
                 outcome = .success(try spec.handler(self, conn, params))
             } catch {
                 outcome = .failure(error)

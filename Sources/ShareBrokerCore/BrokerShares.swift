@@ -84,20 +84,37 @@ extension Broker {
 
     /// Validates and types the `items` param. With `store`, file contents are read for storing.
     func prepareItems(_ p: Params, conn: Connection, forStoring: Bool) throws(RPCError) -> [PreparedItem] {
-        guard let raw = p["items"] else { throw .invalidParams("Invalid params: 'items' is required (an array of items)") }
-        guard case .array(let list) = raw else { throw .invalidParams("Invalid params: 'items' must be an array, got \(raw.typeName)") }
-        guard !list.isEmpty else { throw .invalidParams("Invalid params: 'items' is empty: share at least one item") }
-        guard list.count <= config.maxFilesPerShare else {
-            throw .invalidParams("Invalid params: \(list.count) items exceed the limit of \(config.maxFilesPerShare) per share")
+        let count: Int
+        var list: [JSONValue] = []
+        let fast = p.shareSend?.items
+        if let fast {
+            count = fast.count  // never empty
+        } else {
+            guard let raw = p["items"] else { throw .invalidParams("Invalid params: 'items' is required (an array of items)") }
+            guard case .array(let l) = raw else { throw .invalidParams("Invalid params: 'items' must be an array, got \(raw.typeName)") }
+            guard !l.isEmpty else { throw .invalidParams("Invalid params: 'items' is empty: share at least one item") }
+            list = l
+            count = l.count
+        }
+        guard count <= config.maxFilesPerShare else {
+            throw .invalidParams("Invalid params: \(count) items exceed the limit of \(config.maxFilesPerShare) per share")
         }
         var out: [PreparedItem] = []
-        out.reserveCapacity(list.count)
+        out.reserveCapacity(count)
         var total = 0
         var usedNames = Set<String>()
         var failure: RPCError? = nil
-        for (i, v) in list.enumerated() {
+        for i in 0..<count {
             do throws(RPCError) {
-                var item = try prepareItem(v, index: i, conn: conn, forStoring: forStoring, usedNames: &usedNames)
+                var item: PreparedItem
+                if let fast {
+                    switch fast[i].kind {
+                    case .url: item = try prepareURLItem(fast[i].value, index: i, givenType: nil)
+                    case .text: item = prepareTextItem(fast[i].value, givenType: nil)
+                    }
+                } else {
+                    item = try prepareItem(list[i], index: i, conn: conn, forStoring: forStoring, usedNames: &usedNames)
+                }
                 total += item.size
                 if total > config.maxShareBytes {
                     if case .descriptor(let fd)? = item.file?.source { FD.close(fd) }
@@ -116,6 +133,28 @@ extension Broker {
             throw failure
         }
         return out
+    }
+
+    /// A URL item (`items[i].url`), typed `givenType` or by its scheme.
+    func prepareURLItem(_ url: String, index i: Int, givenType: String?) throws(RPCError) -> PreparedItem {
+        let ref: URLReference
+        do { ref = try URLReference(parsing: url) } catch {
+            throw .invalidParams("Invalid params: items[\(i)].url: \(error.message)")
+        }
+        let a = ShareTyping.urlAttachment(url, ref, given: givenType)
+        return PreparedItem(
+            stored: JSONObject(uniqueMembers: [(key: "url", value: .string(url)), (key: "type", value: .string(a.primaryType))]),
+            attachment: a, file: nil, size: url.utf8.count)
+    }
+
+    /// A text item (`items[i].text`), typed `givenType` or plain text (plus a URL it is).
+    func prepareTextItem(_ text: String, givenType: String?) -> PreparedItem {
+        let a = ShareTyping.textAttachment(text, given: givenType)
+        var stored: JSONObject = ["text": .string(text), "type": .string(a.primaryType)]
+        if a.registeredTypeIdentifiers.count > 1 { stored["types"] = .array(a.registeredTypeIdentifiers.map { .string($0) }) }
+        let urls = a.carriedURLs.isEmpty ? ShareTyping.urls(in: text) : a.carriedURLs
+        if !urls.isEmpty { stored["urls"] = .array(urls.map { .string($0) }) }
+        return PreparedItem(stored: stored, attachment: a, file: nil, size: text.utf8.count)
     }
 
     func prepareItem(
@@ -141,22 +180,10 @@ extension Broker {
         switch kind {
         case "url":
             guard case .string(let url)? = o["url"] else { throw .invalidParams("Invalid params: items[\(i)].url must be a string") }
-            let ref: URLReference
-            do { ref = try URLReference(parsing: url) } catch {
-                throw .invalidParams("Invalid params: items[\(i)].url: \(error.message)")
-            }
-            let a = ShareTyping.urlAttachment(url, ref, given: givenType)
-            return PreparedItem(
-                stored: JSONObject(uniqueMembers: [(key: "url", value: .string(url)), (key: "type", value: .string(a.primaryType))]),
-                attachment: a, file: nil, size: url.utf8.count)
+            return try prepareURLItem(url, index: i, givenType: givenType)
         case "text":
             guard case .string(let text)? = o["text"] else { throw .invalidParams("Invalid params: items[\(i)].text must be a string") }
-            let a = ShareTyping.textAttachment(text, given: givenType)
-            var stored: JSONObject = ["text": .string(text), "type": .string(a.primaryType)]
-            if a.registeredTypeIdentifiers.count > 1 { stored["types"] = .array(a.registeredTypeIdentifiers.map { .string($0) }) }
-            let urls = a.carriedURLs.isEmpty ? ShareTyping.urls(in: text) : a.carriedURLs
-            if !urls.isEmpty { stored["urls"] = .array(urls.map { .string($0) }) }
-            return PreparedItem(stored: stored, attachment: a, file: nil, size: text.utf8.count)
+            return prepareTextItem(text, givenType: givenType)
         case "data":
             guard case .string(let b64)? = o["data"] else { throw .invalidParams("Invalid params: items[\(i)].data must be a base64 string") }
             guard let bytes = Base64.decode(b64, urlSafe: false) else { throw .invalidParams("Invalid params: items[\(i)].data is not valid base64") }
@@ -248,15 +275,27 @@ extension Broker {
     // MARK: share.send
 
     func shareSend(_ conn: Connection, _ p: Params) throws(RPCError) -> MethodResult {
-        let named = try p.optionalString("extension")
-        let groupParam = try p.optionalString("group")
+        let named: String?
+        let groupParam: String?
         var openURL: String? = nil
         var openContaining = false
-        switch p["open"] {
-        case nil, .null?, .bool(false)?: break
-        case .bool(true)?: openContaining = true
-        case .string(let u)?: openURL = u
-        case let v?: throw .invalidParams("Invalid params: 'open' must be true, false or a URL string, got \(v.typeName)")
+        if let fast = p.shareSend {  // the commonest shape, read without a tree: the same meaning
+            named = fast.extensionID
+            groupParam = fast.group
+            switch fast.open {
+            case .absent, .flag(false): break
+            case .flag(true): openContaining = true
+            case .url(let u): openURL = u
+            }
+        } else {
+            named = try p.optionalString("extension")
+            groupParam = try p.optionalString("group")
+            switch p["open"] {
+            case nil, .null?, .bool(false)?: break
+            case .bool(true)?: openContaining = true
+            case .string(let u)?: openURL = u
+            case let v?: throw .invalidParams("Invalid params: 'open' must be true, false or a URL string, got \(v.typeName)")
+            }
         }
         // Who sends: an extension as itself, or a tool as the share sheet.
         let chosen: ExtensionTarget

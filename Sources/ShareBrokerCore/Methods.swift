@@ -67,9 +67,12 @@ extension SessionRole {
 struct Params {
     let object: JSONObject
     let method: String
+    /// A share.send's params read without a tree (`object` is then empty): see `ShareSendParams`.
+    let shareSend: ShareSendParams?
 
-    init(_ raw: JSONValue?, method: String) throws(RPCError) {
+    init(_ raw: JSONValue?, method: String, shareSend: ShareSendParams? = nil) throws(RPCError) {
         self.method = method
+        self.shareSend = shareSend
         switch raw {
         case nil: object = JSONObject()
         case .object(let o)?: object = o

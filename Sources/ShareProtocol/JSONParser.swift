@@ -66,9 +66,9 @@ extension JSONParser {
     /// a tree for it. Nil for anything else, including any error: the caller then takes the
     /// general path (`parseBuffer` + `RPCCodec.decodeRequest`), which gives the same request for
     /// every frame this accepts (RPCTests checks the two agree) and the right error otherwise.
-    static func parseRequestEnvelope(_ buf: UnsafeRawBufferPointer) -> RPCRequest? {
+    static func parseRequestEnvelope(_ buf: UnsafeRawBufferPointer, readingShareSend: Bool = false) -> RPCRequest? {
         var p = Parser(buf: buf)
-        return (try? p.requestEnvelope()) ?? nil
+        return (try? p.requestEnvelope(readingShareSend: readingShareSend)) ?? nil
     }
 }
 
@@ -227,7 +227,7 @@ private struct Parser {
     }
 
     /// See `JSONParser.parseRequestEnvelope`: nil when the frame is not of that usual shape.
-    mutating func requestEnvelope() throws(JSONParseError) -> RPCRequest? {
+    mutating func requestEnvelope(readingShareSend: Bool = false) throws(JSONParseError) -> RPCRequest? {
         skipWhitespace()
         guard peek() == UInt8(ascii: "{") else { return nil }
         pos += 1
@@ -235,6 +235,7 @@ private struct Parser {
         var id: RequestID? = nil
         var method: String? = nil
         var params: JSONValue? = nil
+        var shareSend: ShareSendParams? = nil
         while true {
             skipWhitespace()
             let member: UInt8
@@ -261,7 +262,12 @@ private struct Parser {
                 method = try parseString(interning: true)
             case 2:
                 guard let c = peek(), c == UInt8(ascii: "{") || c == UInt8(ascii: "[") else { return nil }
-                params = try parseValue(depth: 1)  // as deep as inside the envelope's object
+                if readingShareSend, method == "share.send", let (read, end) = ShareSendParams.scan(buf, from: pos) {
+                    shareSend = read
+                    pos = end
+                } else {
+                    params = try parseValue(depth: 1)  // as deep as inside the envelope's object
+                }
             case 4:
                 guard let c = peek() else { return nil }
                 switch c {
@@ -286,7 +292,7 @@ private struct Parser {
         }
         skipWhitespace()
         guard pos == buf.count, seen & 9 == 9, let method else { return nil }
-        return RPCRequest(id: id, method: method, params: params)
+        return RPCRequest(id: id, method: method, params: params, shareSendParams: shareSend)
     }
 
     /// A string; with `interning`, a member name or method name the protocol uses is returned

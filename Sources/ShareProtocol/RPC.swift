@@ -118,14 +118,18 @@ public struct RPCRequest: Sendable {
     public var id: RequestID?
     /// The method name.
     public var method: String
-    /// The params: an object, an array, or nil when absent.
+    /// The params: an object, an array, or nil when absent (or read into `shareSendParams`).
     public var params: JSONValue?
+    /// A `share.send`'s params read without a tree (`RPCCodec.decode(_:readingShareSend:)` with
+    /// `true`); `params` is then nil. Never set otherwise.
+    public var shareSendParams: ShareSendParams?
 
     /// Creates a request.
-    public init(id: RequestID?, method: String, params: JSONValue?) {
+    public init(id: RequestID?, method: String, params: JSONValue?, shareSendParams: ShareSendParams? = nil) {
         self.id = id
         self.method = method
         self.params = params
+        self.shareSendParams = shareSendParams
     }
 
     /// True when no reply is expected.
@@ -156,10 +160,16 @@ public struct RPCErrorReply: Error, Sendable {
 /// Decoding and encoding of JSON-RPC 2.0 messages.
 public enum RPCCodec {
     /// Decodes one frame. Invalid JSON → -32700 (id null); an empty batch → -32600 (id null).
-    public static func decode(_ frame: UnsafeRawBufferPointer) -> IncomingMessage {
+    ///
+    /// With `readingShareSend`, a `share.send` whose params are in the commonest shape (see
+    /// `ShareSendParams`) and come after its method gets them in `shareSendParams`, not as a tree
+    /// in `params` (the broker's hot path). Other requests decode the same either way.
+    public static func decode(_ frame: UnsafeRawBufferPointer, readingShareSend: Bool = false) -> IncomingMessage {
         // The usual request, read without a tree for its envelope; anything else (batches,
         // errors, unusual shapes) goes the general way below.
-        if let request = JSONParser.parseRequestEnvelope(frame) { return .single(.success(request)) }
+        if let request = JSONParser.parseRequestEnvelope(frame, readingShareSend: readingShareSend) {
+            return .single(.success(request))
+        }
         let value: JSONValue
         do {
             value = try JSONParser.parseBuffer(frame)

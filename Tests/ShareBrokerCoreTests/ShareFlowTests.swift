@@ -92,6 +92,58 @@ final class ShareFlowTests: XCTestCase {
         h.stop()
     }
 
+    /// share.send params in the commonest shape are read without a JSON tree (`ShareSendParams`):
+    /// the same share, reply and errors as the general parser's reading of the same params.
+    func testShareSendReadWithoutATreeMeansWhatTheTreeMeans() throws {
+        let h = try start()
+        let ext = try session(h, "extension", "com.mycompany.myapp.share")
+        let app = try session(h, "app", "com.mycompany.myapp")
+        let url = "https://youtu.be/dQw4w9WgXcQ?t=42"
+        // The same params three ways: read without a tree, then with a member the general path
+        // ignores, then with an escaped slash (both take the general parser).
+        let spellings: [JSONObject] = [
+            ["items": [["url": .string(url)]], "extension": "com.mycompany.myapp.share", "group": "group.com.mycompany.myapp"],
+            ["items": [["url": .string(url)]], "extension": "com.mycompany.myapp.share", "group": "group.com.mycompany.myapp", "x": 1],
+        ]
+        var shares: [JSONValue] = []
+        for params in spellings {
+            let sent = try ext.call("share.send", .object(params))
+            XCTAssertEqual(sent["app"], "com.mycompany.myapp")
+            XCTAssertEqual(sent["group"], "group.com.mycompany.myapp")
+            XCTAssertNil(sent["eventID"])
+            var share = try app.call("share.get", ["shareID": sent["shareID"]!])
+            share = .object(JSONObject(uniqueMembers: share.objectValue!.members.filter { $0.key != "shareID" && $0.key != "created" }))
+            shares.append(share)
+        }
+        let raw = try h.connect()
+        try raw.hello(role: "extension", bundleID: "com.mycompany.myapp.share")
+        let escaped = #"{"jsonrpc":"2.0","id":9,"method":"share.send","params":{"items":[{"url":"https:\/\/youtu.be\/dQw4w9WgXcQ?t=42"}]}}"#
+        try raw.sendRaw(Array((escaped + "\n").utf8))
+        let reply = try XCTUnwrap(raw.readMessage(timeoutMillis: 5000))
+        let escapedID = try XCTUnwrap(reply["result"]?["shareID"])
+        var third = try app.call("share.get", ["shareID": escapedID])
+        third = .object(JSONObject(uniqueMembers: third.objectValue!.members.filter { $0.key != "shareID" && $0.key != "created" }))
+        shares.append(third)
+        XCTAssertEqual(shares[0], shares[1])
+        XCTAssertEqual(shares[0], shares[2])
+        XCTAssertEqual(shares[0]["items"]?.arrayValue?.first?["url"]?.stringValue, url)
+
+        // Errors: the same message whichever way the params were read.
+        for (fast, general) in [
+            (["items": [["url": "no scheme"]]], ["items": [["url": "no scheme"]], "x": 1]),
+            (["items": [["url": "https://e.com"]], "extension": "com.other"], ["items": [["url": "https://e.com"]], "extension": "com.other", "x": 1]),
+            (["items": [["url": "https://e.com"]], "group": "group.nope"], ["items": [["url": "https://e.com"]], "group": "group.nope", "x": 1]),
+            (["items": [["text": "just words"]]], ["items": [["text": "just words"]], "x": 1]),
+            (["items": [["url": "https://e.com"]], "open": "nowhere://x"], ["items": [["url": "https://e.com"]], "open": "nowhere://x", "x": 1]),
+        ] as [(JSONObject, JSONObject)] {
+            let a = rpcError { _ = try ext.call("share.send", .object(fast)) }
+            let b = rpcError { _ = try ext.call("share.send", .object(general)) }
+            XCTAssertNotNil(a, "\(fast)")
+            XCTAssertEqual(a, b, "\(fast)")
+        }
+        h.stop()
+    }
+
     func testSeed002PDFFromAToolAndFromAPath() throws {
         let h = try start()
         let tool = try h.tool()

@@ -478,3 +478,103 @@ struct RPCIncomingTests {
         }
     }
 }
+
+/// share.send's params read without a tree (`ShareSendParams`) mean what the general parser reads.
+@Suite("RPCCodec: share.send params without a tree")
+struct ShareSendParamsTests {
+    static let usual = [
+        #"{"jsonrpc":"2.0","id":1,"method":"share.send","params":{"items":[{"url":"https://youtu.be/abc"}]}}"#,
+        #"{"jsonrpc":"2.0","id":"x","method":"share.send","params":{"items":[{"text":"hello"},{"url":"a:b"}],"extension":"com.e.share","group":"group.com.e","open":true}}"#,
+        #"{ "method" : "share.send" , "params" : { "open" : "myapp://x?y=1" , "items" : [ { "url" : "https://e.com/" } ] } , "jsonrpc" : "2.0" , "id" : 7 }"#,
+        #"{"jsonrpc":"2.0","id":2,"method":"share.send","params":{"open":false,"items":[{"text":""}]}}"#,
+        "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"share.send\",\"params\":{\n\t\"items\":[{\"url\":\"https://a.example/very/long/path/that/goes/past/several/words?q=1&r=2#frag\"}]\r}}",
+    ]
+    /// Read by the general parser only (the request still decodes, with a tree).
+    static let unusual = [
+        #"{"jsonrpc":"2.0","id":1,"params":{"items":[{"url":"https://e.com"}]},"method":"share.send"}"#,  // params before method
+        #"{"jsonrpc":"2.0","id":1,"method":"share.send","params":{"items":[{"url":"https://e.com","type":"public.url"}]}}"#,
+        #"{"jsonrpc":"2.0","id":1,"method":"share.send","params":{"items":[{"url":"https:\/\/e.com"}]}}"#,  // an escape
+        #"{"jsonrpc":"2.0","id":1,"method":"share.send","params":{"items":[{"text":"héllo"}]}}"#,  // non-ASCII
+        #"{"jsonrpc":"2.0","id":1,"method":"share.send","params":{"items":[]}}"#,
+        #"{"jsonrpc":"2.0","id":1,"method":"share.send","params":{"items":[{"url":"a:b"}],"group":null}}"#,
+        #"{"jsonrpc":"2.0","id":1,"method":"share.send","params":{"items":[{"url":"a:b"}],"items":[{"url":"c:d"}]}}"#,
+        #"{"jsonrpc":"2.0","id":1,"method":"share.send","params":{"items":[{"url":"a:b"}],"extra":1}}"#,
+        #"{"jsonrpc":"2.0","id":1,"method":"share.send","params":{"items":[{"url":"a:b","text":"t"}]}}"#,
+        #"{"jsonrpc":"2.0","id":1,"method":"share.send","params":{"open":"x"}}"#,
+        #"{"jsonrpc":"2.0","id":1,"method":"share.send","params":[]}"#,
+    ]
+
+    static func decode(_ frame: [UInt8], fast: Bool) -> IncomingMessage {
+        frame.withUnsafeBytes { RPCCodec.decode($0, readingShareSend: fast) }
+    }
+
+    /// The two decodings of `frame` agree: the same outcome, and read params equal to the tree.
+    static func agree(_ frame: [UInt8]) -> (agree: Bool, read: Bool) {
+        switch (decode(frame, fast: true), decode(frame, fast: false)) {
+        case (.single(.success(let f)), .single(.success(let g))):
+            guard f.id == g.id, f.method == g.method, g.shareSendParams == nil else { return (false, false) }
+            if let read = f.shareSendParams {
+                return (f.params == nil && f.method == "share.send" && g.params == read.json, true)
+            }
+            return (f.params == g.params, false)
+        case (.single(.failure(let f)), .single(.failure(let g))):
+            return (f.id == g.id && f.error == g.error, false)
+        case (.batch(let f), .batch(let g)):
+            return (f.count == g.count, false)
+        default:
+            return (false, false)
+        }
+    }
+
+    @Test func usualParamsAreReadWithoutATreeAndAgree() throws {
+        for s in Self.usual {
+            let result = Self.agree(Array(s.utf8))
+            #expect(result.read, "\(s)")
+            #expect(result.agree, "\(s)")
+        }
+        // The fields, for the first two.
+        guard case .single(.success(let r)) = Self.decode(Array(Self.usual[1].utf8), fast: true), let p = r.shareSendParams else {
+            Issue.record("not read")
+            return
+        }
+        #expect(p.items == [.init(kind: .text, value: "hello"), .init(kind: .url, value: "a:b")])
+        #expect(p.extensionID == "com.e.share" && p.group == "group.com.e" && p.open == .flag(true))
+    }
+
+    @Test func unusualParamsAreLeftToTheGeneralParser() {
+        for s in Self.unusual {
+            let result = Self.agree(Array(s.utf8))
+            #expect(!result.read, "\(s)")
+            #expect(result.agree, "\(s)")
+        }
+        // Another method's params are never read this way.
+        let other = Array(#"{"jsonrpc":"2.0","id":1,"method":"share.targets","params":{"items":[{"url":"a:b"}]}}"#.utf8)
+        guard case .single(.success(let r)) = Self.decode(other, fast: true) else {
+            Issue.record("not decoded")
+            return
+        }
+        #expect(r.shareSendParams == nil && r.params != nil)
+    }
+
+    @Test func mutatedFramesNeverDisagree() {
+        var rng = SystemRandomNumberGenerator()
+        let alphabet = Array(#"{}[]":,0123456789.-eE "\u00 nultrejsoidmpa2xgf/:é"#.utf8)
+        var read = 0
+        for _ in 0..<30_000 {
+            var frame = Array(Self.usual[Int.random(in: 0..<Self.usual.count, using: &rng)].utf8)
+            for _ in 0..<Int.random(in: 0...3, using: &rng) {
+                let i = Int.random(in: 0..<frame.count, using: &rng)
+                switch Int.random(in: 0..<3, using: &rng) {
+                case 0: frame[i] = alphabet.randomElement(using: &rng)!
+                case 1: frame.remove(at: i)
+                default: frame.insert(alphabet.randomElement(using: &rng)!, at: i)
+                }
+                if frame.isEmpty { break }
+            }
+            let result = Self.agree(frame)
+            if result.read { read += 1 }
+            #expect(result.agree, "\(String(decoding: frame, as: UTF8.self))")
+        }
+        #expect(read > 3_000, "mutations that keep the shape are still read without a tree")
+    }
+}

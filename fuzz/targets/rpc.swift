@@ -1,6 +1,7 @@
 // Fuzz target: JSON-RPC decoding (Sources/ShareProtocol/RPC.swift, RPCCodec.decode of one frame).
 // Properties: every decoded request re-encodes (writeRequest) to a frame that decodes to the same request;
-// every error reply and every result the broker would write parses back (RPCIncoming) with the same id.
+// every error reply and every result the broker would write parses back (RPCIncoming) with the same id;
+// the broker's decoding (share.send params read without a tree) means what the general one means.
 
 import ShareProtocol
 
@@ -51,15 +52,39 @@ private func check(_ member: Result<RPCRequest, RPCErrorReply>) {
     }
 }
 
+/// The broker's decoding (share.send params read without a tree when they have the commonest
+/// shape) means what the general decoding means: the same outcome, and read params equal to
+/// the tree the general parser builds for them.
+private func checkShareSendReading(_ input: UnsafeRawBufferPointer, _ general: IncomingMessage) {
+    switch (RPCCodec.decode(input, readingShareSend: true), general) {
+    case (.single(.success(let f)), .single(.success(let g))):
+        fuzzCheck(f.id == g.id && f.method == g.method, "share.send reading changed the id or method")
+        if let read = f.shareSendParams {
+            fuzzCheck(f.method == "share.send" && f.params == nil, "params read for \(f.method)")
+            fuzzCheck(g.params == read.json, "share.send params read differently: \(read.json) vs \(String(describing: g.params))")
+        } else {
+            fuzzCheck(f.params == g.params, "params changed when not read without a tree")
+        }
+    case (.single(.failure(let f)), .single(.failure(let g))):
+        fuzzCheck(f.id == g.id && f.error == g.error, "share.send reading changed an error")
+    case (.batch(let f), .batch(let g)):
+        fuzzCheck(f.count == g.count, "share.send reading changed a batch")
+    default:
+        fuzzCheck(false, "share.send reading changed the outcome")
+    }
+}
+
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
     let input = inputBuffer(data, size)
-    switch RPCCodec.decode(input) {
+    let decoded = RPCCodec.decode(input)
+    switch decoded {
     case .single(let member): check(member)
     case .batch(let members):
         fuzzCheck(!members.isEmpty, "an empty batch was decoded as a batch")
         for m in members { check(m) }
     }
+    checkShareSendReading(input, decoded)
     if let value = try? JSONParser.parseBuffer(input) { _ = RPCIncoming.decode(value) }
     return 0
 }
