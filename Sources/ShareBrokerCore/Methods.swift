@@ -82,10 +82,14 @@ struct Params {
         }
     }
 
-    subscript(key: String) -> JSONValue? { object[key] }
+    subscript(key: String) -> JSONValue? {
+        // Read without a tree, share.send's params are in `shareSend` only: its handler reads them there.
+        assert(shareSend == nil, "share.send params read without a tree were looked up as '\(key)' in the (empty) tree")
+        return object[key]
+    }
 
     func string(_ key: String) throws(RPCError) -> String {
-        guard let v = object[key] else { throw .invalidParams("Invalid params: '\(key)' is required") }
+        guard let v = self[key] else { throw .invalidParams("Invalid params: '\(key)' is required") }
         guard case .string(let s) = v else {
             throw .invalidParams("Invalid params: '\(key)' must be a string, got \(v.typeName)")
         }
@@ -93,7 +97,7 @@ struct Params {
     }
 
     func optionalString(_ key: String) throws(RPCError) -> String? {
-        guard let v = object[key], !v.isNull else { return nil }
+        guard let v = self[key], !v.isNull else { return nil }
         guard case .string(let s) = v else {
             throw .invalidParams("Invalid params: '\(key)' must be a string, got \(v.typeName)")
         }
@@ -101,7 +105,7 @@ struct Params {
     }
 
     func optionalBool(_ key: String) throws(RPCError) -> Bool? {
-        guard let v = object[key], !v.isNull else { return nil }
+        guard let v = self[key], !v.isNull else { return nil }
         guard case .bool(let b) = v else {
             throw .invalidParams("Invalid params: '\(key)' must be a boolean, got \(v.typeName)")
         }

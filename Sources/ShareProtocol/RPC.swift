@@ -118,7 +118,8 @@ public struct RPCRequest: Sendable {
     public var id: RequestID?
     /// The method name.
     public var method: String
-    /// The params: an object, an array, or nil when absent (or read into `shareSendParams`).
+    /// The params: an object, an array, or nil when absent (or read into `shareSendParams`: a
+    /// request decoded that way re-encodes with `shareSendParams.json` as its params).
     public var params: JSONValue?
     /// A `share.send`'s params read without a tree (`RPCCodec.decode(_:readingShareSend:)` with
     /// `true`); `params` is then nil. Never set otherwise.

@@ -135,13 +135,54 @@ final class ShareFlowTests: XCTestCase {
             (["items": [["url": "https://e.com"]], "group": "group.nope"], ["items": [["url": "https://e.com"]], "group": "group.nope", "x": 1]),
             (["items": [["text": "just words"]]], ["items": [["text": "just words"]], "x": 1]),
             (["items": [["url": "https://e.com"]], "open": "nowhere://x"], ["items": [["url": "https://e.com"]], "open": "nowhere://x", "x": 1]),
+            (["items": [["url": "https://a.example"], ["url": "bad"]]], ["items": [["url": "https://a.example"], ["url": "bad"]], "x": 1]),
+            (["items": [["text": "t"], ["url": "https://a.example"]]], ["items": [["text": "t"], ["url": "https://a.example"]], "x": 1]),
         ] as [(JSONObject, JSONObject)] {
             let a = rpcError { _ = try ext.call("share.send", .object(fast)) }
             let b = rpcError { _ = try ext.call("share.send", .object(general)) }
             XCTAssertNotNil(a, "\(fast)")
             XCTAssertEqual(a, b, "\(fast)")
         }
+        XCTAssertEqual(rpcError { _ = try ext.call("share.send", ["items": [["url": "https://a.example"], ["url": "bad"]]]) }?.message.contains("items[1]"), true)
+
+        // Successes with `open`: false queues nothing, a URL routes to its app, true opens the
+        // containing app; the same either way.
+        for (open, routed) in [(JSONValue.bool(false), false), (.string("deeplinkmyapp://item?id=7"), true), (.bool(true), true)] {
+            var replies: [JSONValue] = []
+            for extra in [false, true] {
+                var params: JSONObject = ["items": [["url": "https://e.com/x"]], "open": open]
+                if extra { params["x"] = 1 }
+                var sent = try ext.call("share.send", .object(params))
+                XCTAssertEqual(sent["eventID"] != nil, routed, "open \(open)")
+                sent = .object(JSONObject(uniqueMembers: sent.objectValue!.members.filter { $0.key != "shareID" && $0.key != "eventID" }))
+                replies.append(sent)
+            }
+            XCTAssertEqual(replies[0], replies[1], "open \(open)")
+        }
+        var events: [JSONValue] = []
+        XCTAssertEqual(try app.call("app.subscribe")["pending"]?.intValue, 4)
+        while events.count < 4, let n = try app.nextNotification(timeoutMillis: 5000) { events.append(n.params ?? .null) }
+        XCTAssertEqual(events.map { $0["url"]?.stringValue ?? "" }.filter { $0 == "deeplinkmyapp://item?id=7" }.count, 2)
+        XCTAssertEqual(events.map { $0["via"]?.stringValue ?? "" }, ["scheme", "scheme", "scheme", "scheme"])
         h.stop()
+
+        // The per-share limits, for items read without a tree.
+        let limited = try start {
+            $0.maxFilesPerShare = 2
+            $0.maxShareBytes = 40
+        }
+        let tool = try limited.tool()
+        for (fast, general) in [
+            (["items": [["text": "a"], ["text": "b"], ["text": "c"]]], ["items": [["text": "a"], ["text": "b"], ["text": "c"]], "x": 1]),
+            (["items": [["text": .string(String(repeating: "a", count: 30))], ["text": .string(String(repeating: "b", count: 30))]]],
+             ["items": [["text": .string(String(repeating: "a", count: 30))], ["text": .string(String(repeating: "b", count: 30))]], "x": 1]),
+        ] as [(JSONObject, JSONObject)] {
+            let a = rpcError { _ = try tool.call("share.send", .object(fast)) }
+            let b = rpcError { _ = try tool.call("share.send", .object(general)) }
+            XCTAssertEqual(a?.code, -32602, "\(fast)")
+            XCTAssertEqual(a, b, "\(fast)")
+        }
+        limited.stop()
     }
 
     func testSeed002PDFFromAToolAndFromAPath() throws {
