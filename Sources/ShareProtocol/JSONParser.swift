@@ -72,7 +72,8 @@ extension JSONParser {
     }
 }
 
-private struct Parser {
+/// The parser's state over one buffer (internal: `ShareSendParams` reads with it too).
+struct Parser {
     let buf: UnsafeRawBufferPointer
     var pos = 0
 
@@ -84,6 +85,17 @@ private struct Parser {
         while pos < buf.count {
             let c = buf[pos]
             if c == 0x20 || c == 0x0A || c == 0x0D || c == 0x09 { pos += 1 } else { break }
+        }
+    }
+
+    /// Moves past whole 8-byte words of plain string text: no quote, backslash, control
+    /// character or non-ASCII byte (the byte-by-byte loop that follows finds which one stopped it).
+    @inline(__always) mutating func skipPlainASCIIWords() {
+        guard let base = buf.baseAddress else { return }
+        while pos + 8 <= buf.count {
+            let w = (base + pos).loadUnaligned(as: UInt64.self)
+            if JSONValue.escapeFlags(w) | (w & 0x8080_8080_8080_8080) != 0 { return }
+            pos += 8
         }
     }
 
@@ -262,9 +274,8 @@ private struct Parser {
                 method = try parseString(interning: true)
             case 2:
                 guard let c = peek(), c == UInt8(ascii: "{") || c == UInt8(ascii: "[") else { return nil }
-                if readingShareSend, method == "share.send", let (read, end) = ShareSendParams.scan(buf, from: pos) {
+                if readingShareSend, method == "share.send", let read = readShareSendParams() {
                     shareSend = read
-                    pos = end
                 } else {
                     params = try parseValue(depth: 1)  // as deep as inside the envelope's object
                 }
@@ -301,13 +312,7 @@ private struct Parser {
         pos += 1  // opening quote
         let start = pos
         // Fast path: no escapes, plain bytes until the closing quote; plain ASCII 8 bytes at a time.
-        if let base = buf.baseAddress {
-            while pos + 8 <= buf.count {
-                let w = (base + pos).loadUnaligned(as: UInt64.self)
-                if JSONValue.escapeFlags(w) | (w & 0x8080_8080_8080_8080) != 0 { break }
-                pos += 8
-            }
-        }
+        skipPlainASCIIWords()
         var sawHigh = false
         while pos < buf.count {
             let c = buf[pos]

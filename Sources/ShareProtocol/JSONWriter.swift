@@ -138,18 +138,15 @@ extension JSONValue {
     }
 
     /// The one-append path of `writeString(_:after:...)`: false (nothing appended) when the
-    /// whole does not fit in 128 bytes or `value` needs escaping. `head` is written as it is.
+    /// whole does not fit in `assemblyCapacity` or `value` needs escaping. `head` is written as it is.
     @inline(__always) static func appendPair(
         head h: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>, comma: Bool, quotingHead: Bool,
         to out: inout [UInt8]
     ) -> Bool {
         let headLength = h.count + (comma ? 1 : 0) + (quotingHead ? 3 : 0)
         let total = headLength + value.count + 2
-        var scratch: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) =
-            (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
-        guard total <= MemoryLayout.size(ofValue: scratch), !needsEscaping(value) else { return false }
-        withUnsafeMutableBytes(of: &scratch) { raw in
-            let p = raw.baseAddress!.assumingMemoryBound(to: UInt8.self)
+        guard total <= assemblyCapacity, !needsEscaping(value) else { return false }
+        appendAssembled(to: &out) { p in
             var i = 0
             if comma {
                 p[0] = UInt8(ascii: ",")
@@ -169,35 +166,46 @@ extension JSONValue {
             p[i] = UInt8(ascii: "\"")
             if let base = value.baseAddress { (p + i + 1).update(from: base, count: value.count) }
             p[total - 1] = UInt8(ascii: "\"")
-            out.append(contentsOf: UnsafeBufferPointer(start: p, count: total))
+            return total
         }
         return true
     }
 
     /// Appends `head`, `middle` and `tail` (nothing escaped), in one append when together they fit
-    /// in 128 bytes.
+    /// in `assemblyCapacity`.
     public static func appendJoined(
         _ head: StaticString, _ middle: UnsafeBufferPointer<UInt8>, _ tail: StaticString, to out: inout [UInt8]
     ) {
         head.withUTF8Buffer { h in
             tail.withUTF8Buffer { t in
-                let total = h.count + middle.count + t.count
-                var scratch: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) =
-                    (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
-                guard total <= MemoryLayout.size(ofValue: scratch) else {
+                guard h.count + middle.count + t.count <= assemblyCapacity else {
                     out.append(contentsOf: h)
                     out.append(contentsOf: middle)
                     out.append(contentsOf: t)
                     return
                 }
-                withUnsafeMutableBytes(of: &scratch) { raw in
-                    let p = raw.baseAddress!.assumingMemoryBound(to: UInt8.self)
+                appendAssembled(to: &out) { p in
                     if let base = h.baseAddress { p.update(from: base, count: h.count) }
                     if let base = middle.baseAddress { (p + h.count).update(from: base, count: middle.count) }
                     if let base = t.baseAddress { (p + h.count + middle.count).update(from: base, count: t.count) }
-                    out.append(contentsOf: UnsafeBufferPointer(start: p, count: total))
+                    return h.count + middle.count + t.count
                 }
             }
+        }
+    }
+
+    /// Most bytes `appendAssembled` can assemble.
+    static let assemblyCapacity = 128
+
+    /// Lets `fill` write up to `assemblyCapacity` bytes into stack space and appends the count it
+    /// returns in one `Array.append` (each costs some 65 instructions, whatever its length).
+    @inline(__always) static func appendAssembled(to out: inout [UInt8], _ fill: (UnsafeMutablePointer<UInt8>) -> Int) {
+        var scratch: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) =
+            (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+        withUnsafeMutableBytes(of: &scratch) { raw in
+            let p = raw.baseAddress!.assumingMemoryBound(to: UInt8.self)
+            let n = fill(p)
+            out.append(contentsOf: UnsafeBufferPointer(start: p, count: n))
         }
     }
 

@@ -46,13 +46,13 @@ public final class ShareSendParams: Equatable, @unchecked Sendable {
     }
 
     /// The items, in order (never empty).
-    public private(set) var items: [Item] = []
+    public internal(set) var items: [Item] = []
     /// `extension`, when given.
-    public private(set) var extensionID: String? = nil
+    public internal(set) var extensionID: String? = nil
     /// `group`, when given.
-    public private(set) var group: String? = nil
+    public internal(set) var group: String? = nil
     /// `open`.
-    public private(set) var open: Open = .absent
+    public internal(set) var open: Open = .absent
 
     init() {}
 
@@ -80,130 +80,122 @@ public final class ShareSendParams: Equatable, @unchecked Sendable {
     /// Reads params that start at `start` in `buf` (at their `{`). Returns them with the offset
     /// just past their closing `}`, or nil when they are not in the shape described above.
     public static func scan(_ buf: UnsafeRawBufferPointer, from start: Int) -> (params: ShareSendParams, end: Int)? {
-        var s = Scanner(buf: buf, pos: start)
+        var p = Parser(buf: buf)
+        p.pos = start
+        guard let params = p.readShareSendParams() else { return nil }
+        return (params, p.pos)
+    }
+}
+
+extension Parser {
+    /// `ShareSendParams.scan` at the parser's position: past the params when it returns them,
+    /// left where it was after nil (the general parser then reads them).
+    mutating func readShareSendParams() -> ShareSendParams? {
+        let start = pos
+        guard let params = scanShareSendParams() else {
+            pos = start
+            return nil
+        }
+        return params
+    }
+
+    private mutating func take(_ c: UInt8) -> Bool {
+        guard peek() == c else { return false }
+        pos += 1
+        return true
+    }
+
+    /// A string of plain ASCII without escapes or control characters; nil for anything else.
+    private mutating func plainString() -> String? {
+        guard take(UInt8(ascii: "\"")) else { return nil }
+        let start = pos
+        skipPlainASCIIWords()
+        while let c = peek() {
+            if c == UInt8(ascii: "\"") {
+                let text = UnsafeRawBufferPointer(rebasing: buf[start..<pos])
+                pos += 1
+                return String(decoding: text, as: UTF8.self)
+            }
+            if c < 0x20 || c >= 0x80 || c == UInt8(ascii: "\\") { return nil }
+            pos += 1
+        }
+        return nil
+    }
+
+    private mutating func scanShareSendParams() -> ShareSendParams? {
+        typealias Item = ShareSendParams.Item
         let params = ShareSendParams()
-        guard s.take(UInt8(ascii: "{")) else { return nil }
+        guard take(UInt8(ascii: "{")) else { return nil }
         var seen: UInt8 = 0
         while true {
-            s.skipWhitespace()
+            skipWhitespace()
             let member: UInt8
-            if s.match(#""items""#) {
+            if match(#""items""#) {
                 member = 1
-            } else if s.match(#""extension""#) {
+            } else if match(#""extension""#) {
                 member = 2
-            } else if s.match(#""group""#) {
+            } else if match(#""group""#) {
                 member = 4
-            } else if s.match(#""open""#) {
+            } else if match(#""open""#) {
                 member = 8
             } else {
                 return nil
             }
             guard seen & member == 0 else { return nil }
             seen |= member
-            s.skipWhitespace()
-            guard s.take(UInt8(ascii: ":")) else { return nil }
-            s.skipWhitespace()
+            skipWhitespace()
+            guard take(UInt8(ascii: ":")) else { return nil }
+            skipWhitespace()
             switch member {
             case 1:
-                guard s.take(UInt8(ascii: "[")) else { return nil }
+                guard take(UInt8(ascii: "[")) else { return nil }
                 while true {
-                    s.skipWhitespace()
-                    guard s.take(UInt8(ascii: "{")) else { return nil }
-                    s.skipWhitespace()
-                    let kind: ItemKind
-                    if s.match(#""url""#) {
+                    skipWhitespace()
+                    guard take(UInt8(ascii: "{")) else { return nil }
+                    skipWhitespace()
+                    let kind: ShareSendParams.ItemKind
+                    if match(#""url""#) {
                         kind = .url
-                    } else if s.match(#""text""#) {
+                    } else if match(#""text""#) {
                         kind = .text
                     } else {
                         return nil
                     }
-                    s.skipWhitespace()
-                    guard s.take(UInt8(ascii: ":")) else { return nil }
-                    s.skipWhitespace()
-                    guard let value = s.plainString() else { return nil }
+                    skipWhitespace()
+                    guard take(UInt8(ascii: ":")) else { return nil }
+                    skipWhitespace()
+                    guard let value = plainString() else { return nil }
                     params.items.append(Item(kind: kind, value: value))
-                    s.skipWhitespace()
-                    guard s.take(UInt8(ascii: "}")) else { return nil }
-                    s.skipWhitespace()
-                    if s.take(UInt8(ascii: ",")) { continue }
-                    guard s.take(UInt8(ascii: "]")) else { return nil }
+                    skipWhitespace()
+                    guard take(UInt8(ascii: "}")) else { return nil }
+                    skipWhitespace()
+                    if take(UInt8(ascii: ",")) { continue }
+                    guard take(UInt8(ascii: "]")) else { return nil }
                     break
                 }
             case 2:
-                guard let v = s.plainString() else { return nil }
+                guard let v = plainString() else { return nil }
                 params.extensionID = v
             case 4:
-                guard let v = s.plainString() else { return nil }
+                guard let v = plainString() else { return nil }
                 params.group = v
             default:
-                if s.match("true") {
+                if match("true") {
                     params.open = .flag(true)
-                } else if s.match("false") {
+                } else if match("false") {
                     params.open = .flag(false)
-                } else if let v = s.plainString() {
+                } else if let v = plainString() {
                     params.open = .url(v)
                 } else {
                     return nil
                 }
             }
-            s.skipWhitespace()
-            if s.take(UInt8(ascii: ",")) { continue }
-            guard s.take(UInt8(ascii: "}")) else { return nil }
+            skipWhitespace()
+            if take(UInt8(ascii: ",")) { continue }
+            guard take(UInt8(ascii: "}")) else { return nil }
             break
         }
         guard seen & 1 != 0 else { return nil }
-        return (params, s.pos)
-    }
-
-    private struct Scanner {
-        let buf: UnsafeRawBufferPointer
-        var pos: Int
-
-        @inline(__always) mutating func skipWhitespace() {
-            while pos < buf.count {
-                let c = buf[pos]
-                guard c == 0x20 || c == 0x0A || c == 0x0D || c == 0x09 else { return }
-                pos += 1
-            }
-        }
-
-        @inline(__always) mutating func take(_ c: UInt8) -> Bool {
-            guard pos < buf.count, buf[pos] == c else { return false }
-            pos += 1
-            return true
-        }
-
-        /// True (and past it) when the bytes at `pos` are exactly `word`.
-        @inline(__always) mutating func match(_ word: StaticString) -> Bool {
-            let n = word.utf8CodeUnitCount
-            guard pos + n <= buf.count else { return false }
-            let start = word.utf8Start
-            for i in 0..<n where buf[pos + i] != start[i] { return false }
-            pos += n
-            return true
-        }
-
-        /// A string of plain ASCII without escapes or control characters; nil for anything else.
-        mutating func plainString() -> String? {
-            guard take(UInt8(ascii: "\"")), let base = buf.baseAddress else { return nil }
-            let start = pos
-            while pos + 8 <= buf.count {
-                let w = (base + pos).loadUnaligned(as: UInt64.self)
-                if JSONValue.escapeFlags(w) | (w & 0x8080_8080_8080_8080) != 0 { break }
-                pos += 8
-            }
-            while pos < buf.count {
-                let c = buf[pos]
-                if c == UInt8(ascii: "\"") {
-                    let text = UnsafeRawBufferPointer(rebasing: buf[start..<pos])
-                    pos += 1
-                    return String(decoding: text, as: UTF8.self)
-                }
-                if c < 0x20 || c >= 0x80 || c == UInt8(ascii: "\\") { return nil }
-                pos += 1
-            }
-            return nil
-        }
+        return params
     }
 }

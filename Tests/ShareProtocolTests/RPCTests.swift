@@ -464,16 +464,8 @@ struct RPCIncomingTests {
         var rng = SystemRandomNumberGenerator()
         let alphabet = Array(#"{}[]":,0123456789.-eE "\u00 nultrejsoidmpa2"#.utf8)
         for _ in 0..<20_000 {
-            var frame = Array(Self.usual[Int.random(in: 0..<Self.usual.count, using: &rng)].utf8)
-            for _ in 0..<Int.random(in: 1...3, using: &rng) {
-                let i = Int.random(in: 0..<frame.count, using: &rng)
-                switch Int.random(in: 0..<3, using: &rng) {
-                case 0: frame[i] = alphabet.randomElement(using: &rng)!
-                case 1: frame.remove(at: i)
-                default: frame.insert(alphabet.randomElement(using: &rng)!, at: i)
-                }
-                if frame.isEmpty { break }
-            }
+            let usual = Array(Self.usual[Int.random(in: 0..<Self.usual.count, using: &rng)].utf8)
+            let frame = mutated(usual, alphabet: alphabet, edits: 1...3, using: &rng)
             #expect(Self.agree(frame), "\(String(decoding: frame, as: UTF8.self))")
         }
     }
@@ -561,16 +553,8 @@ struct ShareSendParamsTests {
         let alphabet = Array(#"{}[]":,0123456789.-eE "\u00 nultrejsoidmpa2xgf/:é"#.utf8)
         var read = 0
         for _ in 0..<30_000 {
-            var frame = Array(Self.usual[Int.random(in: 0..<Self.usual.count, using: &rng)].utf8)
-            for _ in 0..<Int.random(in: 0...3, using: &rng) {
-                let i = Int.random(in: 0..<frame.count, using: &rng)
-                switch Int.random(in: 0..<3, using: &rng) {
-                case 0: frame[i] = alphabet.randomElement(using: &rng)!
-                case 1: frame.remove(at: i)
-                default: frame.insert(alphabet.randomElement(using: &rng)!, at: i)
-                }
-                if frame.isEmpty { break }
-            }
+            let usual = Array(Self.usual[Int.random(in: 0..<Self.usual.count, using: &rng)].utf8)
+            let frame = mutated(usual, alphabet: alphabet, edits: 0...3, using: &rng)
             let result = Self.agree(frame)
             if result.read { read += 1 }
             #expect(result.agree, "\(String(decoding: frame, as: UTF8.self))")

@@ -102,3 +102,20 @@ func lspFrame(_ body: String, headerName: String = "Content-Length", extraHeader
 func decodeFrame(_ s: String) -> IncomingMessage {
     utf8(s).withUnsafeBytes { RPCCodec.decode($0) }
 }
+
+/// `frame` with `edits` random one-byte edits (a byte replaced, removed or inserted from `alphabet`).
+func mutated(
+    _ frame: [UInt8], alphabet: [UInt8], edits: ClosedRange<Int>, using rng: inout SystemRandomNumberGenerator
+) -> [UInt8] {
+    var frame = frame
+    for _ in 0..<Int.random(in: edits, using: &rng) {
+        if frame.isEmpty { break }
+        let i = Int.random(in: 0..<frame.count, using: &rng)
+        switch Int.random(in: 0..<3, using: &rng) {
+        case 0: frame[i] = alphabet.randomElement(using: &rng)!
+        case 1: frame.remove(at: i)
+        default: frame.insert(alphabet.randomElement(using: &rng)!, at: i)
+        }
+    }
+    return frame
+}
