@@ -21,6 +21,8 @@
 
 #ifdef __linux__
 #include <sys/random.h>
+#include <sys/syscall.h>
+#include <time.h>
 
 int sb_random(void *buf, size_t len) {
     unsigned char *p = buf;
@@ -78,10 +80,39 @@ int sb_poller_remove(int pfd, int fd) {
     return epoll_ctl(pfd, EPOLL_CTL_DEL, fd, &ev);
 }
 
-int sb_poller_wait(int pfd, sb_event *events, int max_events, int timeout_ms) {
+/* epoll_pwait2 (Linux 5.11) takes its timeout in nanoseconds; a kernel or sandbox without it
+ * answers ENOSYS (or EPERM under some seccomp filters) once, and milliseconds (rounded up) are
+ * used from then on. */
+#ifndef SYS_epoll_pwait2
+#define SYS_epoll_pwait2 441
+#endif
+static int sb_have_pwait2 = 1;
+
+int sb_poller_precise(int pfd) {
+    if (sb_have_pwait2) {
+        struct epoll_event ev;
+        struct timespec ts = { 0, 0 };
+        if ((int)syscall(SYS_epoll_pwait2, pfd, &ev, 1, &ts, NULL, 0) < 0 && (errno == ENOSYS || errno == EPERM))
+            sb_have_pwait2 = 0;
+    }
+    return sb_have_pwait2;
+}
+
+int sb_poller_wait_ns(int pfd, sb_event *events, int max_events, long long timeout_ns) {
     struct epoll_event evs[256];
     if (max_events > 256) max_events = 256;
-    int n = epoll_wait(pfd, evs, max_events, timeout_ms);
+    int n;
+    if (timeout_ns > 0 && timeout_ns % 1000000LL != 0 && sb_have_pwait2) {
+        struct timespec ts = { (time_t)(timeout_ns / 1000000000LL), (long)(timeout_ns % 1000000000LL) };
+        n = (int)syscall(SYS_epoll_pwait2, pfd, evs, max_events, &ts, NULL, 0);
+        if (n < 0 && (errno == ENOSYS || errno == EPERM)) {
+            sb_have_pwait2 = 0;
+            n = epoll_wait(pfd, evs, max_events, (int)((timeout_ns + 999999LL) / 1000000LL));
+        }
+    } else {
+        int ms = timeout_ns < 0 ? -1 : (int)((timeout_ns + 999999LL) / 1000000LL);
+        n = epoll_wait(pfd, evs, max_events, ms);
+    }
     if (n < 0) return -1;
     for (int i = 0; i < n; i++) {
         uint32_t e = 0;
@@ -123,13 +154,18 @@ int sb_poller_remove(int pfd, int fd) {
     return 0;
 }
 
-int sb_poller_wait(int pfd, sb_event *events, int max_events, int timeout_ms) {
+int sb_poller_precise(int pfd) {
+    (void)pfd;
+    return 1;
+}
+
+int sb_poller_wait_ns(int pfd, sb_event *events, int max_events, long long timeout_ns) {
     struct kevent evs[256];
     if (max_events > 256) max_events = 256;
     struct timespec ts, *tsp = NULL;
-    if (timeout_ms >= 0) {
-        ts.tv_sec = timeout_ms / 1000;
-        ts.tv_nsec = (long)(timeout_ms % 1000) * 1000000L;
+    if (timeout_ns >= 0) {
+        ts.tv_sec = (time_t)(timeout_ns / 1000000000LL);
+        ts.tv_nsec = (long)(timeout_ns % 1000000000LL);
         tsp = &ts;
     }
     int n = kevent(pfd, NULL, 0, evs, max_events, tsp);

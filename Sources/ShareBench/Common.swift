@@ -304,10 +304,34 @@ struct CPUSnapshot {
 struct BrokerCPU {
     let pid: Int32
     let start: [Int32: UInt64]
+    /// The broker's socket, to read its commit counters (broker.status) before and after.
+    let socket: String?
+    let startCommits: (commits: Int, paced: Int)?
 
-    init(pid: Int32) {
+    init(pid: Int32, socket: String? = nil) {
         self.pid = pid
+        self.socket = socket
+        startCommits = socket.flatMap(BrokerCPU.commits)
         start = BrokerCPU.threads(pid)
+    }
+
+    /// broker.status's `commits` and `pacedCommits`.
+    static func commits(_ socket: String) -> (commits: Int, paced: Int)? {
+        guard let c = try? BrokerConnection(socketPath: socket), let s = try? c.call("broker.status"),
+            let n = s["commits"]?.intValue
+        else { return nil }
+        return (n, s["pacedCommits"]?.intValue ?? 0)
+    }
+
+    /// " commits=N (R requests each, P paced, commit D us)" since `init`, or empty.
+    func commitText(requests: Int) -> String {
+        guard let socket, let a = startCommits, let b = BrokerCPU.commits(socket), b.commits > a.commits else { return "" }
+        let n = b.commits - a.commits
+        var d = ""
+        if let c = try? BrokerConnection(socketPath: socket), let s = try? c.call("broker.status"), let us = s["commitMicros"]?.intValue {
+            d = ", commit \(us)us"
+        }
+        return " commits=\(n) (\(fmt(Double(requests) / Double(n), 1)) requests each, \(b.paced - a.paced) paced\(d))"
     }
 
     static func threads(_ pid: Int32) -> [Int32: UInt64] {
@@ -333,6 +357,6 @@ struct BrokerCPU {
             if tid == pid { loop += d } else { others += d }
         }
         let per = { (ns: UInt64) in fmt(Double(ns) / 1000 / Double(requests), 2) }
-        return " broker-cpu/request: loop=\(per(loop))us others=\(per(others))us"
+        return " broker-cpu/request: loop=\(per(loop))us others=\(per(others))us" + commitText(requests: requests)
     }
 }

@@ -277,7 +277,7 @@ func openScenario(socket: String, brokerPID: Int32, openers: Int, opens: Int, pa
     // Durable appends alone: url.open to an app without a subscriber (Redis: XADD, no consumer).
     if BenchApp.isRegistered(socket: socket, bundleID: BenchApp.sinkBundleID) {
         let hello = helloLine(role: "tool")
-        let cpu = BrokerCPU(pid: brokerPID)
+        let cpu = BrokerCPU(pid: brokerPID, socket: socket)
         // The request's bytes from a template with the serial put in (see the share scenario).
         let head = Array((#","method":"url.open","params":{"url":""# + BenchApp.sinkScheme + "://e?i=").utf8)
         let r = loopDriver(socket: socket, clients: openers, total: opens, hello: { _ in hello }) { _, serial, out in

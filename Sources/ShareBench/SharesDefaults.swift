@@ -76,7 +76,7 @@ func shareScenario(binary: String, directory: String, clients: Int, urlShares: I
     var out: [JSONValue] = []
     // URL items: the one-thread load generator (one share.send in flight per connection).
     let extHello = helloLine(role: "extension", bundleID: BenchGroupApp.ext)
-    let cpu = BrokerCPU(pid: broker.pid)
+    let cpu = BrokerCPU(pid: broker.pid, socket: socket)
     let urlRun = loopDriver(
         socket: socket, clients: clients, total: max(clients, urlShares), hello: { _ in extHello }
     ) { client, serial, out in

@@ -138,6 +138,12 @@ public final class Broker {
     let syncWorker: SyncWorker
     /// The commit the worker is writing, with everything that waits for it (at most one).
     var inflight: CommitTicket? = nil
+    /// When the next commit starts (it may wait for clients whose replies were just released).
+    var pacer = CommitPacer()
+    /// The next commit has been held back by the pacer at least once.
+    var commitHeldBack = false
+    /// `totalRequests` when the last commit started (a commit of one request runs inline).
+    var requestsAtCommitStart: UInt64 = 0
     var nextCommitID: UInt64 = 1
     /// Requests refused with -32007 (in-flight quota), for `broker.status`.
     var rejectedOverQuota = 0
@@ -163,6 +169,8 @@ public final class Broker {
         } catch {
             throw BrokerStartError("cannot create the event loop: \(error)")
         }
+        // Pacing waits for microseconds: not where the poller rounds them up to a millisecond.
+        pacer.enabled = config.commitPacing && poller.hasPreciseTimeouts
         scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: Broker.readChunk, alignment: 16)
         methods = Broker.methodTable()
         openFileLimit = ProcessInfoLite.raiseOpenFileLimit()
@@ -370,8 +378,21 @@ public final class Broker {
                 let now = Clock.monotonicNanos()
                 timeout = now >= stopDeadline ? 0 : Int32(min(1000, (stopDeadline - now) / 1_000_000 + 1))
             }
+            var timeoutNanos: Int64 = timeout < 0 ? -1 : Int64(timeout) * 1_000_000
+            if inflight == nil, turn.hasDirty {
+                // The next commit waits for clients coming back (CommitPacer): wake when it may start.
+                let wait = pacer.remainingWait(at: Clock.monotonicNanos())
+                if wait > 0, timeoutNanos < 0 || Int64(wait) < timeoutNanos { timeoutNanos = Int64(wait) }
+            }
             do {
-                try poller.wait(timeoutMillis: timeout) { token, events in
+                // When the requests read this turn may have arrived (think times, CommitPacer).
+                let enteredAt = Clock.monotonicNanos()
+                var first = true
+                try poller.wait(timeoutNanos: timeoutNanos) { token, events in
+                    if first {
+                        first = false
+                        self.pacer.pollReturned(enteredAt: enteredAt, at: Clock.monotonicNanos())
+                    }
                     self.handle(token: token, events: events)
                 }
             } catch {
@@ -414,13 +435,27 @@ public final class Broker {
     /// that one is done), then writes every connection's output. Replies that wait for a commit
     /// go out when it is durable (as -32005 if it failed), and new events are delivered then.
     func endOfTurn() {
-        if inflight == nil {
-            // A lone request on an idle broker is committed on the loop thread: handing it to the
-            // worker and being woken again would only add two thread switches to its latency.
-            startCommit(inline: totalRequests - requestsAtTurnStart <= 1)
-        }
+        if inflight == nil { startCommitUnlessPaced() }
         flushDirty()
         requestsAtTurnStart = totalRequests
+    }
+
+    /// Starts the next commit unless the pacer holds it back for clients whose replies were just
+    /// released (the loop wakes again when the wait is over, or sooner when they are back).
+    func startCommitUnlessPaced() {
+        if turn.hasDirty, pacer.remainingWait(at: Clock.monotonicNanos()) > 0 {
+            commitHeldBack = true
+            return
+        }
+        if commitHeldBack {
+            commitHeldBack = false
+            pacer.countWaited()
+        }
+        // The loop writes the commit itself when it would otherwise only wait for it: a lone
+        // request on an idle broker, or a batch that every client expected back has joined (the
+        // pacer's). Handing it to the worker and being woken again would add two thread switches
+        // to every request's latency and leave the loop idle meanwhile all the same.
+        startCommit(inline: totalRequests - requestsAtCommitStart <= 1 || pacer.batchComplete)
     }
 
     func flushDirty() {
@@ -437,6 +472,7 @@ public final class Broker {
     /// Starts the commit of everything changed since the last one.
     func startCommit(inline: Bool = false) {
         guard turn.hasDirty else {
+            requestsAtCommitStart = totalRequests
             // Nothing to write: replies held by requests that changed nothing after all go now.
             if !heldConnections.isEmpty { releaseHeld(takeHeld(), [:]) }
             if !afterCommit.isEmpty { afterCommit.removeAll(keepingCapacity: true) }
@@ -445,6 +481,8 @@ public final class Broker {
             return
         }
         let begun = turn.beginAll()
+        requestsAtCommitStart = totalRequests
+        pacer.commitStarted(at: Clock.monotonicNanos())
         let ticket = CommitTicket(
             id: nextCommitID, stores: begun.stores, failed: begun.failed, held: takeHeld(), afterCommit: afterCommit,
             compensations: compensations, events: turnEvents)
@@ -458,7 +496,11 @@ public final class Broker {
             return
         }
         if inline {
-            finishCommit(ticket, errors: SyncWorker.run(jobs))
+            // What is ready to go out (replies a commit just released) does not wait for this one.
+            flushDirty()
+            let errors = SyncWorker.run(jobs)
+            pacer.commitFinished(at: Clock.monotonicNanos())
+            finishCommit(ticket, errors: errors)
             return
         }
         inflight = ticket
@@ -474,9 +516,11 @@ public final class Broker {
                 continue
             }
             inflight = nil
+            pacer.commitFinished(at: Clock.monotonicNanos())
             finishCommit(ticket, errors: outcome.errors)
         }
-        if inflight == nil { startCommit() }
+        // What accumulated meanwhile starts at the end of this turn (endOfTurn), with what else
+        // the turn reads, unless the pacer waits for the clients just released.
     }
 
     func finishCommit(_ ticket: CommitTicket, errors: [StoreError?]) {
@@ -546,9 +590,11 @@ public final class Broker {
     }
 
     func releaseHeld(_ list: [(Connection, [HeldReply], Int)], _ failed: [ObjectIdentifier: StoreError]) {
+        let now = list.isEmpty ? 0 : Clock.monotonicNanos()
         for (c, held, requests) in list {
             c.inFlight -= requests
             guard !c.closed else { continue }
+            pacer.released(c, at: now)
             for h in held { c.enqueue { Broker.writeHeld(h, failed: failed, to: &$0) } }
             markDirty(c)
         }
@@ -677,6 +723,7 @@ public final class Broker {
     }
 
     func handleFrame(_ conn: Connection, _ frame: UnsafeRawBufferPointer) {
+        if conn.releasedAt != 0 { pacer.requestArrived(from: conn) }
         switch RPCCodec.decode(frame, readingShareSend: true) {
         case .single(let item):
             switch item {
@@ -915,6 +962,7 @@ public final class Broker {
 
     /// Session clean-up (counters; later subscriptions and watches).
     func connectionClosed(_ conn: Connection) {
+        pacer.closed(conn)
         if let role = conn.role { sessionCounts.adjust(role, by: -1) }
         if let uid = conn.peer?.uid {
             let left = (connectionsByUID[uid] ?? 1) - 1

@@ -31,6 +31,10 @@ public struct BrokerConfiguration: Sendable {
     /// commit). At the limit the broker reads nothing more from the connection until the replies
     /// go out; requests beyond it that were already read get -32007 and are not run.
     public var maxRequestsInFlight: Int = 4096
+    /// Whether a group commit may wait, up to one commit's duration, for the clients whose
+    /// replies the previous commit just released (`CommitPacer`); off, each commit starts as soon
+    /// as the previous one is durable.
+    public var commitPacing: Bool = true
     /// Largest share (sum of its items' sizes), in bytes.
     public var maxShareBytes: Int = 256 * 1024 * 1024
     /// Most items in one share.

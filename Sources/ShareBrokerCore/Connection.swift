@@ -65,6 +65,14 @@ final class Connection {
     var inFlight = 0
     /// Of those, the requests whose replies are in `held` (not yet handed to a commit).
     var heldRequests = 0
+    /// When a commit last released this connection's replies (monotonic ns), until its next
+    /// request; 0 otherwise (`CommitPacer`).
+    var releasedAt: UInt64 = 0
+    /// How long this connection took, last time, from a release to its next request (ns; max:
+    /// not seen yet).
+    var thinkNanos: UInt64 = .max
+    /// The next commit may wait for this connection's next request (`CommitPacer`).
+    var expectedBack = false
 
     init(id: UInt64, fd: Int32, peer: PeerCredentials?, maxMessage: Int) {
         self.id = id

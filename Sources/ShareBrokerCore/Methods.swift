@@ -309,6 +309,8 @@ extension Broker {
         w.uint("droppedSlowClients", UInt64(droppedSlowClients))
         w.uint("rejectedOverQuota", UInt64(rejectedOverQuota))
         w.uint("commits", nextCommitID - 1)
+        w.uint("pacedCommits", pacer.waitedCommits)
+        w.uint("commitMicros", (pacer.commitNanos + 500) / 1000)
         w.int("manifestErrors", manifestErrorCount)
         w.int("associationErrors", associationErrors.count)
         w.object("store") { s in

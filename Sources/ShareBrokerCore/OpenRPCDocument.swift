@@ -219,6 +219,14 @@ let openRPCDocumentText = ####"""
               "type": "integer",
               "description": "Group commits made (one write + fdatasync per journal each)."
             },
+            "pacedCommits": {
+              "type": "integer",
+              "description": "Commits that waited (up to one commit's duration) for the clients the previous commit had just answered (commit pacing)."
+            },
+            "commitMicros": {
+              "type": "integer",
+              "description": "The recent commits' duration in microseconds, hand-over to outcome (an average over about eight): the longest a commit waits."
+            },
             "associationErrors": {
               "type": "integer",
               "description": "Association documents that failed to load (apps.list names them)."

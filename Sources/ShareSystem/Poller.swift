@@ -50,8 +50,19 @@ public final class Poller {
 
     /// Waits up to `timeoutMillis` (-1: forever) and calls `body` for each ready descriptor.
     public func wait(timeoutMillis: Int32, _ body: (UInt64, Readiness) -> Void) throws(SystemError) {
+        try wait(timeoutNanos: timeoutMillis < 0 ? -1 : Int64(timeoutMillis) * 1_000_000, body)
+    }
+
+    /// Whether `wait(timeoutNanos:)` keeps sub-millisecond timeouts here (kqueue; epoll_pwait2,
+    /// Linux 5.11 and later, unless a sandbox refuses it). Without, they round up to 1 ms.
+    public var hasPreciseTimeouts: Bool { sb_poller_precise(fd) != 0 }
+
+    /// Waits up to `timeoutNanos` (-1: forever) and calls `body` for each ready descriptor. The
+    /// timeout is kept to the nanosecond where the system allows (epoll_pwait2, kqueue), else
+    /// rounded up to the millisecond.
+    public func wait(timeoutNanos: Int64, _ body: (UInt64, Readiness) -> Void) throws(SystemError) {
         let n = try events.withUnsafeMutableBufferPointer { buf throws(SystemError) -> Int32 in
-            let r = sb_poller_wait(fd, buf.baseAddress, Int32(buf.count), timeoutMillis)
+            let r = sb_poller_wait_ns(fd, buf.baseAddress, Int32(buf.count), timeoutNanos)
             if r < 0 {
                 let e = currentErrno()
                 if e == EINTR { return 0 }

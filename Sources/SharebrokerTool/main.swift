@@ -44,6 +44,9 @@ let root = CommandSpec(
                 .option(
                     "max-requests-in-flight", valueName: "n",
                     help: "Requests one connection may have waiting for their replies (then -32007).", default: "4096"),
+                .flag(
+                    "no-commit-pacing",
+                    help: "Start each group commit as soon as the previous one is durable, without waiting for the clients it just answered."),
             ]),
         CommandSpec(
             name: "explain",
@@ -93,6 +96,7 @@ func serve(_ cmd: ParsedCommand) throws -> Int32 {
         guard n >= 1 else { throw cmd.usageError("option '--max-requests-in-flight' must be at least 1, got \(n)") }
         config.maxRequestsInFlight = n
     }
+    if cmd.flag("no-commit-pacing") { config.commitPacing = false }
     if let name = cmd.value("log-level") {
         guard let level = LogLevel(name: name) else {
             throw cmd.usageError("option '--log-level' must be one of trace, debug, info, warning, error; got '\(name)'")

@@ -42,6 +42,29 @@ final class LifecycleTests: XCTestCase {
         XCTAssertTrue(p.waitExit())
     }
 
+    func testServeWithoutCommitPacingAnswersEveryRequestAndNeverWaits() throws {
+        let dir = TempDir()
+        dir.write("state/apps/10-myapp.json", deepLinkApp)
+        let p = try startBroker(dir, extraArgs: ["--no-commit-pacing"])
+        let clients = try (0..<3).map { _ in try RawClient(p.socket) }
+        for c in clients {
+            c.send(#"{"jsonrpc":"2.0","id":0,"method":"hello","params":{"role":"tool"}}"# + "\n")
+            XCTAssertNotNil(c.readJSON()?["result"])
+        }
+        for round in 0..<20 {
+            for (i, c) in clients.enumerated() {
+                c.send(#"{"jsonrpc":"2.0","id":1,"method":"url.open","params":{"url":"deeplinkmyapp://\#(i)/\#(round)"}}"# + "\n")
+            }
+            for c in clients { XCTAssertNotNil(c.readJSON()?["result"]?["eventID"]) }
+        }
+        let st = try BrokerConnection(socketPath: p.socket).call("broker.status")
+        XCTAssertEqual(st["pendingEvents"]?.intValue, 60)
+        XCTAssertEqual(st["pacedCommits"]?.intValue, 0)
+        XCTAssertGreaterThanOrEqual(st["commits"]?.intValue ?? 0, 20)
+        p.signal(SIGTERM)
+        XCTAssertTrue(p.waitExit())
+    }
+
     func testSecondServeOnSameSocketRefusesAndFirstKeepsWorking() throws {
         let dir = TempDir()
         let p = try startBroker(dir)

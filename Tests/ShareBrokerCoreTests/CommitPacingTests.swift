@@ -1,0 +1,128 @@
+// Commit pacing through the socket: the next group commit waits for the clients the last one
+// answered, when they have come back quickly before, and starts anyway when one of them does not
+// come back (the loop wakes at the end of the wait). With pacing off, nothing ever waits.
+
+import Foundation
+import ShareBrokerCore
+import ShareClient
+import ShareProtocol
+import ShareStore
+import XCTest
+
+/// Makes every fdatasync of the event journal take `delay` seconds longer (nothing fails).
+func slowSyncs(_ delay: Double) -> @Sendable (JournalFaultPoint) -> Int32? {
+    { point in
+        if point == .sync { usleep(UInt32(delay * 1_000_000)) }
+        return nil
+    }
+}
+
+final class CommitPacingTests: XCTestCase {
+    func open(_ c: RawClient, _ id: Int, _ path: String) {
+        c.send(#"{"jsonrpc":"2.0","id":\#(id),"method":"url.open","params":{"url":"deeplinkmyapp://\#(path)"}}"# + "\n")
+    }
+
+    func hello(_ c: RawClient) {
+        c.send(#"{"jsonrpc":"2.0","id":0,"method":"hello","params":{"role":"tool"}}"# + "\n")
+        XCTAssertNotNil(c.readJSON()?["result"])
+    }
+
+    /// Two clients in lock step, then one of them stops: the other's request is committed and
+    /// answered at the end of the wait, not left waiting for a client that does not come.
+    func testACommitWaitingForAClientThatDoesNotComeBackStartsAtTheEndOfTheWait() throws {
+        let h = BrokerHarness(manifests: ["10-myapp.json": deepLinkApp])
+        // Commits of some 10 ms: the wait limit is its cap (2 ms), far above the clients' think
+        // time here (microseconds), so both are expected back after each release.
+        try h.start { $0.storeFaults = slowSyncs(0.010) }
+        let a = try RawClient(h.socket)
+        let b = try RawClient(h.socket)
+        hello(a)
+        hello(b)
+        var id = 1
+        for round in 0..<8 {
+            open(a, id, "a\(round)")
+            open(b, id + 1, "b\(round)")
+            XCTAssertNotNil(a.readJSON()?["result"]?["eventID"], "round \(round)")
+            XCTAssertNotNil(b.readJSON()?["result"]?["eventID"], "round \(round)")
+            id += 2
+        }
+        let tool = try h.tool()
+        let before = try tool.call("broker.status")
+        XCTAssertGreaterThan(before["commitMicros"]?.intValue ?? 0, 5_000, "the commits' measured duration")
+        // a does not come back; b does, three times: each commit waits for a at most the limit.
+        for round in 0..<3 {
+            open(b, id, "b-alone\(round)")
+            let started = Date()
+            let reply = b.readJSON(timeout: 5)
+            XCTAssertNotNil(reply?["result"]?["eventID"], "answered without a: \(String(describing: reply))")
+            XCTAssertLessThan(Date().timeIntervalSince(started), 2.0, "the wait is bounded")
+            id += 1
+        }
+        let after = try tool.call("broker.status")
+        XCTAssertGreaterThan(
+            after["pacedCommits"]?.intValue ?? 0, before["pacedCommits"]?.intValue ?? 0,
+            "b's first commit alone waited for a: \(after)")
+        XCTAssertEqual(after["pendingEvents"]?.intValue, 19)
+        // And a, back at last, is answered as usual.
+        open(a, id, "a-late")
+        XCTAssertNotNil(a.readJSON()?["result"]?["eventID"])
+        h.stop()
+        try h.start()
+        XCTAssertEqual(try h.tool().call("broker.status")["pendingEvents"]?.intValue, 20, "all durable")
+        h.stop()
+    }
+
+    /// Four clients in a closed loop over commits of some 5 ms: with pacing, a commit holds the
+    /// requests of all four almost every time; every request is answered once and is durable.
+    func testClientsInAClosedLoopShareOneCommitPerRound() throws {
+        let h = BrokerHarness(manifests: ["10-myapp.json": deepLinkApp])
+        try h.start { $0.storeFaults = slowSyncs(0.005) }
+        let clients = try (0..<4).map { _ in try RawClient(h.socket) }
+        for c in clients { hello(c) }
+        let tool = try h.tool()
+        let commitsBefore = try tool.call("broker.status")["commits"]?.intValue ?? 0
+        let rounds = 30
+        var id = 1
+        for round in 0..<rounds {
+            for (i, c) in clients.enumerated() { open(c, id + i, "c\(i)/\(round)") }
+            for (i, c) in clients.enumerated() {
+                let r = c.readJSON()
+                XCTAssertEqual(r?["id"]?.intValue, id + i)
+                XCTAssertNotNil(r?["result"]?["eventID"], "\(String(describing: r))")
+            }
+            id += clients.count
+        }
+        let status = try tool.call("broker.status")
+        let commits = (status["commits"]?.intValue ?? 0) - commitsBefore
+        // 30 rounds of 4: ideally 30 commits (plus the first rounds, before the clients' think
+        // times are known); without pacing a round's requests that arrive in different loop turns
+        // go to different commits.
+        XCTAssertLessThanOrEqual(commits, rounds + rounds / 2, "commits: \(commits) for \(rounds * 4) requests")
+        XCTAssertGreaterThan(status["pacedCommits"]?.intValue ?? 0, 0)
+        XCTAssertEqual(status["pendingEvents"]?.intValue, rounds * 4)
+        h.stop()
+        try h.start()
+        XCTAssertEqual(try h.tool().call("broker.status")["pendingEvents"]?.intValue, rounds * 4)
+        h.stop()
+    }
+
+    func testWithPacingOffNoCommitWaits() throws {
+        let h = BrokerHarness(manifests: ["10-myapp.json": deepLinkApp])
+        try h.start {
+            $0.storeFaults = slowSyncs(0.002)
+            $0.commitPacing = false
+        }
+        let clients = try (0..<3).map { _ in try RawClient(h.socket) }
+        for c in clients { hello(c) }
+        var id = 1
+        for round in 0..<10 {
+            for (i, c) in clients.enumerated() { open(c, id + i, "c\(i)/\(round)") }
+            for c in clients { XCTAssertNotNil(c.readJSON()?["result"]?["eventID"]) }
+            id += clients.count
+        }
+        let status = try h.tool().call("broker.status")
+        XCTAssertEqual(status["pacedCommits"]?.intValue, 0)
+        XCTAssertEqual(status["pendingEvents"]?.intValue, 30)
+        h.stop()
+    }
+}
