@@ -547,7 +547,20 @@ public final class Broker {
         // The commit's events go to their apps' live subscribers (no closure per event: the
         // ticket lists them), then the other work that waited for durability.
         if !ticket.events.isEmpty, let events = store, failed[ObjectIdentifier(events)] == nil {
-            for e in ticket.events { deliver(e) }
+            // Events are what the commit was for: each subscriber's go out now, before the
+            // openers' replies (queued above, sent at the end of the turn), so an app hears of its
+            // URL one write (and one wake-up of another process) sooner. Each connection's own
+            // order is unchanged: its replies released above come before its events.
+            var last: Connection? = nil
+            for e in ticket.events {
+                guard let conn = subscribers[e.app], !conn.closed else { continue }
+                sendEvent(e, to: conn)
+                if last !== conn {
+                    if let l = last, !l.closed { flush(l) }
+                    last = conn
+                }
+            }
+            if let l = last, !l.closed { flush(l) }
         }
         for (participant, action) in ticket.afterCommit where failed[participant] == nil { action() }
     }

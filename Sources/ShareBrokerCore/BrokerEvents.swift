@@ -184,11 +184,6 @@ extension Broker {
         markDirty(conn)
     }
 
-    /// Once the event is durable: send it to the app's live subscriber, if any.
-    func deliver(_ e: StoredEvent) {
-        if let conn = subscribers[e.app], !conn.closed { sendEvent(e, to: conn) }
-    }
-
     func subscriberGone(_ conn: Connection) {
         if let app = conn.subscribedApp, subscribers[app] === conn { subscribers[app] = nil }
     }

@@ -93,6 +93,46 @@ final class EventDeliveryTests: XCTestCase {
         h.stop()
     }
 
+    /// A subscriber that opens its own URL gets, on its one connection, the url.open reply
+    /// before the event (events are written out ahead of other connections' replies, never ahead
+    /// of their own connection's), and an ack's reply before the next event.
+    func testOnOneConnectionARepliesComeBeforeTheEventsOfTheSameCommit() throws {
+        let h = try makeBroker()
+        let c = try RawClient(h.socket)
+        c.send(#"{"jsonrpc":"2.0","id":0,"method":"hello","params":{"role":"app","bundleID":"com.mycompany.myapp"}}"# + "\n")
+        XCTAssertNotNil(c.readJSON()?["result"])
+        c.send(#"{"jsonrpc":"2.0","id":1,"method":"app.subscribe"}"# + "\n")
+        XCTAssertNotNil(c.readJSON()?["result"])
+        var previous: String? = nil
+        for i in 0..<10 {
+            var line = #"{"jsonrpc":"2.0","id":\#(100 + i),"method":"url.open","params":{"url":"deeplinkmyapp://self/\#(i)"}}"# + "\n"
+            if let previous { line += #"{"jsonrpc":"2.0","id":\#(200 + i),"method":"app.ack","params":{"ids":["\#(previous)"]}}"# + "\n" }
+            c.send(line)  // both in one write: usually one turn, one commit
+            let reply = c.readJSON()
+            XCTAssertEqual(reply?["id"]?.intValue, 100 + i, "the url.open reply first: \(String(describing: reply))")
+            XCTAssertEqual(reply?["result"]?["delivered"], true)
+            var gotAck = previous == nil
+            var event: JSONValue? = nil
+            while event == nil {
+                let m = c.readJSON()
+                XCTAssertNotNil(m, "round \(i)")
+                if m == nil { break }
+                if m?["method"] == "app.event" {
+                    XCTAssertTrue(gotAck, "the ack's reply before the event: \(String(describing: m))")
+                    event = m
+                } else {
+                    XCTAssertEqual(m?["id"]?.intValue, 200 + i)
+                    XCTAssertEqual(m?["result"]?["acked"]?.intValue, 1)
+                    gotAck = true
+                }
+            }
+            XCTAssertEqual(event?["params"]?["url"]?.stringValue, "deeplinkmyapp://self/\(i)")
+            XCTAssertEqual(event?["params"]?["id"], reply?["result"]?["eventID"])
+            previous = event?["params"]?["id"]?.stringValue
+        }
+        h.stop()
+    }
+
     func testUnackedEventsAreRedeliveredOnResubscribeAndTakeover() throws {
         let h = try makeBroker()
         let tool = try h.tool()
