@@ -111,7 +111,7 @@ struct CommitPacer {
     }
 
     /// How long (ns) the next commit should still wait at `now`; 0 when it should start.
-    mutating func remainingWait(at now: UInt64) -> UInt64 {
+    func remainingWait(at now: UInt64) -> UInt64 {
         guard expectedBack > 0, now < waitUntil else { return 0 }
         return waitUntil - now
     }
