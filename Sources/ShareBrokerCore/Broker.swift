@@ -382,7 +382,9 @@ public final class Broker {
             if inflight == nil, turn.hasDirty {
                 // The next commit waits for clients coming back (CommitPacer): wake when it may start.
                 let wait = pacer.remainingWait(at: Clock.monotonicNanos())
-                if wait > 0, timeoutNanos < 0 || Int64(wait) < timeoutNanos { timeoutNanos = Int64(wait) }
+                // (0 when the wait ended meanwhile, e.g. an expected connection closed while its
+                // replies were written: the turn ends at once and starts the commit.)
+                if timeoutNanos < 0 || Int64(wait) < timeoutNanos { timeoutNanos = Int64(wait) }
             }
             do {
                 // When the requests read this turn may have arrived (think times, CommitPacer).

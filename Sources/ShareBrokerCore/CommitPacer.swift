@@ -51,7 +51,15 @@ struct CommitPacer {
     mutating func commitStarted(at now: UInt64) {
         submittedAt = now
         returned = 0
+        // Expectations last until the next commit starts: a client that did not come back by
+        // then (gone idle, or slower this time) is not waited for again until it has.
+        for c in expected { c.expectedBack = false }
+        expected.removeAll(keepingCapacity: true)
+        expectedBack = 0
     }
+
+    /// The connections marked expected since the last commit started.
+    private var expected: [Connection] = []
 
     /// The commit started last finished at `now`.
     mutating func commitFinished(at now: UInt64) {
@@ -65,9 +73,12 @@ struct CommitPacer {
     /// `conn`'s held replies were released at `now` (its commit is durable).
     mutating func released(_ conn: Connection, at now: UInt64) {
         conn.releasedAt = now
-        if enabled, !conn.expectedBack, conn.thinkNanos < waitLimit {
+        // Not a closing connection (it sends nothing more) nor one that already has a request in
+        // the next batch (a pipelining client is back already).
+        if enabled, !conn.expectedBack, !conn.closing, conn.heldRequests == 0, conn.thinkNanos < waitLimit {
             conn.expectedBack = true
             expectedBack += 1
+            expected.append(conn)
             waitUntil = now + waitLimit
         }
     }

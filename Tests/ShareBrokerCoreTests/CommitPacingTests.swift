@@ -98,11 +98,65 @@ final class CommitPacingTests: XCTestCase {
         // times are known); without pacing a round's requests that arrive in different loop turns
         // go to different commits.
         XCTAssertLessThanOrEqual(commits, rounds + rounds / 2, "commits: \(commits) for \(rounds * 4) requests")
-        XCTAssertGreaterThan(status["pacedCommits"]?.intValue ?? 0, 0)
         XCTAssertEqual(status["pendingEvents"]?.intValue, rounds * 4)
         h.stop()
         try h.start()
         XCTAssertEqual(try h.tool().call("broker.status")["pendingEvents"]?.intValue, rounds * 4)
+        h.stop()
+    }
+
+    /// A client expected back that half-closes: its connection closes while its last replies are
+    /// written, and the commit held back for it must still start (it once waited for ever).
+    func testAnExpectedClientThatHalfClosesDoesNotHoldOthersBack() throws {
+        let h = BrokerHarness(manifests: ["10-myapp.json": deepLinkApp])
+        try h.start { $0.storeFaults = slowSyncs(0.010) }
+        let y = try RawClient(h.socket)
+        hello(y)
+        for i in 0..<4 {
+            open(y, 10 + i, "y\(i)")
+            XCTAssertNotNil(y.readJSON()?["result"])
+        }
+        let x = try RawClient(h.socket)
+        hello(x)
+        open(x, 1, "x0")
+        XCTAssertNotNil(x.readJSON()?["result"])
+        x.send(
+            #"{"jsonrpc":"2.0","id":2,"method":"url.open","params":{"url":"deeplinkmyapp://x1"}}"# + "\n"
+                + #"{"jsonrpc":"2.0","id":3,"method":"url.open","params":{"url":"deeplinkmyapp://x2"}}"# + "\n")
+        x.shutdownWrite()
+        usleep(3_000)  // x's two requests are being committed (10 ms)
+        open(y, 50, "y-late")
+        let r = y.readJSON(timeout: 3)
+        XCTAssertNotNil(r?["result"]?["eventID"], "answered: \(String(describing: r))")
+        h.stop()
+    }
+
+    /// A client that was expected back and then goes idle is waited for once, not by every later
+    /// commit.
+    func testAnExpectedClientThatGoesIdleIsWaitedForOnce() throws {
+        let h = BrokerHarness(manifests: ["10-myapp.json": deepLinkApp])
+        try h.start { $0.storeFaults = slowSyncs(0.003) }
+        let y = try RawClient(h.socket)
+        let z = try RawClient(h.socket)
+        hello(y)
+        hello(z)
+        var id = 1
+        for r in 0..<6 {
+            open(y, id, "y\(r)")
+            open(z, id + 1, "z\(r)")
+            XCTAssertNotNil(y.readJSON()?["result"])
+            XCTAssertNotNil(z.readJSON()?["result"])
+            id += 2
+        }
+        let tool = try h.tool()
+        let before = try tool.call("broker.status")["pacedCommits"]?.intValue ?? 0
+        for r in 0..<20 {  // z stays connected and idle
+            open(y, id, "ya\(r)")
+            XCTAssertNotNil(y.readJSON()?["result"])
+            id += 1
+        }
+        let paced = (try tool.call("broker.status")["pacedCommits"]?.intValue ?? 0) - before
+        XCTAssertLessThanOrEqual(paced, 2, "only the first commit after z went idle waits for it")
         h.stop()
     }
 
