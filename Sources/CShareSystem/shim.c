@@ -86,29 +86,33 @@ int sb_poller_remove(int pfd, int fd) {
 #ifndef SYS_epoll_pwait2
 #define SYS_epoll_pwait2 441
 #endif
-static int sb_have_pwait2 = 1;
+static int sb_have_pwait2 = 1; /* read and written with relaxed atomics: brokers of one process share it */
+/* The kernel's __kernel_timespec: 64-bit fields even where time_t is 32 bits. */
+struct sb_kernel_timespec { long long tv_sec; long long tv_nsec; };
+
+static int sb_pwait2(int pfd, struct epoll_event *evs, int max_events, long long timeout_ns) {
+    struct sb_kernel_timespec ts = { timeout_ns / 1000000000LL, timeout_ns % 1000000000LL };
+    int n = (int)syscall(SYS_epoll_pwait2, pfd, evs, max_events, &ts, NULL, 0);
+    if (n < 0 && (errno == ENOSYS || errno == EPERM)) __atomic_store_n(&sb_have_pwait2, 0, __ATOMIC_RELAXED);
+    return n;
+}
 
 int sb_poller_precise(int pfd) {
-    if (sb_have_pwait2) {
+    if (__atomic_load_n(&sb_have_pwait2, __ATOMIC_RELAXED)) {
         struct epoll_event ev;
-        struct timespec ts = { 0, 0 };
-        if ((int)syscall(SYS_epoll_pwait2, pfd, &ev, 1, &ts, NULL, 0) < 0 && (errno == ENOSYS || errno == EPERM))
-            sb_have_pwait2 = 0;
+        (void)sb_pwait2(pfd, &ev, 1, 0);
     }
-    return sb_have_pwait2;
+    return __atomic_load_n(&sb_have_pwait2, __ATOMIC_RELAXED);
 }
 
 int sb_poller_wait_ns(int pfd, sb_event *events, int max_events, long long timeout_ns) {
     struct epoll_event evs[256];
     if (max_events > 256) max_events = 256;
     int n;
-    if (timeout_ns > 0 && timeout_ns % 1000000LL != 0 && sb_have_pwait2) {
-        struct timespec ts = { (time_t)(timeout_ns / 1000000000LL), (long)(timeout_ns % 1000000000LL) };
-        n = (int)syscall(SYS_epoll_pwait2, pfd, evs, max_events, &ts, NULL, 0);
-        if (n < 0 && (errno == ENOSYS || errno == EPERM)) {
-            sb_have_pwait2 = 0;
+    if (timeout_ns > 0 && timeout_ns % 1000000LL != 0 && __atomic_load_n(&sb_have_pwait2, __ATOMIC_RELAXED)) {
+        n = sb_pwait2(pfd, evs, max_events, timeout_ns);
+        if (n < 0 && !__atomic_load_n(&sb_have_pwait2, __ATOMIC_RELAXED))
             n = epoll_wait(pfd, evs, max_events, (int)((timeout_ns + 999999LL) / 1000000LL));
-        }
     } else {
         int ms = timeout_ns < 0 ? -1 : (int)((timeout_ns + 999999LL) / 1000000LL);
         n = epoll_wait(pfd, evs, max_events, ms);

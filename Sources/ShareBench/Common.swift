@@ -306,7 +306,7 @@ struct BrokerCPU {
     let start: [Int32: UInt64]
     /// The broker's socket, to read its commit counters (broker.status) before and after.
     let socket: String?
-    let startCommits: (commits: Int, paced: Int)?
+    let startCommits: (commits: Int, paced: Int, micros: Int)?
 
     init(pid: Int32, socket: String? = nil) {
         self.pid = pid
@@ -315,23 +315,19 @@ struct BrokerCPU {
         start = BrokerCPU.threads(pid)
     }
 
-    /// broker.status's `commits` and `pacedCommits`.
-    static func commits(_ socket: String) -> (commits: Int, paced: Int)? {
+    /// broker.status's `commits`, `pacedCommits` and `commitMicros` (one call).
+    static func commits(_ socket: String) -> (commits: Int, paced: Int, micros: Int)? {
         guard let c = try? BrokerConnection(socketPath: socket), let s = try? c.call("broker.status"),
             let n = s["commits"]?.intValue
         else { return nil }
-        return (n, s["pacedCommits"]?.intValue ?? 0)
+        return (n, s["pacedCommits"]?.intValue ?? 0, s["commitMicros"]?.intValue ?? 0)
     }
 
     /// " commits=N (R requests each, P paced, commit D us)" since `init`, or empty.
     func commitText(requests: Int) -> String {
         guard let socket, let a = startCommits, let b = BrokerCPU.commits(socket), b.commits > a.commits else { return "" }
         let n = b.commits - a.commits
-        var d = ""
-        if let c = try? BrokerConnection(socketPath: socket), let s = try? c.call("broker.status"), let us = s["commitMicros"]?.intValue {
-            d = ", commit \(us)us"
-        }
-        return " commits=\(n) (\(fmt(Double(requests) / Double(n), 1)) requests each, \(b.paced - a.paced) paced\(d))"
+        return " commits=\(n) (\(fmt(Double(requests) / Double(n), 1)) requests each, \(b.paced - a.paced) paced, commit \(b.micros)us)"
     }
 
     static func threads(_ pid: Int32) -> [Int32: UInt64] {

@@ -397,6 +397,7 @@ public final class Broker {
                     }
                     self.handle(token: token, events: events)
                 }
+                if first { pacer.pollReturned(enteredAt: enteredAt, at: Clock.monotonicNanos()) }
             } catch {
                 log.log(.error, "event loop: \(error)")
                 break
@@ -473,8 +474,8 @@ public final class Broker {
 
     /// Starts the commit of everything changed since the last one.
     func startCommit(inline: Bool = false) {
+        requestsAtCommitStart = totalRequests
         guard turn.hasDirty else {
-            requestsAtCommitStart = totalRequests
             // Nothing to write: replies held by requests that changed nothing after all go now.
             if !heldConnections.isEmpty { releaseHeld(takeHeld(), [:]) }
             if !afterCommit.isEmpty { afterCommit.removeAll(keepingCapacity: true) }
@@ -482,8 +483,10 @@ public final class Broker {
             if !turnEvents.isEmpty { turnEvents.removeAll(keepingCapacity: true) }
             return
         }
+        // What is ready to go out (replies a commit just released) does not wait for a commit the
+        // loop writes itself, nor counts in its measured duration.
+        if inline { flushDirty() }
         let begun = turn.beginAll()
-        requestsAtCommitStart = totalRequests
         pacer.commitStarted(at: Clock.monotonicNanos())
         let ticket = CommitTicket(
             id: nextCommitID, stores: begun.stores, failed: begun.failed, held: takeHeld(), afterCommit: afterCommit,
@@ -498,8 +501,6 @@ public final class Broker {
             return
         }
         if inline {
-            // What is ready to go out (replies a commit just released) does not wait for this one.
-            flushDirty()
             let errors = SyncWorker.run(jobs)
             pacer.commitFinished(at: Clock.monotonicNanos())
             finishCommit(ticket, errors: errors)

@@ -42,6 +42,8 @@ struct CommitPacer {
 
     /// Expected connections that came back since the last commit started.
     private var returned = 0
+    /// The connections marked expected since the last commit started.
+    private var expected: [Connection] = []
 
     /// The next commit holds every connection expected back (and at least one): nothing else is
     /// expected while it is written.
@@ -57,9 +59,6 @@ struct CommitPacer {
         expected.removeAll(keepingCapacity: true)
         expectedBack = 0
     }
-
-    /// The connections marked expected since the last commit started.
-    private var expected: [Connection] = []
 
     /// The commit started last finished at `now`.
     mutating func commitFinished(at now: UInt64) {

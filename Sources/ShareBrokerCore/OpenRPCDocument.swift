@@ -225,7 +225,7 @@ let openRPCDocumentText = ####"""
             },
             "commitMicros": {
               "type": "integer",
-              "description": "The recent commits' duration in microseconds, hand-over to outcome (an average over about eight): the longest a commit waits."
+              "description": "The recent commits' duration in microseconds, hand-over to outcome (an average over about eight); a commit waits for returning clients at most this long, and never more than 2 ms."
             },
             "associationErrors": {
               "type": "integer",

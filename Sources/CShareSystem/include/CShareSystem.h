@@ -25,8 +25,8 @@ int sb_poller_add(int pfd, int fd, uint32_t interest, uint64_t token);
 int sb_poller_modify(int pfd, int fd, uint32_t interest, uint64_t token);
 /// Removes fd.
 int sb_poller_remove(int pfd, int fd);
-/// Waits up to timeout_ms (-1 forever) for events; returns count or -1/errno.
-/* Waits up to timeout_ns nanoseconds (-1: forever); at least millisecond precision everywhere. */
+/// Waits up to timeout_ns nanoseconds (-1: forever; at least millisecond precision everywhere)
+/// for events; returns count or -1/errno.
 int sb_poller_wait_ns(int pfd, sb_event *events, int max_events, long long timeout_ns);
 /* 1 when sb_poller_wait_ns keeps sub-millisecond timeouts (probes epoll_pwait2 once), else 0. */
 int sb_poller_precise(int pfd);
