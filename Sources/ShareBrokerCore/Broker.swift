@@ -457,8 +457,11 @@ public final class Broker {
         // The loop writes the commit itself when it would otherwise only wait for it: a lone
         // request on an idle broker, or a batch that every client expected back has joined (the
         // pacer's). Handing it to the worker and being woken again would add two thread switches
-        // to every request's latency and leave the loop idle meanwhile all the same.
-        startCommit(inline: totalRequests - requestsAtCommitStart <= 1 || pacer.batchComplete)
+        // to every request's latency and leave the loop idle meanwhile all the same. Not while
+        // commits take longer than the pacer's longest wait: then other clients would wait for
+        // every flush.
+        startCommit(
+            inline: pacer.inlineAllowed && (totalRequests - requestsAtCommitStart <= 1 || pacer.batchComplete))
     }
 
     func flushDirty() {

@@ -40,6 +40,12 @@ struct CommitPacer {
     /// The longest a commit waits after a release: the recent commit duration.
     var waitLimit: UInt64 { min(commitNanos, CommitPacer.maximumWait) }
 
+    /// Whether the loop may write a commit itself (see `Broker.startCommitUnlessPaced`): only
+    /// while commits take no longer than the longest wait. On a disk slower than that, a commit
+    /// written on the loop would keep every other connection (a status call, a route lookup)
+    /// waiting for the whole flush; the worker writes it and the loop goes on serving them.
+    var inlineAllowed: Bool { commitNanos <= CommitPacer.maximumWait }
+
     /// Expected connections that came back since the last commit started.
     private var returned = 0
     /// The connections marked expected since the last commit started.

@@ -309,6 +309,7 @@ extension Broker {
         w.uint("droppedSlowClients", UInt64(droppedSlowClients))
         w.uint("rejectedOverQuota", UInt64(rejectedOverQuota))
         w.uint("commits", nextCommitID - 1)
+        w.bool("commitPacing", pacer.enabled)
         w.uint("pacedCommits", pacer.waitedCommits)
         w.uint("commitMicros", (pacer.commitNanos + 500) / 1000)
         w.int("manifestErrors", manifestErrorCount)

@@ -219,6 +219,10 @@ let openRPCDocumentText = ####"""
               "type": "integer",
               "description": "Group commits made (one write + fdatasync per journal each)."
             },
+            "commitPacing": {
+              "type": "boolean",
+              "description": "Whether commit pacing is on (off with sharebroker serve --no-commit-pacing, or where the kernel refuses nanosecond poll timeouts)."
+            },
             "pacedCommits": {
               "type": "integer",
               "description": "Commits that waited (up to one commit's duration) for the clients the previous commit had just answered (commit pacing)."

@@ -31,6 +31,22 @@ final class CommitPacerTests: XCTestCase {
         XCTAssertEqual(Double(q.commitNanos), 200_000, accuracy: 2_000)
     }
 
+    func testTheLoopWritesCommitsItselfOnlyWhileTheyTakeAtMostTheLongestWait() {
+        XCTAssertTrue(CommitPacer().inlineAllowed, "nothing measured yet")
+        XCTAssertTrue(pacer(commitNanos: 300_000).inlineAllowed)
+        XCTAssertTrue(pacer(commitNanos: CommitPacer.maximumWait).inlineAllowed)
+        XCTAssertFalse(pacer(commitNanos: 5_000_000).inlineAllowed, "a slow disk: the worker writes")
+        // When the disk is fast again the average comes back under the limit.
+        var p = pacer(commitNanos: 5_000_000)
+        var t: UInt64 = 100_000_000_000
+        for _ in 0..<40 {
+            p.commitStarted(at: t)
+            t += 200_000
+            p.commitFinished(at: t)
+        }
+        XCTAssertTrue(p.inlineAllowed)
+    }
+
     func testAClientSeenComingBackQuicklyIsWaitedForUntilItIsBack() {
         var p = pacer(commitNanos: 200_000)
         let c = connection(1)

@@ -59,6 +59,7 @@ final class LifecycleTests: XCTestCase {
         }
         let st = try BrokerConnection(socketPath: p.socket).call("broker.status")
         XCTAssertEqual(st["pendingEvents"]?.intValue, 60)
+        XCTAssertEqual(st["commitPacing"]?.boolValue, false, "the flag turned pacing off: \(st)")
         XCTAssertEqual(st["pacedCommits"]?.intValue, 0)
         XCTAssertGreaterThanOrEqual(st["commits"]?.intValue ?? 0, 20)
         p.signal(SIGTERM)
