@@ -76,7 +76,7 @@ let package = Package(
         .testTarget(name: "ShareCommandLineTests", dependencies: ["ShareCommandLine"], swiftSettings: strict),
         .testTarget(
             name: "ShareBrokerCoreTests",
-            dependencies: ["ShareBrokerCore", "ShareClient", "ShareProtocol", "ShareSystem", "ShareRouting"],
+            dependencies: ["ShareBrokerCore", "ShareClient", "ShareProtocol", "ShareSystem", "ShareRouting", "CShareSystem"],
             swiftSettings: strict),
     ]
 )

@@ -105,6 +105,9 @@ int sb_poller_precise(int pfd) {
     return __atomic_load_n(&sb_have_pwait2, __ATOMIC_RELAXED);
 }
 
+int sb_poller_still_precise(void) { return __atomic_load_n(&sb_have_pwait2, __ATOMIC_RELAXED); }
+void sb_poller_set_precise_for_testing(int on) { __atomic_store_n(&sb_have_pwait2, on ? 1 : 0, __ATOMIC_RELAXED); }
+
 int sb_poller_wait_ns(int pfd, sb_event *events, int max_events, long long timeout_ns) {
     struct epoll_event evs[256];
     if (max_events > 256) max_events = 256;
@@ -162,6 +165,9 @@ int sb_poller_precise(int pfd) {
     (void)pfd;
     return 1;
 }
+
+int sb_poller_still_precise(void) { return 1; }
+void sb_poller_set_precise_for_testing(int on) { (void)on; }
 
 int sb_poller_wait_ns(int pfd, sb_event *events, int max_events, long long timeout_ns) {
     struct kevent evs[256];

@@ -446,6 +446,11 @@ public final class Broker {
     /// Starts the next commit unless the pacer holds it back for clients whose replies were just
     /// released (the loop wakes again when the wait is over, or sooner when they are back).
     func startCommitUnlessPaced() {
+        if pacer.enabled, !poller.stillHasPreciseTimeouts {
+            // epoll_pwait2 refused after start-up: waits would round up to 1 ms. No pacing.
+            pacer.enabled = false
+            log.log(.warning, "commit pacing turned off: the kernel refuses nanosecond poll timeouts")
+        }
         if turn.hasDirty, pacer.remainingWait(at: Clock.monotonicNanos()) > 0 {
             commitHeldBack = true
             return

@@ -57,6 +57,10 @@ public final class Poller {
     /// Linux 5.11 and later, unless a sandbox refuses it). Without, they round up to 1 ms.
     public var hasPreciseTimeouts: Bool { sb_poller_precise(fd) != 0 }
 
+    /// Whether sub-millisecond timeouts still hold, without a system call: false once the
+    /// kernel (or a sandbox) has refused epoll_pwait2, which can happen after start-up.
+    public var stillHasPreciseTimeouts: Bool { sb_poller_still_precise() != 0 }
+
     /// Waits up to `timeoutNanos` (-1: forever) and calls `body` for each ready descriptor. The
     /// timeout is kept to the nanosecond where the system allows (epoll_pwait2, kqueue), else
     /// rounded up to the millisecond.

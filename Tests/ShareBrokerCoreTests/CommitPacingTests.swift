@@ -2,6 +2,7 @@
 // answered, when they have come back quickly before, and starts anyway when one of them does not
 // come back (the loop wakes at the end of the wait). With pacing off, nothing ever waits.
 
+import CShareSystem
 import Foundation
 import ShareBrokerCore
 import ShareClient
@@ -199,6 +200,24 @@ final class CommitPacingTests: XCTestCase {
             XCTAssertNil(a.readJSON(timeout: 0.01), "the commit (400 ms) is still being written")
             XCTAssertNotNil(a.readJSON(timeout: 10)?["result"]?["eventID"], "and answered when durable")
         }
+        h.stop()
+    }
+
+    /// epoll_pwait2 refused after start-up (a seccomp filter installed later): waits would round
+    /// up to a millisecond, so pacing turns itself off at the next commit and says so.
+    func testPacingTurnsOffWhenNanosecondTimeoutsAreRefusedLater() throws {
+        let h = BrokerHarness(manifests: ["10-myapp.json": deepLinkApp])
+        try h.start()
+        try requirePacing(h)
+        defer { sb_poller_set_precise_for_testing(1) }
+        let a = try RawClient(h.socket)
+        hello(a)
+        sb_poller_set_precise_for_testing(0)
+        open(a, 1, "x")
+        XCTAssertNotNil(a.readJSON()?["result"]?["eventID"])
+        let status = try h.tool().call("broker.status")
+        XCTAssertEqual(status["commitPacing"]?.boolValue, false, "\(status)")
+        sb_poller_set_precise_for_testing(1)
         h.stop()
     }
 

@@ -30,6 +30,11 @@ int sb_poller_remove(int pfd, int fd);
 int sb_poller_wait_ns(int pfd, sb_event *events, int max_events, long long timeout_ns);
 /* 1 when sb_poller_wait_ns keeps sub-millisecond timeouts (probes epoll_pwait2 once), else 0. */
 int sb_poller_precise(int pfd);
+/* Whether nanosecond timeouts still hold, without a system call (epoll_pwait2 can be refused
+ * after start-up, e.g. by a seccomp filter installed later): the flag sb_poller_precise set. */
+int sb_poller_still_precise(void);
+/* Tests only: pretend epoll_pwait2 was refused (0) or is available again (1). */
+void sb_poller_set_precise_for_testing(int on);
 
 /// Installs handlers for the given signals that write the signal number as one byte to write_fd
 /// (non-blocking). SIGPIPE is set to ignored. Returns 0 or -1/errno.
