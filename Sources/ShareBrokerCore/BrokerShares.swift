@@ -333,9 +333,15 @@ extension Broker {
         } else {
             items = try prepareItems(p, conn: conn, forStoring: true)
             if let named {
-                guard let found = registry.appExtension(named), found.ext.isShareTarget else {
+                guard let found = registry.appExtension(named) else {
                     closeFiles(items)
-                    throw RPCError(.notAccepted, "Not accepted: '\(named)' is not a registered share or action extension")
+                    throw RPCError(.notFound, "Not found: no extension '\(named)' is registered")
+                }
+                guard found.ext.isShareTarget else {
+                    closeFiles(items)
+                    throw RPCError(
+                        .notAccepted,
+                        "Not accepted: \(named) is a '\(found.ext.point)' extension; only share (com.apple.share-services) and action (com.apple.ui-services) extensions take shares")
                 }
                 let verdict = ShareTyping.accepts(activationRules[found.ext.bundleID], items: items)
                 guard verdict.accepted else {

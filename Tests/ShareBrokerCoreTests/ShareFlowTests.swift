@@ -297,7 +297,9 @@ final class ShareFlowTests: XCTestCase {
         }
         let chosen = try tool.call("share.send", ["items": [["url": "https://youtu.be/x"]], "extension": "com.mycompany.myapp.share"])
         XCTAssertEqual(chosen["app"], "com.mycompany.myapp")
-        XCTAssertEqual(rpcCode { try tool.call("share.send", ["items": [["text": "x"]], "extension": "com.nobody"]) }, -32003)
+        // An extension no manifest declares is not found (-32002); a declared one that is not a
+        // share target does not accept (-32003).
+        XCTAssertEqual(rpcCode { try tool.call("share.send", ["items": [["text": "x"]], "extension": "com.nobody"]) }, -32002)
         XCTAssertEqual(try tool.call("broker.status")["pendingShares"]?.intValue, 1, "rejected shares stored nothing")
         h.stop()
     }
@@ -374,6 +376,12 @@ final class ShareFlowTests: XCTestCase {
         XCTAssertEqual(e?.code, -32003, "a widget is not a share target, whatever its rule says")
         XCTAssertTrue(e?.message.contains("com.apple.widgetkit-extension") ?? false, "\(String(describing: e))")
         XCTAssertEqual(try widget.call("share.list")["shares"]?.arrayValue?.count, 0, "nothing stored")
+        // A tool naming the widget: declared, so found, but not a share target.
+        let named = rpcError {
+            try h.tool().call("share.send", ["items": [["text": "hi"]], "extension": "com.example.clock.widget"])
+        }
+        XCTAssertEqual(named?.code, -32003)
+        XCTAssertTrue(named?.message.contains("com.apple.widgetkit-extension") ?? false, "\(String(describing: named))")
         XCTAssertEqual(try h.tool().call("broker.status")["pendingShares"]?.intValue, 0)
         h.stop()
     }
