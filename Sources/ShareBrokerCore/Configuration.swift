@@ -35,6 +35,9 @@ public struct BrokerConfiguration: Sendable {
     /// replies the previous commit just released (`CommitPacer`); off, each commit starts as soon
     /// as the previous one is durable.
     public var commitPacing: Bool = true
+    /// The longest a paced commit waits, in nanoseconds, however long commits take (2 ms); the
+    /// loop writes commits itself only while they take no longer. A tuning knob for tests.
+    public var commitPacingLongestWait: UInt64 = 2_000_000
     /// Largest share (sum of its items' sizes), in bytes.
     public var maxShareBytes: Int = 256 * 1024 * 1024
     /// Most items in one share.
