@@ -166,8 +166,9 @@ int sb_poller_precise(int pfd) {
     return 1;
 }
 
-int sb_poller_still_precise(void) { return 1; }
-void sb_poller_set_precise_for_testing(int on) { (void)on; }
+static int sb_precise_darwin = 1; /* kqueue keeps nanoseconds; only the test hook clears this */
+int sb_poller_still_precise(void) { return __atomic_load_n(&sb_precise_darwin, __ATOMIC_RELAXED); }
+void sb_poller_set_precise_for_testing(int on) { __atomic_store_n(&sb_precise_darwin, on ? 1 : 0, __ATOMIC_RELAXED); }
 
 int sb_poller_wait_ns(int pfd, sb_event *events, int max_events, long long timeout_ns) {
     struct kevent evs[256];

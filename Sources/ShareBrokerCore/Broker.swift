@@ -449,7 +449,7 @@ public final class Broker {
     func startCommitUnlessPaced() {
         if pacer.enabled, !poller.stillHasPreciseTimeouts {
             // epoll_pwait2 refused after start-up: waits would round up to 1 ms. No pacing.
-            pacer.enabled = false
+            pacer.disable()
             log.log(.warning, "commit pacing turned off: the kernel refuses nanosecond poll timeouts")
         }
         if turn.hasDirty, pacer.remainingWait(at: Clock.monotonicNanos()) > 0 {

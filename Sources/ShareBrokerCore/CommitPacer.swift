@@ -47,7 +47,9 @@ struct CommitPacer {
     /// while commits take no longer than the longest wait. On a disk slower than that, a commit
     /// written on the loop would keep every other connection (a status call, a route lookup)
     /// waiting for the whole flush; the worker writes it and the loop goes on serving them.
-    var inlineAllowed: Bool { commitNanos <= longestWait }
+    /// (Until a commit has been measured, the worker writes them: the first commit on a slow disk
+    /// does not stall the loop either.)
+    var inlineAllowed: Bool { commitNanos != 0 && commitNanos <= longestWait }
 
     /// Expected connections that came back since the last commit started.
     private var returned = 0
@@ -137,4 +139,15 @@ struct CommitPacer {
 
     /// The next commit starts now after having waited.
     mutating func countWaited() { waitedCommits += 1 }
+
+    /// Turns pacing off for good (the poller lost its nanosecond timeouts): nobody is expected
+    /// back any more, and a wait in progress ends now.
+    mutating func disable() {
+        enabled = false
+        for c in expected { c.expectedBack = false }
+        expected.removeAll()
+        expectedBack = 0
+        returned = 0
+        waitUntil = 0
+    }
 }

@@ -36,7 +36,9 @@ public struct BrokerConfiguration: Sendable {
     /// as the previous one is durable.
     public var commitPacing: Bool = true
     /// The longest a paced commit waits, in nanoseconds, however long commits take (2 ms); the
-    /// loop writes commits itself only while they take no longer. A tuning knob for tests.
+    /// loop writes commits itself only while they take no longer (one limit for both: a commit
+    /// longer than the longest wait is one the loop should not block for either). Meant for
+    /// tests, whose own clients are slower than real ones under a sanitizer.
     public var commitPacingLongestWait: UInt64 = 2_000_000
     /// Largest share (sum of its items' sizes), in bytes.
     public var maxShareBytes: Int = 256 * 1024 * 1024

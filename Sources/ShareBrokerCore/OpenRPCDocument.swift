@@ -1060,6 +1060,10 @@ let openRPCDocumentText = ####"""
           "message": "Not accepted: no rule accepts the items, or the extension is not a share or action extension; data.candidates when several would and none was named"
         },
         {
+          "code": -32002,
+          "message": "Not found: a tool named an extension that no manifest declares"
+        },
+        {
           "code": -32602,
           "message": "Invalid params"
         },

@@ -46,7 +46,8 @@ extension ShareBrokerClient {
     /// also opens `SCHEME://open-from-share?share=SHAREID` on the containing app; `.url(…)` opens
     /// that URL instead. Throws `.notAccepted` (with `candidates` when several extensions would
     /// and none was named), `.unauthorized` for a group the extension is not entitled to,
-    /// `.invalidParams` for an unreadable file.
+    /// `.notFound` when a tool names an extension no manifest declares, `.invalidParams` for an
+    /// unreadable file.
     @discardableResult
     public func shareSend(
         _ items: [ShareItem], extension ext: String? = nil, group: String? = nil, open: ShareOpen = .no

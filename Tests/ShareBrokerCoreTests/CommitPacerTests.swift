@@ -32,7 +32,7 @@ final class CommitPacerTests: XCTestCase {
     }
 
     func testTheLoopWritesCommitsItselfOnlyWhileTheyTakeAtMostTheLongestWait() {
-        XCTAssertTrue(CommitPacer().inlineAllowed, "nothing measured yet")
+        XCTAssertFalse(CommitPacer().inlineAllowed, "nothing measured yet: the worker writes it")
         XCTAssertTrue(pacer(commitNanos: 300_000).inlineAllowed)
         XCTAssertTrue(pacer(commitNanos: CommitPacer.maximumWait).inlineAllowed)
         XCTAssertFalse(pacer(commitNanos: 5_000_000).inlineAllowed, "a slow disk: the worker writes")
@@ -45,6 +45,22 @@ final class CommitPacerTests: XCTestCase {
             p.commitFinished(at: t)
         }
         XCTAssertTrue(p.inlineAllowed)
+    }
+
+    func testDisablingEndsAWaitAndExpectsNobody() {
+        var p = pacer(commitNanos: 200_000)
+        let c = connection(1)
+        let now: UInt64 = 5_000_000_000
+        p.released(c, at: now)
+        p.requestArrived(from: c)  // came back at once: expected after its next release
+        p.released(c, at: now + 10_000)
+        XCTAssertTrue(c.expectedBack)
+        XCTAssertGreaterThan(p.remainingWait(at: now + 20_000), 0)
+        p.disable()
+        XCTAssertFalse(c.expectedBack)
+        XCTAssertEqual(p.remainingWait(at: now + 20_000), 0, "the wait ends now")
+        p.released(c, at: now + 30_000)
+        XCTAssertFalse(c.expectedBack, "nobody is expected any more")
     }
 
     func testAClientSeenComingBackQuicklyIsWaitedForUntilItIsBack() {

@@ -8,6 +8,7 @@ import ShareBrokerCore
 import ShareClient
 import ShareProtocol
 import ShareStore
+import ShareSystem
 import XCTest
 
 /// Makes every fdatasync of the event journal take `delay` seconds longer (nothing fails).
@@ -24,12 +25,28 @@ final class CommitPacingTests: XCTestCase {
     }
 
     /// Skips the test where the broker cannot pace (the kernel, or a sandbox, refuses the
-    /// nanosecond poll timeout it sleeps with: epoll_pwait2 needs Linux 5.11).
+    /// nanosecond poll timeout it sleeps with: epoll_pwait2 needs Linux 5.11); elsewhere pacing
+    /// must be on.
     func requirePacing(_ h: BrokerHarness) throws {
-        let status = try h.tool().call("broker.status")
-        if status["commitPacing"]?.boolValue != true {
-            throw XCTSkip("commit pacing is off on this system (no nanosecond poll timeouts): \(status)")
+        guard (try? Poller(capacity: 4))?.hasPreciseTimeouts == true else {
+            throw XCTSkip("commit pacing is off on this system (no nanosecond poll timeouts)")
         }
+        let status = try h.tool().call("broker.status")
+        XCTAssertEqual(status["commitPacing"]?.boolValue, true, "pacing is on here: \(status)")
+    }
+
+    /// A broker whose fdatasyncs take `sync` seconds longer and whose pacing waits at most
+    /// `longestWait` ns, with three tool sessions on it.
+    func slowBroker(sync: Double, longestWait: UInt64) throws -> (BrokerHarness, RawClient, RawClient, RawClient) {
+        let h = BrokerHarness(manifests: ["10-myapp.json": deepLinkApp])
+        try h.start {
+            $0.storeFaults = slowSyncs(sync)
+            $0.commitPacingLongestWait = longestWait
+        }
+        try requirePacing(h)
+        let clients = try (0..<3).map { _ in try RawClient(h.socket) }
+        for c in clients { hello(c) }
+        return (h, clients[0], clients[1], clients[2])
     }
 
     func hello(_ c: RawClient) {
@@ -40,21 +57,10 @@ final class CommitPacingTests: XCTestCase {
     /// Two clients in lock step, then one of them stops: the other's request is committed and
     /// answered at the end of the wait, not left waiting for a client that does not come.
     func testACommitWaitingForAClientThatDoesNotComeBackStartsAtTheEndOfTheWait() throws {
-        let h = BrokerHarness(manifests: ["10-myapp.json": deepLinkApp])
         // Commits of some 100 ms and a longest wait of 80 ms (2 ms outside tests): far above the
         // clients' think time here, even under a sanitizer, so both are expected back after each
         // release, and the wait stays open while the test asks for the status in between.
-        try h.start {
-            $0.storeFaults = slowSyncs(0.100)
-            $0.commitPacingLongestWait = 80_000_000
-        }
-        try requirePacing(h)
-        let a = try RawClient(h.socket)
-        let b = try RawClient(h.socket)
-        let c = try RawClient(h.socket)
-        hello(a)
-        hello(b)
-        hello(c)
+        let (h, a, b, c) = try slowBroker(sync: 0.100, longestWait: 80_000_000)
         // a and b start in one commit: their first requests arrive while c's is being written.
         open(c, 99, "c")
         usleep(20_000)
@@ -189,32 +195,46 @@ final class CommitPacingTests: XCTestCase {
         h.stop()
     }
 
-    /// On a disk slower than the pacer's longest wait (2 ms a flush), the loop does not write
-    /// commits itself, not even a lone request's or a complete paced batch: other connections
-    /// are served while the sync thread flushes.
+    /// On a disk slower than the pacer's longest wait, the loop does not write commits itself,
+    /// neither a complete paced batch nor a lone request: other connections are served while the
+    /// sync thread flushes.
     func testCommitsSlowerThanTheLongestWaitAreNotWrittenOnTheLoop() throws {
-        let h = BrokerHarness(manifests: ["10-myapp.json": deepLinkApp])
-        try h.start { $0.storeFaults = slowSyncs(0.400) }
-        let a = try RawClient(h.socket)
-        hello(a)
-        // The first commit's duration is not known yet: it may be written anywhere. After it the
-        // measured duration (about 400 ms) is far above 2 ms.
-        open(a, 1, "first")
-        XCTAssertNotNil(a.readJSON(timeout: 10)?["result"]?["eventID"])
+        // Commits of some 300 ms, a longest wait of 100 ms: a and b are expected back (they
+        // come back far sooner than 100 ms), but every commit is longer than the longest wait.
+        let (h, a, b, c) = try slowBroker(sync: 0.300, longestWait: 100_000_000)
         let tool = try h.tool()
-        XCTAssertGreaterThan(try tool.call("broker.status")["commitMicros"]?.intValue ?? 0, 100_000)
+        // Twice, a and b share one commit: their requests arrive while c's is being written.
+        // After the second, both have come back quickly once, so both are expected back.
+        for warm in 0..<2 {
+            open(c, 90 + warm, "c\(warm)")
+            usleep(20_000)
+            open(a, 1 + warm, "a\(warm)")
+            open(b, 3 + warm, "b\(warm)")
+            XCTAssertNotNil(c.readJSON(timeout: 10)?["result"]?["eventID"])
+            XCTAssertNotNil(a.readJSON(timeout: 10)?["result"]?["eventID"])
+            XCTAssertNotNil(b.readJSON(timeout: 10)?["result"]?["eventID"])
+        }
+        let before = try tool.call("broker.status")
+        XCTAssertGreaterThan(before["commitMicros"]?.intValue ?? 0, 100_000)
+        // Round 0: a and b together, a complete paced batch; round 1: a alone, a lone request
+        // (after waiting up to 100 ms for b).
         for round in 0..<2 {
-            // a is back at once (a complete batch of the one expected client), then alone.
-            open(a, 10 + round, "again\(round)")
-            usleep(50_000)  // read and being committed
+            open(a, 10 + round, "a-again\(round)")
+            if round == 0 { open(b, 20, "b-again") }
+            usleep(150_000)  // read, and being committed (300 ms)
             let started = Date()
             let status = try tool.call("broker.status", timeoutMillis: 5_000)
             XCTAssertNotNil(status["pendingEvents"])
             XCTAssertLessThan(
-                Date().timeIntervalSince(started), 0.300, "status is answered while the commit is written (round \(round))")
-            XCTAssertNil(a.readJSON(timeout: 0.01), "the commit (400 ms) is still being written")
+                Date().timeIntervalSince(started), 0.100, "status is answered while the commit is written (round \(round))")
+            XCTAssertNil(a.readJSON(timeout: 0.01), "the commit (300 ms) is still being written")
             XCTAssertNotNil(a.readJSON(timeout: 10)?["result"]?["eventID"], "and answered when durable")
+            if round == 0 { XCTAssertNotNil(b.readJSON(timeout: 10)?["result"]?["eventID"]) }
         }
+        // Round 0 was one commit of both (a complete batch), round 1 waited for b.
+        let after = try tool.call("broker.status")
+        XCTAssertEqual((after["commits"]?.intValue ?? 0) - (before["commits"]?.intValue ?? 0), 2, "\(after)")
+        XCTAssertGreaterThanOrEqual((after["pacedCommits"]?.intValue ?? 0) - (before["pacedCommits"]?.intValue ?? 0), 1)
         h.stop()
     }
 

@@ -5,6 +5,7 @@
 import Foundation
 import ShareClient
 import ShareProtocol
+import ShareSystem
 import XCTest
 
 #if canImport(Glibc)
@@ -38,6 +39,9 @@ final class LifecycleTests: XCTestCase {
         let st = try BrokerConnection(socketPath: p.socket).call("broker.status")
         XCTAssertEqual(st["version"]?.stringValue, SharebrokerVersion.string)
         XCTAssertEqual(st["connections"]?.intValue, 1)
+        // Commit pacing is on by default wherever the kernel keeps nanosecond poll timeouts.
+        let precise = (try? Poller(capacity: 4))?.hasPreciseTimeouts ?? false
+        XCTAssertEqual(st["commitPacing"]?.boolValue, precise, "\(st)")
         p.signal(SIGTERM)
         XCTAssertTrue(p.waitExit())
     }

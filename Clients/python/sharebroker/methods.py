@@ -114,7 +114,7 @@ class BrokerMethods:
         """Share items (role ``extension`` as itself, or ``tool`` as the share sheet).
 
         ``extension``: the target (a tool must name one when several accept: otherwise -32003
-        with ``data["candidates"]``). ``group``: one of the extension's app groups (default: its
+        with ``data["candidates"]``; naming one no manifest declares is -32002). ``group``: one of the extension's app groups (default: its
         first). ``open=True`` also opens ``SCHEME://open-from-share?share=SHAREID`` on the
         containing app; ``open="URL"`` opens that URL instead. Durable before the answer.
         Returns ``{shareID, extension, app, group, eventID?}``.
