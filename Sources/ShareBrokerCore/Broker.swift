@@ -171,7 +171,7 @@ public final class Broker {
         }
         // Pacing waits for microseconds: not where the poller rounds them up to a millisecond.
         pacer.enabled = config.commitPacing && poller.hasPreciseTimeouts
-        pacer.longestWait = max(1, config.commitPacingLongestWait)
+        pacer.longestWait = config.commitPacingLongestWait
         scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: Broker.readChunk, alignment: 16)
         methods = Broker.methodTable()
         openFileLimit = ProcessInfoLite.raiseOpenFileLimit()

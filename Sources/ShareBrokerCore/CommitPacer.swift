@@ -66,6 +66,11 @@ struct CommitPacer {
         returned = 0
         // Expectations last until the next commit starts: a client that did not come back by
         // then (gone idle, or slower this time) is not waited for again until it has.
+        forgetExpected()
+    }
+
+    /// Nobody is expected back any more.
+    private mutating func forgetExpected() {
         for c in expected { c.expectedBack = false }
         expected.removeAll(keepingCapacity: true)
         expectedBack = 0
@@ -144,9 +149,7 @@ struct CommitPacer {
     /// back any more, and a wait in progress ends now.
     mutating func disable() {
         enabled = false
-        for c in expected { c.expectedBack = false }
-        expected.removeAll()
-        expectedBack = 0
+        forgetExpected()
         returned = 0
         waitUntil = 0
     }

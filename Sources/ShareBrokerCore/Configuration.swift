@@ -39,7 +39,7 @@ public struct BrokerConfiguration: Sendable {
     /// loop writes commits itself only while they take no longer (one limit for both: a commit
     /// longer than the longest wait is one the loop should not block for either). Meant for
     /// tests, whose own clients are slower than real ones under a sanitizer.
-    public var commitPacingLongestWait: UInt64 = 2_000_000
+    public var commitPacingLongestWait: UInt64 = CommitPacer.maximumWait
     /// Largest share (sum of its items' sizes), in bytes.
     public var maxShareBytes: Int = 256 * 1024 * 1024
     /// Most items in one share.
