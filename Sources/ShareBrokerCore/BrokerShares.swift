@@ -48,7 +48,8 @@ extension Broker {
         if let s = shareStores[group] { return s }
         guard Broker.isSafeGroupName(group) else { throw .invalidParams("Invalid params: '\(group)' is not a valid group name") }
         do {
-            let s = try ShareRecordStore(group: group, directory: groupDirectory(group), turn: turn)
+            let s = try ShareRecordStore(
+                group: group, directory: groupDirectory(group), segmentLimit: config.journalSegmentLimit, turn: turn)
             if let f = config.storeFaults { s.faultInjector = f }
             shareStores[group] = s
             if s.orphansRemoved > 0 { log.log(.info, "\(group): removed \(s.orphansRemoved) orphaned share directories") }

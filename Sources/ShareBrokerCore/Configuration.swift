@@ -21,7 +21,8 @@ public struct BrokerConfiguration: Sendable {
     public var handleSignals: Bool = true
     /// How long shutdown waits for replies to drain.
     public var shutdownGraceSeconds: Double = 4.0
-    /// Size at which the event journal starts a new segment (nil: the journal's default, 16 MiB).
+    /// Size at which a journal (the events, and each group's shares and defaults) starts a new segment
+    /// (nil: the journal's default, 16 MiB).
     public var journalSegmentLimit: Int? = nil
     /// Most connections one user id may hold open; further ones are closed at once (with a log line).
     public var maxConnectionsPerUID: Int = 16384

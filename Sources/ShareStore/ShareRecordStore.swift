@@ -11,7 +11,9 @@ import ShareProtocol
 import ShareSystem
 
 /// One stored share.
-public final class StoredShare: Sendable, Equatable {
+///
+/// Only the loop thread touches shares (`segment` changes when compaction carries a share forward).
+public final class StoredShare: @unchecked Sendable, Equatable {
     /// The share's id, e.g. `sh-5f0c…`.
     public let id: String
     /// The extension that sent it.
@@ -27,6 +29,8 @@ public final class StoredShare: Sendable, Equatable {
     public let items: [JSONObject]
     /// The event `open` queued with it: `{app, id, seq, body}` (nil without `open`).
     public let openEvent: JSONObject?
+    /// The journal segment holding the share's record (the newest copy, once compaction carried it).
+    var segment = 0
 
     // A class, not a struct: a share sits in its store's table and in the undo log, and is
     // handed to the broker; one reference each instead of seven retained fields per copy
@@ -46,7 +50,7 @@ public final class StoredShare: Sendable, Equatable {
         self.openEvent = openEvent
     }
 
-    /// Field by field (two records of the same share compare equal).
+    /// Field by field (two records of the same share compare equal; where they lie does not count).
     public static func == (a: StoredShare, b: StoredShare) -> Bool {
         a === b
             || (a.id == b.id && a.extensionID == b.extensionID && a.app == b.app && a.group == b.group
@@ -79,6 +83,8 @@ public final class ShareRecordStore: TurnParticipant {
     enum RecordType: UInt8 {
         case share = 1
         case complete = 2
+        /// A live share copied forward by compaction (same payload as `share`; its old segment goes).
+        case carried = 3
     }
 
     enum Undo {
@@ -93,7 +99,14 @@ public final class ShareRecordStore: TurnParticipant {
     let journal: Journal
     let turn: TurnLog?
     var shares: [String: StoredShare] = [:]
+    /// The ids of the pending shares, oldest first, among ids of shares removed since: removal only
+    /// takes the share out of `shares` (O(1); `all` skips the ids it no longer finds), and a
+    /// completion that is rolled back finds its id still in place. `compactOrder` drops the
+    /// removed ids once they outnumber the pending ones (keeping any a rollback could restore).
     var order: [String] = []
+    /// Live shares and records per journal segment (compaction deletes segments without live shares).
+    var liveBySegment = SegmentCounts()
+    var recordsBySegment = SegmentCounts()
     var undo: [Undo] = []
     /// The share `add` stored last in this turn and where its record starts (for `retract`).
     var lastAdded: (id: String, mark: Int, hasFiles: Bool)? = nil
@@ -110,26 +123,51 @@ public final class ShareRecordStore: TurnParticipant {
     public var participantName: String { "shares of \(group)" }
 
     /// Opens the group's shares (creating the directory), replaying the journal and removing orphans.
-    public init(group: String, directory: String, turn: TurnLog?) throws(StoreError) {
+    public init(group: String, directory: String, segmentLimit: Int? = nil, turn: TurnLog?) throws(StoreError) {
         self.group = group
         self.directory = directory
         self.turn = turn
         journal = try Journal(directory: directory, name: "shares")
+        if let segmentLimit { journal.segmentLimit = segmentLimit }
         do { try DefaultPaths.makeDirectories(directory + "/files") } catch {
             throw StoreError("cannot create \(directory)/files", error)
         }
+        var carriedSeen = false
         recovery = try journal.replay { rec in
+            recordsBySegment[rec.segment, default: 0] += 1
             guard let value = try? JSONParser.parseBuffer(rec.payload), case .object(let o) = value else { return }
             switch RecordType(rawValue: rec.type) {
-            case .share?:
-                guard let s = ShareRecordStore.decode(o), shares[s.id] == nil else { return }
+            case .share?, .carried?:
+                guard let s = ShareRecordStore.decode(o) else { return }
+                if rec.type == RecordType.carried.rawValue { carriedSeen = true }
+                if let known = shares[s.id] {
+                    // A copy compaction made before a crash kept the old segment from going: the
+                    // share lives in the newest copy's segment now.
+                    liveBySegment[known.segment, default: 0] -= 1
+                    known.segment = rec.segment
+                    liveBySegment[rec.segment, default: 0] += 1
+                    return
+                }
+                s.segment = rec.segment
                 shares[s.id] = s
                 order.append(s.id)
+                liveBySegment[rec.segment, default: 0] += 1
             case .complete?:
-                if let id = o["id"]?.stringValue, shares.removeValue(forKey: id) != nil {
-                    order.removeAll { $0 == id }
+                if let id = o["id"]?.stringValue, let s = shares.removeValue(forKey: id) {
+                    liveBySegment[s.segment, default: 0] -= 1
+                    compactOrder()
                 }
             case nil: return
+            }
+        }
+        order.removeAll { shares[$0] == nil }
+        if carriedSeen {
+            // Copies sit in the journal after shares younger than them: oldest first again, by
+            // creation time (journal order among equal times).
+            let position = Dictionary(uniqueKeysWithValues: order.enumerated().map { ($1, $0) })
+            order.sort { a, b in
+                let (x, y) = (shares[a]!.created, shares[b]!.created)
+                return x != y ? x < y : position[a]! < position[b]!
             }
         }
         // Files without a durable record are leftovers of a crash: remove them.
@@ -151,6 +189,9 @@ public final class ShareRecordStore: TurnParticipant {
 
     /// Pending shares, oldest first.
     public var all: [StoredShare] { order.compactMap { shares[$0] } }
+
+    /// The journal's segment numbers, oldest first (tests watch compaction through it).
+    public var journalSegments: [Int] { journal.segments }
 
     /// Number of pending shares.
     public var count: Int { shares.count }
@@ -180,36 +221,43 @@ public final class ShareRecordStore: TurnParticipant {
             id: id, extensionID: extensionID, app: app, group: group, created: created, items: items, openEvent: openEvent)
         let mark = journal.pendingMark
         do {
-            try journal.append(type: RecordType.share.rawValue) { out in
-                // {"id","extension","app","group","created","items",["openEvent"]}, written directly.
-                JSONValue.writeString(id, after: #"{"id":"#, to: &out)
-                JSONValue.writeString(extensionID, after: #","extension":"#, to: &out)
-                JSONValue.writeString(app, after: #","app":"#, to: &out)
-                JSONValue.writeString(group, after: #","group":"#, to: &out)
-                JSONValue.writeString(created, after: #","created":"#, to: &out)
-                JSONValue.appendStatic(#","items":["#, to: &out)
-                for (i, item) in items.enumerated() {
-                    if i > 0 { out.append(UInt8(ascii: ",")) }
-                    JSONValue.object(item).write(to: &out)
-                }
-                out.append(UInt8(ascii: "]"))
-                if let openEvent {
-                    JSONValue.appendStatic(#","openEvent":"#, to: &out)
-                    JSONValue.object(openEvent).write(to: &out)
-                }
-                out.append(UInt8(ascii: "}"))
-            }
+            try journal.append(type: RecordType.share.rawValue) { out in ShareRecordStore.writeRecord(share, to: &out) }
         } catch {
             if !files.isEmpty { ShareRecordStore.removeTree(dir) }
             throw error
         }
         if !files.isEmpty { createdDirs.append(dir) }
+        let segment = journal.activeSegment  // (a journal rolls only with nothing pending)
+        share.segment = segment
+        liveBySegment[segment, default: 0] += 1
+        recordsBySegment[segment, default: 0] += 1
         shares[id] = share
         order.append(id)
         undo.append(.removeShare(id))
         lastAdded = (id: id, mark: mark, hasFiles: !files.isEmpty)
         turn?.touch(self)
         return share
+    }
+
+    /// A share's record payload: `{"id","extension","app","group","created","items",["openEvent"]}`,
+    /// written directly.
+    static func writeRecord(_ s: StoredShare, to out: inout [UInt8]) {
+        JSONValue.writeString(s.id, after: #"{"id":"#, to: &out)
+        JSONValue.writeString(s.extensionID, after: #","extension":"#, to: &out)
+        JSONValue.writeString(s.app, after: #","app":"#, to: &out)
+        JSONValue.writeString(s.group, after: #","group":"#, to: &out)
+        JSONValue.writeString(s.created, after: #","created":"#, to: &out)
+        JSONValue.appendStatic(#","items":["#, to: &out)
+        for (i, item) in s.items.enumerated() {
+            if i > 0 { out.append(UInt8(ascii: ",")) }
+            JSONValue.object(item).write(to: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        if let openEvent = s.openEvent {
+            JSONValue.appendStatic(#","openEvent":"#, to: &out)
+            JSONValue.object(openEvent).write(to: &out)
+        }
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Takes back the share `add` just stored, in the same turn and before anything else was
@@ -221,8 +269,7 @@ public final class ShareRecordStore: TurnParticipant {
         else { return false }
         journal.discardPending(from: last.mark)
         undo.removeLast()
-        shares[id] = nil
-        if order.last == id { order.removeLast() } else { order.removeAll { $0 == id } }
+        forget(id)
         if last.hasFiles {
             let dir = directory + "/files/" + id
             createdDirs.removeAll { $0 == dir }
@@ -297,11 +344,32 @@ public final class ShareRecordStore: TurnParticipant {
             JSONValue.object(["id": .string(id)]).write(to: &out)
         }
         shares[id] = nil
-        order.removeAll { $0 == id }
+        liveBySegment[s.segment, default: 0] -= 1
+        recordsBySegment[journal.activeSegment, default: 0] += 1
         undo.append(.restoreShare(s))
+        compactOrder()
         completedDirs.append(directory + "/files/" + id)
         turn?.touch(self)
         return true
+    }
+
+    /// Takes out a share whose record was never made durable (a retracted or rolled-back add).
+    func forget(_ id: String) {
+        guard let s = shares.removeValue(forKey: id) else { return }
+        liveBySegment[s.segment, default: 0] -= 1
+        if order.last == id { order.removeLast() }  // (otherwise it stays behind as a removed id)
+    }
+
+    /// Drops the ids of removed shares from `order` once they outnumber the pending ones (so each
+    /// removal costs O(1) amortized), keeping those a rollback of an uncommitted completion would
+    /// bring back.
+    func compactOrder() {
+        let removed = order.count - shares.count
+        guard removed > 1024 && removed > shares.count else { return }
+        var restorable = Set<String>()
+        for case .restoreShare(let s) in undo { restorable.insert(s.id) }
+        for case .restoreShare(let s) in inflightUndo { restorable.insert(s.id) }
+        order.removeAll { shares[$0] == nil && !restorable.contains($0) }
     }
 
     /// Makes this turn's commit fail (everything this turn stored in the group is rolled back and
@@ -326,12 +394,11 @@ public final class ShareRecordStore: TurnParticipant {
         for u in list.reversed() {
             switch u {
             case .removeShare(let id):
-                shares[id] = nil
-                order.removeAll { $0 == id }
+                forget(id)
             case .restoreShare(let s):
+                // Its id is still in `order`, in its place (compactOrder keeps restorable ids).
                 shares[s.id] = s
-                order.append(s.id)
-                order.sort { (shares[$0]?.created ?? "", $0) < (shares[$1]?.created ?? "", $1) }
+                liveBySegment[s.segment, default: 0] += 1
             }
         }
     }
@@ -375,6 +442,56 @@ public final class ShareRecordStore: TurnParticipant {
         inflightUndo.removeAll(keepingCapacity: true)
         inflightCreatedDirs.removeAll(keepingCapacity: true)
         inflightCompletedDirs.removeAll(keepingCapacity: true)
+        // Every completion made so far is durable and nothing waits: old segments may go.
+        if error == nil && !journal.hasPending && !journal.batchInFlight && undo.isEmpty { compactIfUseful() }
+    }
+
+    /// Deletes the sealed segments (oldest first) that hold no pending share; when the oldest sealed
+    /// segment holds only a few pending shares among many dead records, copies them forward into
+    /// the active segment (record type 3, same ids) and deletes it once the copies are durable.
+    /// Called only when nothing is pending and every completion is durable, so a deleted segment's
+    /// shares can never come back through a rollback.
+    func compactIfUseful() {
+        let sealed = journal.segments.dropLast()
+        guard let oldest = sealed.first else { return }
+        var deletable: Int? = nil
+        for s in sealed {
+            if (liveBySegment[s] ?? 0) == 0 { deletable = s } else { break }
+        }
+        if let d = deletable {
+            forgetSegments(through: d)
+            return
+        }
+        // Copies only of a mostly dead segment (pending shares under 1/8 of its records), so the
+        // shares of an app that never completes them are not copied over and over.
+        let live = liveBySegment[oldest] ?? 0
+        guard sealed.count >= 2, live > 0, live <= 4096, live * 8 < (recordsBySegment[oldest] ?? 0) else { return }
+        let carried = order.compactMap { id -> StoredShare? in
+            guard let s = shares[id], s.segment == oldest else { return nil }
+            return s
+        }
+        for s in carried {
+            do {
+                try journal.append(type: RecordType.carried.rawValue) { out in ShareRecordStore.writeRecord(s, to: &out) }
+            } catch {
+                journal.discardPending()
+                return
+            }
+        }
+        let target = journal.activeSegment  // (the copies land here; the journal rolls only after)
+        do { try journal.commit() } catch {
+            return  // not durable: the old segment stays (replay keeps the newest copy it finds)
+        }
+        for s in carried { s.segment = target }
+        liveBySegment[target, default: 0] += carried.count
+        recordsBySegment[target, default: 0] += carried.count
+        forgetSegments(through: oldest)
+    }
+
+    func forgetSegments(through last: Int) {
+        journal.deleteSegments(through: last)
+        for s in liveBySegment.keys where s <= last { liveBySegment[s] = nil }
+        for s in recordsBySegment.keys where s <= last { recordsBySegment[s] = nil }
     }
 
     /// Test seam: failures injected into this group's journal.

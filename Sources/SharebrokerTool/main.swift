@@ -44,6 +44,10 @@ let root = CommandSpec(
                 .option(
                     "max-requests-in-flight", valueName: "n",
                     help: "Requests one connection may have waiting for their replies (then -32007).", default: "4096"),
+                .option(
+                    "journal-segment-size", valueName: "bytes",
+                    help: "Size at which a journal starts a new segment file (smaller: old records go sooner, more files).",
+                    default: "16777216"),
                 .flag(
                     "no-commit-pacing",
                     help: "Start each group commit as soon as the previous one is durable, without waiting for the clients it just answered."),
@@ -95,6 +99,10 @@ func serve(_ cmd: ParsedCommand) throws -> Int32 {
     if let n = try cmd.int("max-requests-in-flight") {
         guard n >= 1 else { throw cmd.usageError("option '--max-requests-in-flight' must be at least 1, got \(n)") }
         config.maxRequestsInFlight = n
+    }
+    if let n = try cmd.int("journal-segment-size") {
+        guard n >= 4096 else { throw cmd.usageError("option '--journal-segment-size' must be at least 4096 bytes, got \(n)") }
+        config.journalSegmentLimit = n
     }
     if cmd.flag("no-commit-pacing") { config.commitPacing = false }
     if let name = cmd.value("log-level") {

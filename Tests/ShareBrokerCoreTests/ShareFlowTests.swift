@@ -397,6 +397,46 @@ final class ShareFlowTests: XCTestCase {
         h.stop()
     }
 
+    /// A group's share journal does not keep its history: once shares are completed, the segments
+    /// holding them are deleted (a few still pending are copied forward), and a restart finds the
+    /// pending ones, oldest first.
+    func testCompletedSharesLeaveTheGroupsJournal() throws {
+        let h = try start { $0.journalSegmentLimit = 8192 }
+        let ext = try session(h, "extension", "com.mycompany.myapp.share")
+        var ids: [String] = []
+        for i in 0..<400 {
+            let sent = try ext.call("share.send", ["items": [["url": .string("https://youtu.be/v\(i)")]]])
+            ids.append(try XCTUnwrap(sent["shareID"]?.stringValue))
+        }
+        let groupDir = h.state + "/groups/group.com.mycompany.myapp"
+        func segments() -> [String] {
+            ((try? FileManager.default.contentsOfDirectory(atPath: groupDir)) ?? []).filter {
+                $0.hasPrefix("shares-") && $0.hasSuffix(".log")
+            }
+        }
+        XCTAssertGreaterThan(segments().count, 8)
+        let app = try session(h, "app", "com.mycompany.myapp")
+        let keep = [ids[0], ids[1], ids[399]]
+        for id in ids where !keep.contains(id) {
+            XCTAssertEqual(try app.call("share.complete", ["shareID": .string(id)])["completed"], true)
+        }
+        // Later commits find the old segments dead (or nearly: the first two shares are copied).
+        for i in 0..<100 {
+            let sent = try ext.call("share.send", ["items": [["url": .string("https://youtu.be/w\(i)")]]])
+            _ = try app.call("share.complete", ["shareID": sent["shareID"]!])
+        }
+        XCTAssertLessThanOrEqual(segments().count, 4, "\(segments().sorted())")
+        XCTAssertEqual(try app.call("share.list")["shares"]?.arrayValue?.compactMap { $0["shareID"]?.stringValue }, keep)
+        h.stop()
+        try h.start { $0.journalSegmentLimit = 8192 }
+        let again = try session(h, "app", "com.mycompany.myapp")
+        let listed = try again.call("share.list")["shares"]?.arrayValue ?? []
+        XCTAssertEqual(listed.compactMap { $0["shareID"]?.stringValue }, keep)
+        XCTAssertEqual(listed.first?["items"]?.arrayValue?.first?["url"]?.stringValue, "https://youtu.be/v0")
+        XCTAssertEqual(try again.call("broker.status")["pendingShares"]?.intValue, 3)
+        h.stop()
+    }
+
     func testGroupAccess() throws {
         let h = try start()
         let tool = try h.tool()

@@ -79,7 +79,10 @@ class Broker:
         log = open(self.log_path, "ab")
         log.write(f"---- campaign: starting broker at {time.strftime('%H:%M:%S')}\n".encode())
         log.flush()
-        self.proc = subprocess.Popen([self.binary, "serve", "--socket", self.sock, "--state", self.state],
+        # Small journal segments (64 KiB): compaction (deleting segments, copying the few pending
+        # records forward) runs many times per campaign, between the kills.
+        self.proc = subprocess.Popen([self.binary, "serve", "--socket", self.sock, "--state", self.state,
+                                      "--journal-segment-size", "65536"],
                                      stdin=subprocess.DEVNULL, stdout=log, stderr=log)
         log.close()
         deadline = time.monotonic() + timeout

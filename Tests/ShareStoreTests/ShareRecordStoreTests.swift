@@ -1,0 +1,177 @@
+// A group's share records: completion and rollback keep the oldest-first order, the journal's
+// sealed segments go once their shares are completed, and the few pending shares of a mostly dead
+// old segment are carried forward (surviving reopen, also when a crash left the old segment).
+
+import Foundation
+import ShareProtocol
+import ShareStore
+import XCTest
+
+final class ShareRecordStoreTests: XCTestCase {
+    var dir: String = ""
+
+    override func setUp() {
+        dir = NSTemporaryDirectory() + "sbshares-\(UUID().uuidString.prefix(8))"
+    }
+
+    override func tearDown() { try? FileManager.default.removeItem(atPath: dir) }
+
+    func open(segmentLimit: Int? = nil) throws -> ShareRecordStore {
+        try ShareRecordStore(group: "group.com.example", directory: dir, segmentLimit: segmentLimit, turn: nil)
+    }
+
+    func segmentFiles() -> [String] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? []).filter { $0.hasSuffix(".log") }.sorted()
+    }
+
+    /// Adds a URL share with a created time that sorts by `n`.
+    @discardableResult
+    func add(_ s: ShareRecordStore, _ n: Int, id: String? = nil) throws -> String {
+        let id = id ?? "sh-\(n)"
+        let created = "2026-12-01T12:00:00.000Z+" + String(repeating: "0", count: 6 - String(n).count) + String(n)
+        _ = try s.add(
+            id: id, extensionID: "com.example.app.share", app: "com.example.app", created: created,
+            items: [["url": .string("https://example.com/\(n)"), "type": "public.url"]], files: [])
+        return id
+    }
+
+    func testCompletingThousandsKeepsTheOrderAndReplaysIt() throws {
+        let s = try open()
+        for n in 0..<5000 { try add(s, n) }
+        try s.commitTurn()
+        // Complete all but every 100th, in a scattered order, over several commits.
+        var kept: [String] = []
+        for n in stride(from: 4999, through: 0, by: -1) {
+            if n % 100 == 0 { kept.insert("sh-\(n)", at: 0) } else { XCTAssertTrue(try s.complete("sh-\(n)")) }
+            if n % 700 == 0 { try s.commitTurn() }
+        }
+        try s.commitTurn()
+        XCTAssertFalse(try s.complete("sh-1"), "already completed")
+        XCTAssertEqual(s.all.map(\.id), kept)
+        XCTAssertEqual(s.count, 50)
+        let reopened = try open()
+        XCTAssertEqual(reopened.all.map(\.id), kept)
+        XCTAssertEqual(reopened.share("sh-300")?.items.first?["url"]?.stringValue, "https://example.com/300")
+        XCTAssertNil(reopened.share("sh-301"))
+    }
+
+    func testRolledBackCompletionsComeBackInTheirPlaceAfterManyOthers() throws {
+        let s = try open()
+        for n in 0..<3000 { try add(s, n) }
+        try s.commitTurn()
+        for n in 0..<1000 where n != 10 && n != 20 { XCTAssertTrue(try s.complete("sh-\(n)")) }
+        try s.commitTurn()
+        // A turn completes shares at the front, the middle and the end, then so many more that the
+        // removed ids are compacted away mid-turn; its commit fails (rolled back): all come back.
+        for n in [10, 1500, 2999] { XCTAssertTrue(try s.complete("sh-\(n)")) }
+        for n in 1000..<2400 where n != 1500 { XCTAssertTrue(try s.complete("sh-\(n)")) }
+        XCTAssertEqual(s.count, 2002 - 1402)
+        s.rollback()
+        let expected = ([10, 20] + Array(1000..<3000)).map { "sh-\($0)" }
+        XCTAssertEqual(s.all.map(\.id), expected)
+        try s.commitTurn()
+        XCTAssertEqual(try open().all.map(\.id), expected)
+    }
+
+    func testRetractedAndRolledBackAddsLeaveNoTrace() throws {
+        let s = try open()
+        for n in 0..<3 { try add(s, n) }
+        try s.commitTurn()
+        let last = try add(s, 3)
+        XCTAssertTrue(s.retract(last))
+        try add(s, 4)
+        try add(s, 5)
+        s.rollback()
+        XCTAssertEqual(s.all.map(\.id), ["sh-0", "sh-1", "sh-2"])
+        try add(s, 6)
+        try s.commitTurn()
+        XCTAssertEqual(try open().all.map(\.id), ["sh-0", "sh-1", "sh-2", "sh-6"])
+    }
+
+    func testSealedSegmentsGoOnceTheirSharesAreCompleted() throws {
+        let s = try open(segmentLimit: 4096)
+        for n in 0..<200 {
+            try add(s, n)
+            try s.commitTurn()
+        }
+        let before = segmentFiles().count
+        XCTAssertGreaterThan(before, 5)
+        for n in 0..<190 { XCTAssertTrue(try s.complete("sh-\(n)")) }
+        try s.commitTurn()
+        // Only the segments holding the ten pending shares (and the active one) are left.
+        XCTAssertLessThanOrEqual(segmentFiles().count, 3, "\(segmentFiles())")
+        XCTAssertEqual(s.journalSegments.count, segmentFiles().count)
+        let reopened = try open(segmentLimit: 4096)
+        XCTAssertEqual(reopened.all.map(\.id), (190..<200).map { "sh-\($0)" })
+        XCTAssertEqual(reopened.recovery.quarantined, 0)
+    }
+
+    func testAFewPendingSharesOfAnOldSegmentAreCarriedForwardInOrder() throws {
+        let s = try open(segmentLimit: 4096)
+        try add(s, 0, id: "sh-old-a")
+        try add(s, 1, id: "sh-old-b")
+        try s.commitTurn()
+        // Until the first segment goes. One share of the second stays pending too: the copies of
+        // the older ones land in the journal after it, and still come first.
+        for n in 2..<300 where s.journalSegments.first == 1 {
+            try add(s, n)
+            try s.commitTurn()
+            if n == 20 { continue }
+            XCTAssertTrue(try s.complete("sh-\(n)"))
+            try s.commitTurn()
+        }
+        try add(s, 300, id: "sh-new")
+        for _ in 0..<3 { try s.commitTurn() }
+        // The first segment went: its two pending shares were copied into a later one.
+        let numbers = s.journalSegments
+        XCTAssertFalse(numbers.contains(1), "\(numbers)")
+        XCTAssertLessThanOrEqual(numbers.count, 3, "\(numbers)")
+        let expected = ["sh-old-a", "sh-old-b", "sh-20", "sh-new"]
+        XCTAssertEqual(s.all.map(\.id), expected)
+        let reopened = try open(segmentLimit: 4096)
+        XCTAssertEqual(reopened.all.map(\.id), expected)
+        XCTAssertEqual(reopened.share("sh-old-b")?.items.first?["url"]?.stringValue, "https://example.com/1")
+        // Completing a carried share works and lasts.
+        XCTAssertTrue(try reopened.complete("sh-old-a"))
+        try reopened.commitTurn()
+        XCTAssertEqual(try open(segmentLimit: 4096).all.map(\.id), Array(expected.dropFirst()))
+    }
+
+    func testACrashBetweenTheCopiesAndTheOldSegmentsDeletionLeavesNoDuplicate() throws {
+        let s = try open(segmentLimit: 4096)
+        try add(s, 0, id: "sh-old")
+        try s.commitTurn()
+        let first = dir + "/" + segmentFiles()[0]
+        var sealed: Data? = nil
+        var restored = false
+        var pendingAtTheCrash: [String] = []
+        for n in 1..<300 where !restored {
+            if sealed == nil && segmentFiles().count > 1 { sealed = FileManager.default.contents(atPath: first) }
+            for complete in [false, true] where !restored {
+                if complete { XCTAssertTrue(try s.complete("sh-\(n)")) } else { try add(s, n) }
+                try s.commitTurn()
+                if !restored && !FileManager.default.fileExists(atPath: first) {
+                    // Compaction copied sh-old forward and deleted the first segment: put it back, as a
+                    // crash after the copies' commit and before the unlink would have left it (and
+                    // this store, "crashed", is not used again).
+                    let data = try XCTUnwrap(sealed)
+                    XCTAssertTrue(FileManager.default.createFile(atPath: first, contents: data, attributes: [.posixPermissions: 0o600]))
+                    restored = true
+                    pendingAtTheCrash = s.all.map(\.id)
+                }
+            }
+        }
+        XCTAssertTrue(restored, "the first segment was never compacted away")
+        let reopened = try open(segmentLimit: 4096)
+        XCTAssertEqual(pendingAtTheCrash.first, "sh-old")
+        XCTAssertEqual(reopened.all.map(\.id), pendingAtTheCrash)
+        XCTAssertEqual(reopened.count, pendingAtTheCrash.count)
+        XCTAssertEqual(reopened.recovery.quarantined, 0)
+        // The old segment holds nothing pending now (the share lives in its copy): the next quiet
+        // commit deletes it, and the share stays.
+        try add(reopened, 400, id: "sh-new")
+        try reopened.commitTurn()
+        XCTAssertFalse(FileManager.default.fileExists(atPath: first))
+        XCTAssertEqual(try open(segmentLimit: 4096).all.map(\.id), pendingAtTheCrash + ["sh-new"])
+    }
+}
