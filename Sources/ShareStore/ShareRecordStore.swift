@@ -160,7 +160,9 @@ public final class ShareRecordStore: TurnParticipant {
             case nil: return
             }
         }
-        order.removeAll { shares[$0] == nil }
+        // Pending ids only, each once (a hand-edited journal could name an id again after completing it).
+        var seen = Set<String>(minimumCapacity: shares.count)
+        order.removeAll { shares[$0] == nil || !seen.insert($0).inserted }
         if carriedSeen {
             // Copies sit in the journal after shares younger than them: oldest first again, by
             // creation time (journal order among equal times).

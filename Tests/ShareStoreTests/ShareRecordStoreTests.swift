@@ -88,6 +88,24 @@ final class ShareRecordStoreTests: XCTestCase {
         XCTAssertEqual(try open().all.map(\.id), ["sh-0", "sh-1", "sh-2", "sh-6"])
     }
 
+    /// A journal naming an id again after its completion (ids are random, so only a hand-edited or
+    /// foreign journal does) replays to one share, and carried copies among them do not crash the
+    /// reordering.
+    func testAnIDStoredAgainAfterItsCompletionReplaysOnce() throws {
+        do {
+            let s = try open()
+            try add(s, 0, id: "sh-x")
+            try s.commitTurn()
+            XCTAssertTrue(try s.complete("sh-x"))
+            try s.commitTurn()
+            try add(s, 1, id: "sh-x")
+            try add(s, 2, id: "sh-y")
+            try s.commitTurn()
+        }
+        XCTAssertEqual(try open().all.map(\.id), ["sh-x", "sh-y"])
+        XCTAssertEqual(try open().share("sh-x")?.items.first?["url"]?.stringValue, "https://example.com/1")
+    }
+
     func testSealedSegmentsGoOnceTheirSharesAreCompleted() throws {
         let s = try open(segmentLimit: 4096)
         for n in 0..<200 {
