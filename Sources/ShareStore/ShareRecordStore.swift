@@ -31,6 +31,9 @@ public final class StoredShare: @unchecked Sendable, Equatable {
     public let openEvent: JSONObject?
     /// The journal segment holding the share's record (the newest copy, once compaction carried it).
     var segment = 0
+    /// Its place in its group's arrival order (the record's `n`): copies carried forward by
+    /// compaction sit in the journal after younger shares, and replay puts them back by it.
+    var n = 0
 
     // A class, not a struct: a share sits in its store's table and in the undo log, and is
     // handed to the broker; one reference each instead of seven retained fields per copy
@@ -99,6 +102,8 @@ public final class ShareRecordStore: TurnParticipant {
     let journal: Journal
     let turn: TurnLog?
     var shares: [String: StoredShare] = [:]
+    /// The next share's `n` (one more than the highest stored).
+    var nextN = 1
     /// The ids of the pending shares, oldest first, among ids of shares removed since: removal only
     /// takes the share out of `shares` (O(1); `all` skips the ids it no longer finds), and a
     /// completion that is rolled back finds its id still in place. `compactOrder` drops the
@@ -132,14 +137,12 @@ public final class ShareRecordStore: TurnParticipant {
         do { try DefaultPaths.makeDirectories(directory + "/files") } catch {
             throw StoreError("cannot create \(directory)/files", error)
         }
-        var carriedSeen = false
         recovery = try journal.replay { rec in
             recordsBySegment[rec.segment, default: 0] += 1
             guard let value = try? JSONParser.parseBuffer(rec.payload), case .object(let o) = value else { return }
             switch RecordType(rawValue: rec.type) {
             case .share?, .carried?:
                 guard let s = ShareRecordStore.decode(o) else { return }
-                if rec.type == RecordType.carried.rawValue { carriedSeen = true }
                 if let known = shares[s.id] {
                     // A copy compaction made before a crash kept the old segment from going: the
                     // share lives in the newest copy's segment now.
@@ -149,6 +152,13 @@ public final class ShareRecordStore: TurnParticipant {
                     return
                 }
                 s.segment = rec.segment
+                // Records written before `n` existed take the next number, in journal order.
+                if case .number(let text)? = o["n"], let n = Int(text), n >= 0, n < ShareRecordStore.maxN {
+                    s.n = n
+                } else {
+                    s.n = nextN
+                }
+                nextN = max(nextN, s.n + 1)
                 shares[s.id] = s
                 order.append(s.id)
                 liveBySegment[rec.segment, default: 0] += 1
@@ -163,14 +173,10 @@ public final class ShareRecordStore: TurnParticipant {
         // Pending ids only, each once (a hand-edited journal could name an id again after completing it).
         var seen = Set<String>(minimumCapacity: shares.count)
         order.removeAll { shares[$0] == nil || !seen.insert($0).inserted }
-        if carriedSeen {
-            // Copies sit in the journal after shares younger than them: oldest first again, by
-            // creation time (journal order among equal times).
-            let position = Dictionary(uniqueKeysWithValues: order.enumerated().map { ($1, $0) })
-            order.sort { a, b in
-                let (x, y) = (shares[a]!.created, shares[b]!.created)
-                return x != y ? x < y : position[a]! < position[b]!
-            }
+        if zip(order, order.dropFirst()).contains(where: { shares[$0]!.n > shares[$1]!.n }) {
+            // Copies sit in the journal after shares younger than them: arrival order again (the
+            // journal's order among equal numbers, which only a foreign journal has).
+            order = order.enumerated().map { (shares[$1]!.n, $0, $1) }.sorted { ($0.0, $0.1) < ($1.0, $1.1) }.map(\.2)
         }
         // Files without a durable record are leftovers of a crash: remove them.
         for name in FileIO.listDirectory(directory + "/files") ?? [] where shares[name] == nil {
@@ -178,6 +184,9 @@ public final class ShareRecordStore: TurnParticipant {
             orphansRemoved += 1
         }
     }
+
+    /// Bound on `n` (read back from a record, anything larger is ignored): far from overflow.
+    static let maxN = 1 << 52
 
     static func decode(_ o: JSONObject) -> StoredShare? {
         guard let id = o["id"]?.stringValue, let ext = o["extension"]?.stringValue, let app = o["app"]?.stringValue,
@@ -221,6 +230,7 @@ public final class ShareRecordStore: TurnParticipant {
         }
         let share = StoredShare(
             id: id, extensionID: extensionID, app: app, group: group, created: created, items: items, openEvent: openEvent)
+        share.n = min(nextN, ShareRecordStore.maxN - 1)  // (a foreign journal's numbers cannot overflow it)
         let mark = journal.pendingMark
         do {
             try journal.append(type: RecordType.share.rawValue) { out in ShareRecordStore.writeRecord(share, to: &out) }
@@ -230,6 +240,7 @@ public final class ShareRecordStore: TurnParticipant {
         }
         if !files.isEmpty { createdDirs.append(dir) }
         let segment = journal.activeSegment  // (a journal rolls only with nothing pending)
+        nextN = share.n + 1
         share.segment = segment
         liveBySegment[segment, default: 0] += 1
         recordsBySegment[segment, default: 0] += 1
@@ -259,6 +270,8 @@ public final class ShareRecordStore: TurnParticipant {
             JSONValue.appendStatic(#","openEvent":"#, to: &out)
             JSONValue.object(openEvent).write(to: &out)
         }
+        JSONValue.appendStatic(#","n":"#, to: &out)
+        JSONValue.writeInteger(s.n, to: &out)
         out.append(UInt8(ascii: "}"))
     }
 

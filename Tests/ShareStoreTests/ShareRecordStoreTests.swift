@@ -24,11 +24,11 @@ final class ShareRecordStoreTests: XCTestCase {
         ((try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? []).filter { $0.hasSuffix(".log") }.sorted()
     }
 
-    /// Adds a URL share with a created time that sorts by `n`.
+    /// Adds a URL share (created times sort by `n` unless given).
     @discardableResult
-    func add(_ s: ShareRecordStore, _ n: Int, id: String? = nil) throws -> String {
+    func add(_ s: ShareRecordStore, _ n: Int, id: String? = nil, created: String? = nil) throws -> String {
         let id = id ?? "sh-\(n)"
-        let created = "2026-12-01T12:00:00.000Z+" + String(repeating: "0", count: 6 - String(n).count) + String(n)
+        let created = created ?? "2026-12-01T12:00:00.000Z+" + String(repeating: "0", count: 6 - String(n).count) + String(n)
         _ = try s.add(
             id: id, extensionID: "com.example.app.share", app: "com.example.app", created: created,
             items: [["url": .string("https://example.com/\(n)"), "type": "public.url"]], files: [])
@@ -126,8 +126,9 @@ final class ShareRecordStoreTests: XCTestCase {
 
     func testAFewPendingSharesOfAnOldSegmentAreCarriedForwardInOrder() throws {
         let s = try open(segmentLimit: 4096)
-        try add(s, 0, id: "sh-old-a")
-        try add(s, 1, id: "sh-old-b")
+        // Arrival order counts, not the clock (which may step back): the oldest two claim a later time.
+        try add(s, 0, id: "sh-old-a", created: "2026-12-31T00:00:00.000Z")
+        try add(s, 1, id: "sh-old-b", created: "2026-12-01T12:00:00.000Z+000020")
         try s.commitTurn()
         // Until the first segment goes. One share of the second stays pending too: the copies of
         // the older ones land in the journal after it, and still come first.
