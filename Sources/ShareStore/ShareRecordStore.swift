@@ -362,6 +362,7 @@ public final class ShareRecordStore: TurnParticipant {
         liveBySegment[s.segment, default: 0] -= 1
         recordsBySegment[journal.activeSegment, default: 0] += 1
         undo.append(.restoreShare(s))
+        restorableCount += 1
         compactOrder()
         completedDirs.append(directory + "/files/" + id)
         turn?.touch(self)
@@ -378,9 +379,24 @@ public final class ShareRecordStore: TurnParticipant {
     /// Drops the ids of removed shares from `order` once they outnumber the pending ones (so each
     /// removal costs O(1) amortized), keeping those a rollback of an uncommitted completion would
     /// bring back.
+    /// Completions not yet durable (`.restoreShare` entries in `undo` and `inflightUndo`): their ids
+    /// stay in `order` through `compactOrder`, so they do not count towards compacting it again.
+    var restorableCount = 0
+    /// How many times `compactOrder` scanned `order` (tests check it stays amortized O(1)).
+    var orderScans = 0
+
+    static func restorable(in list: [Undo]) -> Int {
+        var n = 0
+        for case .restoreShare in list { n += 1 }
+        return n
+    }
+
     func compactOrder() {
-        let removed = order.count - shares.count
+        // Ids a rollback could restore stay, so they do not count: otherwise every completion of a
+        // turn holding thousands of them would scan `order` again and keep them all.
+        let removed = order.count - shares.count - restorableCount
         guard removed > 1024 && removed > shares.count else { return }
+        orderScans += 1
         var restorable = Set<String>()
         for case .restoreShare(let s) in undo { restorable.insert(s.id) }
         for case .restoreShare(let s) in inflightUndo { restorable.insert(s.id) }
@@ -397,6 +413,7 @@ public final class ShareRecordStore: TurnParticipant {
     /// Undoes this turn's changes (memory, files written, records pending).
     public func rollback() {
         journal.discardPending()
+        restorableCount -= ShareRecordStore.restorable(in: undo)
         undoAll(undo)
         for d in createdDirs { ShareRecordStore.removeTree(d) }
         createdDirs.removeAll()
@@ -454,6 +471,7 @@ public final class ShareRecordStore: TurnParticipant {
             if let b = job?.batch { journal.finishBatch(b, failed: false) }
             for d in inflightCompletedDirs { ShareRecordStore.removeTree(d) }  // their completions are durable
         }
+        restorableCount -= ShareRecordStore.restorable(in: inflightUndo)
         inflightUndo.removeAll(keepingCapacity: true)
         inflightCreatedDirs.removeAll(keepingCapacity: true)
         inflightCompletedDirs.removeAll(keepingCapacity: true)

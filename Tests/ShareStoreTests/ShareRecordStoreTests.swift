@@ -4,7 +4,7 @@
 
 import Foundation
 import ShareProtocol
-import ShareStore
+@testable import ShareStore
 import XCTest
 
 final class ShareRecordStoreTests: XCTestCase {
@@ -71,6 +71,25 @@ final class ShareRecordStoreTests: XCTestCase {
         XCTAssertEqual(s.all.map(\.id), expected)
         try s.commitTurn()
         XCTAssertEqual(try open().all.map(\.id), expected)
+    }
+
+    /// Thousands of completions in one turn (a JSON-RPC batch) scan the order a few times, not once
+    /// per completion: the ids a rollback could restore do not count towards compacting it again.
+    func testCompletionsOfOneTurnCompactTheOrderAFewTimesOnly() throws {
+        let s = try open()
+        for n in 0..<6000 { try add(s, n) }
+        try s.commitTurn()
+        for n in 0..<2000 { XCTAssertTrue(try s.complete("sh-\(n)")) }
+        try s.commitTurn()
+        let before = s.orderScans
+        for n in 2000..<5900 { XCTAssertTrue(try s.complete("sh-\(n)")) }
+        XCTAssertLessThanOrEqual(s.orderScans - before, 3)
+        try s.commitTurn()
+        for n in 5900..<5990 { XCTAssertTrue(try s.complete("sh-\(n)")) }
+        try s.commitTurn()
+        XCTAssertEqual(s.all.map(\.id), (5990..<6000).map { "sh-\($0)" })
+        XCTAssertLessThan(s.order.count, 2048 + 10)
+        XCTAssertEqual(try open().all.map(\.id), (5990..<6000).map { "sh-\($0)" })
     }
 
     func testRetractedAndRolledBackAddsLeaveNoTrace() throws {
