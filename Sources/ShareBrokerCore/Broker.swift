@@ -365,6 +365,7 @@ public final class Broker {
         // Subscribers whose app disappeared stay connected but get no more events.
         for (app, conn) in subscribers where registry.app(app) == nil {
             conn.subscribedApp = nil
+            Broker.dropQueuedEvents(conn)
             subscribers[app] = nil
         }
     }
@@ -755,7 +756,7 @@ public final class Broker {
             case .failure(let reply):
                 conn.emit { RPCCodec.writeError(id: reply.id, error: reply.error, to: &$0) }
             case .success(let request):
-                if conn.inFlight >= config.maxRequestsInFlight {
+                if conn.inFlight >= config.maxRequestsInFlight || conn.pendingOutput > config.effectiveMaxOutputBuffer {
                     if let reply = refuseOverQuota(conn, request) { conn.emit { $0.append(contentsOf: reply) } }
                     break
                 }
@@ -781,7 +782,7 @@ public final class Broker {
                 case .failure(let reply):
                     RPCCodec.writeError(id: reply.id, error: reply.error, to: &part)
                 case .success(let request):
-                    if conn.inFlight >= config.maxRequestsInFlight {
+                    if conn.inFlight >= config.maxRequestsInFlight || conn.pendingOutput > config.effectiveMaxOutputBuffer {
                         guard let reply = refuseOverQuota(conn, request) else { continue }
                         part = reply
                         break
@@ -810,15 +811,21 @@ public final class Broker {
         }
     }
 
-    /// -32007 for a request read while its connection is at its in-flight quota; it is not run.
+    /// -32007 for a request read while its connection is at its in-flight quota, or while more
+    /// than the output cap of its replies wait unread; it is not run.
     /// Returns the error reply's bytes (nil for a notification: it has no reply).
     func refuseOverQuota(_ conn: Connection, _ request: RPCRequest) -> [UInt8]? {
         rejectedOverQuota += 1
-        if log.enabled(.debug) { log.log(.debug, "refusing \(request.method): in-flight quota reached", connection: conn.id) }
+        if log.enabled(.debug) { log.log(.debug, "refusing \(request.method): quota reached", connection: conn.id) }
         guard let id = request.id else { return nil }
-        let error = RPCError(
-            .tooManyRequests,
-            "Too many requests in flight: this connection already has \(config.maxRequestsInFlight) requests waiting for their replies (the per-connection limit, --max-requests-in-flight); read the replies before sending more. This request was not run")
+        let error =
+            conn.inFlight >= config.maxRequestsInFlight
+            ? RPCError(
+                .tooManyRequests,
+                "Too many requests in flight: this connection already has \(config.maxRequestsInFlight) requests waiting for their replies (the per-connection limit, --max-requests-in-flight); read the replies before sending more. This request was not run")
+            : RPCError(
+                .tooManyRequests,
+                "Too many unread replies: \(conn.pendingOutput) bytes of output wait for this connection to read them (over the limit of \(config.effectiveMaxOutputBuffer), --max-output); read them before sending more. This request was not run")
         var reply: [UInt8] = []
         RPCCodec.writeError(id: id, error: error, to: &reply)
         return reply
@@ -909,7 +916,10 @@ public final class Broker {
     // MARK: Writing
 
     func flush(_ conn: Connection) {
-        while conn.pendingOutput > 0 {
+        while true {
+            // A subscriber's queued events go out as its output drains (the window bounds them).
+            if conn.hasQueuedEvents && conn.pendingOutput < eventWindow && conn.held == nil { refillEvents(conn) }
+            guard conn.pendingOutput > 0 else { break }
             let result: IOResult<Int>
             do {
                 result = try conn.out.withUnsafeBytes { buf in
@@ -935,7 +945,10 @@ public final class Broker {
             if conn.closing && conn.inFlight == 0 { closeNow(conn, reason: "closed") }
             return
         }
-        if conn.pendingOutput > config.effectiveMaxOutputBuffer {
+        // Past the cap, requests get -32007 (`refuseOverQuota`) instead of more replies; a client
+        // that still does not read is dropped once its output passes the cap by more than its
+        // largest message (so one large reply still reaches a client that reads it).
+        if conn.pendingOutput > config.effectiveMaxOutputBuffer + conn.largestMessage {
             droppedSlowClients += 1
             log.log(
                 .warning,

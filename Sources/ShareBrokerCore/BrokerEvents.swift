@@ -137,10 +137,12 @@ extension Broker {
         guard let app = conn.bundleID else { throw RPCError(.unauthorized, "Unauthorized: app.subscribe needs an app session") }
         if let old = subscribers[app], old !== conn {
             old.subscribedApp = nil
+            Broker.dropQueuedEvents(old)
             log.log(.info, "\(app): subscription taken over by connection \(conn.id)", connection: old.id)
         }
         subscribers[app] = conn
         conn.subscribedApp = app
+        Broker.dropQueuedEvents(conn)  // (subscribing again: the backlog below has them all)
         if var l = launches[app] {  // the launched app arrived
             l.failures = 0
             l.retryAt = nil
@@ -179,9 +181,41 @@ extension Broker {
         return ["acked": .int(removed.count)]
     }
 
+    /// Unread event bytes a subscriber may have in its output (256 KiB, or half the output cap when
+    /// that is smaller); further events wait as references (`Connection.queuedEvents`) and are
+    /// written as it reads. A backlog of a million events costs its subscriber 8 bytes each, never
+    /// a dropped connection.
+    var eventWindow: Int { min(256 * 1024, config.effectiveMaxOutputBuffer / 2) }
+
     func sendEvent(_ e: StoredEvent, to conn: Connection) {
-        conn.emit { RPCCodec.writeRequest(id: nil, method: "app.event", params: .object(e.body), to: &$0) }
+        if conn.hasQueuedEvents || conn.pendingOutput >= eventWindow {
+            conn.queuedEvents.append(e)
+        } else {
+            conn.emit { RPCCodec.writeRequest(id: nil, method: "app.event", params: .object(e.body), to: &$0) }
+        }
         markDirty(conn)
+    }
+
+    /// Writes queued events into the output while it is under the window, skipping those acked
+    /// meanwhile; forgets them when the connection no longer receives its app's events.
+    func refillEvents(_ conn: Connection) {
+        guard let app = conn.subscribedApp, subscribers[app] === conn, let store else {
+            Broker.dropQueuedEvents(conn)
+            return
+        }
+        while conn.hasQueuedEvents && conn.pendingOutput < eventWindow {
+            let e = conn.queuedEvents[conn.queuedEventsHead]
+            conn.queuedEventsHead += 1
+            guard store.isPending(app: app, id: e.id) else { continue }
+            conn.emit { RPCCodec.writeRequest(id: nil, method: "app.event", params: .object(e.body), to: &$0) }
+        }
+        if !conn.hasQueuedEvents { Broker.dropQueuedEvents(conn) }
+    }
+
+    static func dropQueuedEvents(_ conn: Connection) {
+        guard !conn.queuedEvents.isEmpty else { return }
+        conn.queuedEvents = []
+        conn.queuedEventsHead = 0
     }
 
     func subscriberGone(_ conn: Connection) {

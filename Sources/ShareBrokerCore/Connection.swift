@@ -73,6 +73,14 @@ final class Connection {
     var thinkNanos: UInt64 = .max
     /// The next commit may wait for this connection's next request (`CommitPacer`).
     var expectedBack = false
+    /// The largest message queued on this connection so far (bytes): unread output may exceed the
+    /// cap by this much before the connection is dropped (a big `share.list` to a reader that reads).
+    var largestMessage = 0
+    /// Events for the subscribed app not yet in `out`: written as the app reads (`Broker.eventWindow`),
+    /// so a large backlog never piles up as output. References to the store's events, no copies.
+    var queuedEvents: [StoredEvent] = []
+    /// Index of the next event of `queuedEvents` to write.
+    var queuedEventsHead = 0
 
     init(id: UInt64, fd: Int32, peer: PeerCredentials?, maxMessage: Int) {
         self.id = id
@@ -88,6 +96,7 @@ final class Connection {
     /// Appends one framed message (response or notification), serialized by `build` straight into
     /// the output buffer when newline framing allows it (no intermediate copy).
     func enqueue(_ build: (inout [UInt8]) -> Void) {
+        let start = out.count
         if outputMode == .contentLength {
             var body: [UInt8] = []
             build(&body)
@@ -96,7 +105,11 @@ final class Connection {
             build(&out)
             out.append(0x0A)
         }
+        if out.count - start > largestMessage { largestMessage = out.count - start }
     }
+
+    /// Events waiting in `queuedEvents`.
+    var hasQueuedEvents: Bool { queuedEventsHead < queuedEvents.count }
 
     /// Appends serialized message bytes, or holds them behind a reply that waits for the commit.
     func emit(_ build: (inout [UInt8]) -> Void) {

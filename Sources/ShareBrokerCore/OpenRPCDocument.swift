@@ -210,7 +210,7 @@ let openRPCDocumentText = ####"""
             },
             "rejectedOverQuota": {
               "type": "integer",
-              "description": "Requests answered -32007 (too many requests in flight on their connection)."
+              "description": "Requests answered -32007 (too many requests in flight on their connection, or too much of its output unread)."
             },
             "manifestErrors": {
               "type": "integer"

@@ -46,6 +46,79 @@ final class EventDeliveryTests: XCTestCase {
         return c
     }
 
+    /// Opens `count` URLs of the app through one pipelined tool connection (batches of 500).
+    func openMany(_ h: BrokerHarness, _ count: Int, from start: Int = 0) throws {
+        let tool = try RawClient(h.socket)
+        tool.send(#"{"jsonrpc":"2.0","id":0,"method":"hello","params":{"role":"tool"}}"# + "\n")
+        XCTAssertNotNil(tool.readJSON()?["result"])
+        var i = start
+        while i < start + count {
+            let n = min(500, start + count - i)
+            var chunk = ""
+            for j in i..<(i + n) {
+                chunk += #"{"jsonrpc":"2.0","id":\#(j + 1),"method":"url.open","params":{"url":"deeplinkmyapp://item/\#(j)?pad=\#(String(repeating: "x", count: 100))"}}"# + "\n"
+            }
+            tool.send(chunk)
+            for _ in 0..<n { XCTAssertNotNil(tool.readJSON()?["result"]) }
+            i += n
+        }
+    }
+
+    /// A backlog far larger than the output cap reaches its app whole and in order (events wait as
+    /// references and are written as the app reads), also for an app that reads only later; events
+    /// opened meanwhile come after it, and the slow reader is not dropped.
+    func testABacklogLargerThanTheOutputCapIsStreamedInOrder() throws {
+        let h = try makeBroker { $0.maxOutputBuffer = 65536 }
+        defer { h.stop() }
+        try openMany(h, 4000)
+        let a = try RawClient(h.socket)
+        a.send(#"{"jsonrpc":"2.0","id":1,"method":"hello","params":{"role":"app","bundleID":"com.mycompany.myapp"}}"# + "\n")
+        XCTAssertNotNil(a.readJSON()?["result"])
+        a.send(#"{"jsonrpc":"2.0","id":2,"method":"app.subscribe"}"# + "\n")
+        // Not read for a while: more events arrive, the broker keeps the connection.
+        try openMany(h, 1000, from: 4000)
+        let observer = try h.tool()
+        XCTAssertEqual(try observer.call("broker.status")["droppedSlowClients"]?.intValue, 0)
+        XCTAssertEqual(a.readJSON()?["result"]?["pending"]?.intValue, 4000)
+        var urls: [String] = []
+        while urls.count < 5000, let m = a.readJSON(timeout: 10) {
+            XCTAssertEqual(m["method"], "app.event")
+            urls.append(m["params"]?["url"]?.stringValue ?? "?")
+        }
+        XCTAssertEqual(urls.count, 5000)
+        XCTAssertEqual(urls, (0..<5000).map { "deeplinkmyapp://item/\($0)?pad=\(String(repeating: "x", count: 100))" })
+        XCTAssertEqual(try observer.call("broker.status")["droppedSlowClients"]?.intValue, 0)
+    }
+
+    /// Events acked while still waiting in a subscriber's queue are not written to it; a new
+    /// subscription takes the queue over from scratch.
+    func testQueuedEventsAckedMeanwhileAreSkippedAndATakeoverStartsAfresh() throws {
+        let h = try makeBroker { $0.maxOutputBuffer = 65536 }
+        defer { h.stop() }
+        try openMany(h, 3000)
+        let slow = try RawClient(h.socket)
+        slow.send(#"{"jsonrpc":"2.0","id":1,"method":"hello","params":{"role":"app","bundleID":"com.mycompany.myapp"}}"# + "\n")
+        XCTAssertNotNil(slow.readJSON()?["result"])
+        slow.send(#"{"jsonrpc":"2.0","id":2,"method":"app.subscribe"}"# + "\n")
+        // Another session of the app acks the first 2,500 (it may: the ids are the app's).
+        let other = try app(h)
+        let ids: [JSONValue] = (1...2500).map { .string("ev-\($0)") }
+        XCTAssertEqual(try other.call("app.ack", ["ids": .array(ids)])["acked"]?.intValue, 2500)
+        XCTAssertEqual(slow.readJSON()?["result"]?["pending"]?.intValue, 3000)
+        var got: [String] = []
+        while let m = slow.readJSON(timeout: 1) { got.append(m["params"]?["id"]?.stringValue ?? "?") }
+        // Whatever was already written before the acks arrives; the rest resumes after ev-2500.
+        XCTAssertLessThan(got.count, 3000, "acked events were written anyway")
+        XCTAssertEqual(Array(got.suffix(500)), (2501...3000).map { "ev-\($0)" })
+        XCTAssertEqual(got, got.sorted { Int($0.dropFirst(3))! < Int($1.dropFirst(3))! })
+        // Taken over: the new subscriber gets the 500 pending, the old connection nothing more.
+        let taker = try app(h)
+        XCTAssertEqual(try taker.call("app.subscribe")["pending"]?.intValue, 500)
+        var taken: [String] = []
+        while taken.count < 500, let n = try taker.nextNotification(timeoutMillis: 5000) { taken.append(n.params?["id"]?.stringValue ?? "?") }
+        XCTAssertEqual(taken, (2501...3000).map { "ev-\($0)" })
+    }
+
     func testQueuedEventReachesAppThatSubscribesLaterAndAckRemovesIt() throws {
         let h = try makeBroker()
         let tool = try h.tool()

@@ -359,6 +359,33 @@ final class LifecycleTests: XCTestCase {
 
     // MARK: Slow clients and many connections (in-process broker)
 
+    /// A reply larger than the output cap still reaches a client that reads it; a request read while
+    /// more than the cap waits unread gets -32007 instead of another reply (it is not run).
+    func testAReplyLargerThanTheOutputCapReachesAReaderAndFurtherRequestsWait() throws {
+        let h = BrokerHarness(manifests: ["10-myapp.json": youtubeApp])
+        try h.start { $0.maxOutputBuffer = 65536 }
+        defer { h.stop() }
+        let ext = try h.connect()
+        try ext.hello(role: "extension", bundleID: "com.mycompany.myapp.share")
+        for i in 0..<1500 { _ = try ext.call("share.send", ["items": [["url": .string("https://youtu.be/\(i)")]]]) }
+        let a = try RawClient(h.socket)
+        a.send(#"{"jsonrpc":"2.0","id":1,"method":"hello","params":{"role":"app","bundleID":"com.mycompany.myapp"}}"# + "\n")
+        XCTAssertNotNil(a.readJSON()?["result"])
+        // Both requests in one write: the second is read while the first's ~300 KB wait unread.
+        a.send(#"{"jsonrpc":"2.0","id":2,"method":"share.list"}"# + "\n" + #"{"jsonrpc":"2.0","id":3,"method":"broker.status"}"# + "\n")
+        let list = try XCTUnwrap(a.readJSON(timeout: 10))
+        XCTAssertEqual(list["id"]?.intValue, 2)
+        XCTAssertEqual(list["result"]?["shares"]?.arrayValue?.count, 1500)
+        let refused = try XCTUnwrap(a.readJSON())
+        XCTAssertEqual(refused["id"]?.intValue, 3)
+        XCTAssertEqual(refused["error"]?["code"]?.intValue, -32007)
+        XCTAssertTrue(refused["error"]?["message"]?.stringValue?.contains("--max-output") ?? false, "\(refused)")
+        // Read: served again.
+        a.send(#"{"jsonrpc":"2.0","id":4,"method":"broker.status"}"# + "\n")
+        let status = try XCTUnwrap(a.readJSON())
+        XCTAssertEqual(status["result"]?["droppedSlowClients"]?.intValue, 0)
+    }
+
     func testClientThatNeverReadsIsDroppedWhileOthersAreServed() throws {
         let h = BrokerHarness()
         try h.start { $0.maxOutputBuffer = 65536 }
