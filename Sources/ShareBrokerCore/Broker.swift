@@ -118,6 +118,9 @@ public final class Broker {
     var afterReply: [() -> Void] = []
     /// Launch-on-demand state per app.
     var launches: [String: LaunchState] = [:]
+    /// When `runTimers` has work (a launched child to look at, a retry due; monotonic ns, .max:
+    /// none): the loop does not walk `launches` on every turn.
+    var nextTimerDue: UInt64 = .max
     /// Parsed activation rules by extension bundle ID (rebuilt on reload).
     var activationRules: [String: LoadedActivationRule] = [:]
     /// Shares, per group (opened on first use).

@@ -236,10 +236,12 @@ extension Broker {
         if pid > 0 {
             state.pid = pid
             state.startedAt = Clock.monotonicNanos()
+            nextTimerDue = min(nextTimerDue, state.startedAt + Broker.reapInterval)
             log.log(.info, "launched \(app) (pid \(pid)): \(argv.joined(separator: " "))")
         } else {
             state.failures += 1
             state.retryAt = Clock.monotonicNanos() + backoff(state.failures)
+            nextTimerDue = min(nextTimerDue, state.retryAt!)
             log.log(
                 .warning,
                 "cannot launch \(app): \(argv[0]): \(String(cString: strerror(-pid))); retrying in \(backoff(state.failures) / 1_000_000_000) s")
@@ -282,23 +284,30 @@ extension Broker {
         return pid > 0 ? pid : -currentErrno()
     }
 
+    /// How often running launched children are looked at (waitpid), while any runs.
+    static let reapInterval: UInt64 = 200_000_000
+
     /// Milliseconds until the next timer (launch retries, reaping launched children); -1 when none.
     func nextTimerMillis() -> Int32 {
-        guard !launches.isEmpty else { return -1 }
-        var next: UInt64? = nil
-        for (_, l) in launches {
-            if l.pid != nil { next = min(next ?? .max, Clock.monotonicNanos() + 200_000_000) }
-            if let r = l.retryAt { next = min(next ?? .max, r) }
-        }
-        guard let next else { return -1 }
+        guard nextTimerDue != .max else { return -1 }
         let now = Clock.monotonicNanos()
-        return next <= now ? 0 : Int32(min(60_000, (next - now) / 1_000_000 + 1))
+        return nextTimerDue <= now ? 0 : Int32(min(60_000, (nextTimerDue - now) / 1_000_000 + 1))
     }
 
-    /// Reaps launched children that exited and retries launches whose backoff has passed.
+    /// Reaps launched children that exited and retries launches whose backoff has passed, when
+    /// one of those is due (`nextTimerDue`); then works out when next.
     func runTimers() {
-        guard !launches.isEmpty else { return }
         let now = Clock.monotonicNanos()
+        guard now >= nextTimerDue else { return }
+        defer {
+            var next = UInt64.max
+            let at = Clock.monotonicNanos()
+            for (_, l) in launches {
+                if l.pid != nil { next = min(next, at + Broker.reapInterval) }
+                if let r = l.retryAt { next = min(next, r) }
+            }
+            nextTimerDue = next
+        }
         for (app, var l) in launches {
             if let pid = l.pid {
                 var status: Int32 = 0
