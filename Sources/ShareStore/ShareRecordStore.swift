@@ -109,6 +109,8 @@ public final class ShareRecordStore: TurnParticipant {
     /// completion that is rolled back finds its id still in place. `compactOrder` drops the
     /// removed ids once they outnumber the pending ones (keeping any a rollback could restore).
     var order: [String] = []
+    /// Most shares copied forward by one quiet commit (tests lower it).
+    var carryChunk = 4096
     /// Live shares and records per journal segment (compaction deletes segments without live shares).
     var liveBySegment = SegmentCounts()
     var recordsBySegment = SegmentCounts()
@@ -495,13 +497,25 @@ public final class ShareRecordStore: TurnParticipant {
             forgetSegments(through: d)
             return
         }
-        // Copies only of a mostly dead segment (pending shares under 1/8 of its records), so the
-        // shares of an app that never completes them are not copied over and over.
-        let live = liveBySegment[oldest] ?? 0
-        guard sealed.count >= 2, live > 0, live <= 4096, live * 8 < (recordsBySegment[oldest] ?? 0) else { return }
-        let carried = order.compactMap { id -> StoredShare? in
-            guard let s = shares[id], s.segment == oldest else { return nil }
-            return s
+        // Copies only while the sealed segments are mostly dead (pending shares under a quarter of
+        // their records): the oldest one's pending shares, however many (one app's old backlog
+        // must not keep every later segment on disk), at most `carryChunk` per quiet commit (the
+        // loop writes them). So the journal stays within about four times its pending records
+        // plus the active segment, and a share pending for long is copied once per three times
+        // its size of later records.
+        guard (liveBySegment[oldest] ?? 0) > 0 else { return }
+        var live = 0
+        var records = 0
+        for s in sealed {
+            live += liveBySegment[s] ?? 0
+            records += recordsBySegment[s] ?? 0
+        }
+        guard live * 4 < records else { return }
+        var carried: [StoredShare] = []
+        for id in order {
+            guard let s = shares[id], s.segment == oldest else { continue }
+            carried.append(s)
+            if carried.count == carryChunk { break }
         }
         for s in carried {
             do {
@@ -518,10 +532,16 @@ public final class ShareRecordStore: TurnParticipant {
         for s in carried { s.segment = target }
         liveBySegment[target, default: 0] += carried.count
         recordsBySegment[target, default: 0] += carried.count
-        forgetSegments(through: oldest)
+        liveBySegment[oldest, default: 0] -= carried.count
+        if (liveBySegment[oldest] ?? 0) <= 0 { forgetSegments(through: oldest) }
     }
 
+
+    /// Test seam: called right before segments up to the number given are deleted.
+    var willDeleteSegments: ((Int) -> Void)? = nil
+
     func forgetSegments(through last: Int) {
+        willDeleteSegments?(last)
         journal.deleteSegments(through: last)
         for s in liveBySegment.keys where s <= last { liveBySegment[s] = nil }
         for s in recordsBySegment.keys where s <= last { recordsBySegment[s] = nil }

@@ -144,27 +144,41 @@ final class ShareRecordStoreTests: XCTestCase {
     }
 
     func testAFewPendingSharesOfAnOldSegmentAreCarriedForwardInOrder() throws {
+        try carryForward(chunk: 4096)
+    }
+
+    /// More pending shares than one quiet commit copies: the old segment goes after a few.
+    func testAnOldSegmentsPendingSharesAreCarriedInChunks() throws {
+        try carryForward(chunk: 1)
+    }
+
+    func carryForward(chunk: Int) throws {
         let s = try open(segmentLimit: 4096)
+        s.carryChunk = chunk
         // Arrival order counts, not the clock (which may step back): the oldest two claim a later time.
         try add(s, 0, id: "sh-old-a", created: "2026-12-31T00:00:00.000Z")
         try add(s, 1, id: "sh-old-b", created: "2026-12-01T12:00:00.000Z+000020")
         try s.commitTurn()
-        // Until the first segment goes. One share of the second stays pending too: the copies of
-        // the older ones land in the journal after it, and still come first.
-        for n in 2..<300 where s.journalSegments.first == 1 {
-            try add(s, n)
+        // Pending shares fill the first segment (so it is not mostly dead when it is sealed)...
+        var fillers: [String] = []
+        var n = 2
+        while s.journalSegments.count < 2 {
+            fillers.append(try add(s, n))
             try s.commitTurn()
-            if n == 20 { continue }
-            XCTAssertTrue(try s.complete("sh-\(n)"))
-            try s.commitTurn()
+            n += 1
         }
+        // ... a younger share lands in the second, then the fillers are completed: the first
+        // segment's two pending shares are copied after the younger one, and still come first.
+        try add(s, 100, id: "sh-mid")
+        try s.commitTurn()
+        for id in fillers { XCTAssertTrue(try s.complete(id)) }
+        try s.commitTurn()
         try add(s, 300, id: "sh-new")
         for _ in 0..<3 { try s.commitTurn() }
-        // The first segment went: its two pending shares were copied into a later one.
         let numbers = s.journalSegments
         XCTAssertFalse(numbers.contains(1), "\(numbers)")
-        XCTAssertLessThanOrEqual(numbers.count, 3, "\(numbers)")
-        let expected = ["sh-old-a", "sh-old-b", "sh-20", "sh-new"]
+        XCTAssertLessThanOrEqual(numbers.count, 2, "\(numbers)")
+        let expected = ["sh-old-a", "sh-old-b", "sh-mid", "sh-new"]
         XCTAssertEqual(s.all.map(\.id), expected)
         let reopened = try open(segmentLimit: 4096)
         XCTAssertEqual(reopened.all.map(\.id), expected)
@@ -175,31 +189,48 @@ final class ShareRecordStoreTests: XCTestCase {
         XCTAssertEqual(try open(segmentLimit: 4096).all.map(\.id), Array(expected.dropFirst()))
     }
 
+    /// An app's old backlog does not keep later segments on disk: with many shares pending for
+    /// long and many more sent and completed since, the journal stays a few segments long.
+    func testALongPendingBacklogDoesNotKeepDeadSegments() throws {
+        let s = try open(segmentLimit: 8192)
+        s.carryChunk = 16
+        for n in 0..<100 { try add(s, n, id: "sh-old-\(n)") }
+        try s.commitTurn()
+        for n in 100..<1100 {
+            try add(s, n)
+            try s.commitTurn()
+            XCTAssertTrue(try s.complete("sh-\(n)"))
+            try s.commitTurn()
+        }
+        XCTAssertLessThanOrEqual(s.journalSegments.count, 8, "\(s.journalSegments)")
+        XCTAssertEqual(try open(segmentLimit: 8192).all.map(\.id), (0..<100).map { "sh-old-\($0)" })
+    }
+
     func testACrashBetweenTheCopiesAndTheOldSegmentsDeletionLeavesNoDuplicate() throws {
         let s = try open(segmentLimit: 4096)
         try add(s, 0, id: "sh-old")
         try s.commitTurn()
         let first = dir + "/" + segmentFiles()[0]
+        // Right before compaction deletes the first segment (its pending share copied forward), a
+        // copy of it is kept: put back afterwards, it is what a crash before the unlink leaves.
         var sealed: Data? = nil
-        var restored = false
         var pendingAtTheCrash: [String] = []
-        for n in 1..<300 where !restored {
-            if sealed == nil && segmentFiles().count > 1 { sealed = FileManager.default.contents(atPath: first) }
-            for complete in [false, true] where !restored {
-                if complete { XCTAssertTrue(try s.complete("sh-\(n)")) } else { try add(s, n) }
-                try s.commitTurn()
-                if !restored && !FileManager.default.fileExists(atPath: first) {
-                    // Compaction copied sh-old forward and deleted the first segment: put it back, as a
-                    // crash after the copies' commit and before the unlink would have left it (and
-                    // this store, "crashed", is not used again).
-                    let data = try XCTUnwrap(sealed)
-                    XCTAssertTrue(FileManager.default.createFile(atPath: first, contents: data, attributes: [.posixPermissions: 0o600]))
-                    restored = true
-                    pendingAtTheCrash = s.all.map(\.id)
-                }
-            }
+        s.willDeleteSegments = { last in
+            guard sealed == nil, last >= 1 else { return }
+            sealed = FileManager.default.contents(atPath: first)
+            pendingAtTheCrash = s.all.map(\.id)
         }
-        XCTAssertTrue(restored, "the first segment was never compacted away")
+        for n in 1..<300 where sealed == nil {
+            try add(s, n)
+            try s.commitTurn()
+            if sealed != nil { break }
+            XCTAssertTrue(try s.complete("sh-\(n)"))
+            try s.commitTurn()
+        }
+        let data = try XCTUnwrap(sealed, "the first segment was never compacted away")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: first))
+        // (this store, "crashed", is not used again)
+        XCTAssertTrue(FileManager.default.createFile(atPath: first, contents: data, attributes: [.posixPermissions: 0o600]))
         let reopened = try open(segmentLimit: 4096)
         XCTAssertEqual(pendingAtTheCrash.first, "sh-old")
         XCTAssertEqual(reopened.all.map(\.id), pendingAtTheCrash)
