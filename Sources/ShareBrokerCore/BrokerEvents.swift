@@ -259,6 +259,12 @@ extension Broker {
     func spawn(_ argv: [String], app: String) -> Int32 {
         try? DefaultPaths.makeDirectories(config.stateDirectory + "/logs")
         let logPath = config.stateDirectory + "/logs/\(app).log"
+        // One megabyte per log: a longer one becomes APP.log.1 (replacing the previous) at launch,
+        // so an app's stderr cannot fill the disk over its launches.
+        var st = stat()
+        if lstat(logPath, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG, st.st_size > Broker.launchLogLimit {
+            _ = rename(logPath, logPath + ".1")
+        }
         let errFD = open(logPath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0o600)
         defer { if errFD >= 0 { FD.close(errFD) } }
         var env: [String] = []
@@ -283,6 +289,9 @@ extension Broker {
         }
         return pid > 0 ? pid : -currentErrno()
     }
+
+    /// Size past which a launched app's log is rotated at its next launch (STATE/logs/APP.log → .1).
+    static let launchLogLimit = 1 << 20
 
     /// How often running launched children are looked at (waitpid), while any runs.
     static let reapInterval: UInt64 = 200_000_000
