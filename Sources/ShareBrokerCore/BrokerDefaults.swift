@@ -7,24 +7,80 @@ import ShareRouting
 import ShareStore
 import ShareSystem
 
-/// One session's watch of one group.
-struct DefaultsWatch {
+/// One session's watch of one group: one object, listed in each index of the group that it is in.
+final class DefaultsWatch {
     /// The watching connection.
     let conn: Connection
     /// Only these keys (nil: every key).
-    var keys: Set<String>?
-    /// The change sequence number when the watch was (last) set: older changes are not sent.
-    var since: UInt64
+    let keys: Set<String>?
+    /// The change sequence number when the watch was set: older changes are not sent.
+    let since: UInt64
+    /// The `Broker.registryGeneration` at which the session's bundle was last seen listing the
+    /// group: while the registry has not been reloaded since, delivery needs no registry look-up.
+    var entitledGeneration: Int
+
+    init(conn: Connection, keys: Set<String>?, since: UInt64, entitledGeneration: Int) {
+        self.conn = conn
+        self.keys = keys
+        self.since = since
+        self.entitledGeneration = entitledGeneration
+    }
+}
+
+/// The watches of one group, indexed so that a change visits only the watches of its key.
+struct GroupWatches {
+    /// Every watch of the group, by connection id.
+    var byConnection: [UInt64: DefaultsWatch] = [:]
+    /// The watches of every key (no `keys` filter), by connection id.
+    var everyKey: [UInt64: DefaultsWatch] = [:]
+    /// The watches with a `keys` filter: key → connection id → watch.
+    var byKey: [String: [UInt64: DefaultsWatch]] = [:]
+
+    var isEmpty: Bool { byConnection.isEmpty }
+
+    /// Whether a change of `key` has any watch to go to.
+    func isWatched(_ key: String) -> Bool { !everyKey.isEmpty || byKey[key] != nil }
+
+    /// Adds `watch`, replacing (and unlisting) the connection's previous watch of the group.
+    /// Returns true when the connection had none.
+    mutating func insert(_ watch: DefaultsWatch) -> Bool {
+        let id = watch.conn.id
+        let added = remove(id) == nil
+        byConnection[id] = watch
+        if let keys = watch.keys {
+            for k in keys { byKey[k, default: [:]][id] = watch }
+        } else {
+            everyKey[id] = watch
+        }
+        return added
+    }
+
+    /// Removes the connection's watch from every index; returns it (nil: there was none).
+    @discardableResult
+    mutating func remove(_ id: UInt64) -> DefaultsWatch? {
+        guard let old = byConnection.removeValue(forKey: id) else { return nil }
+        if let keys = old.keys {
+            for k in keys {
+                byKey[k]?[id] = nil
+                if byKey[k]?.isEmpty == true { byKey[k] = nil }
+            }
+        } else {
+            everyKey[id] = nil
+        }
+        return old
+    }
 }
 
 /// Per-broker state of group defaults: the open stores and the watchers.
 struct DefaultsState {
     /// Open stores by group (opened on first use).
     var stores: [String: DefaultsStore] = [:]
-    /// Watches by group, then by connection id.
-    var watchers: [String: [UInt64: DefaultsWatch]] = [:]
+    /// Watches by group (only groups with at least one watch).
+    var watchers: [String: GroupWatches] = [:]
     /// Groups each connection watches (for clean-up).
     var watchedGroups: [UInt64: Set<String>] = [:]
+    /// Watches in `watchers`, all groups together (kept so that `broker.status` costs O(1)).
+    var watchCount = 0
     /// Counts every change made (never goes back, unlike a group's version after a failed commit).
     var changeSequence: UInt64 = 0
     /// defaults.changed notifications queued to watchers.
@@ -32,6 +88,29 @@ struct DefaultsState {
     /// Watchers dropped because they did not read their notifications.
     var droppedWatchers: UInt64 = 0
     init() {}
+
+    /// Sets the connection's watch of `group` (replacing its previous one, key filter included).
+    mutating func setWatch(_ watch: DefaultsWatch, group: String) {
+        if watchers[group, default: GroupWatches()].insert(watch) { watchCount += 1 }
+        watchedGroups[watch.conn.id, default: []].insert(group)
+    }
+
+    /// Ends the connection's watch of `group`, if any.
+    mutating func removeWatch(_ id: UInt64, group: String) {
+        if watchers[group]?.remove(id) != nil { watchCount -= 1 }
+        if watchers[group]?.isEmpty == true { watchers[group] = nil }
+        watchedGroups[id]?.remove(group)
+        if watchedGroups[id]?.isEmpty == true { watchedGroups[id] = nil }
+    }
+
+    /// Ends every watch of the connection (it closed).
+    mutating func removeWatches(of id: UInt64) {
+        guard let groups = watchedGroups.removeValue(forKey: id) else { return }
+        for g in groups {
+            if watchers[g]?.remove(id) != nil { watchCount -= 1 }
+            if watchers[g]?.isEmpty == true { watchers[g] = nil }
+        }
+    }
 }
 
 extension Broker {
@@ -231,9 +310,10 @@ extension Broker {
         }
         let store = try defaultsStore(group)
         store.joinPendingCommit()  // the version answered may be uncommitted
-        defaults.watchers[group, default: [:]][conn.id] = DefaultsWatch(
-            conn: conn, keys: keys, since: defaults.changeSequence)
-        defaults.watchedGroups[conn.id, default: []].insert(group)
+        defaults.setWatch(
+            DefaultsWatch(
+                conn: conn, keys: keys, since: defaults.changeSequence, entitledGeneration: registryGeneration),
+            group: group)
         if log.enabled(.debug) {
             log.log(
                 .debug,
@@ -248,12 +328,14 @@ extension Broker {
     // MARK: Notifications
 
     /// Records a change; once the store's commit succeeds, `defaults.changed` goes to the watchers
-    /// of the group (in version order: after-commit actions run in the order they were added).
+    /// of `key` (in version order: after-commit actions run in the order they were added). A change
+    /// of a key nobody watches queues nothing: a watch set later has a later `since` and would not
+    /// get it anyway.
     func defaultsChanged(_ store: DefaultsStore, key: String, value: JSONValue?, version: UInt64) {
         defaults.changeSequence += 1
         let sequence = defaults.changeSequence
         let group = store.group
-        guard let watching = defaults.watchers[group], !watching.isEmpty else { return }
+        guard let watching = defaults.watchers[group], watching.isWatched(key) else { return }
         afterCommit.append(
             (
                 ObjectIdentifier(store),
@@ -263,24 +345,31 @@ extension Broker {
             ))
     }
 
-    /// Sends one `defaults.changed` to every watcher of `group` that wants `key` (serialized once).
+    /// Sends one `defaults.changed` to every watcher of `group` that wants `key` (serialized once):
+    /// the watches of every key and those naming `key`, no others.
     /// A watcher with more than `defaultsWatcherBacklogLimit` bytes unread is dropped instead, so a
-    /// slow reader never holds back writers or other watchers.
+    /// slow reader never holds back writers or other watchers. A watcher whose bundle no longer
+    /// lists the group (a manifest reload) loses its watch instead; the registry is consulted only
+    /// for watches not yet checked since the last reload.
     func sendDefaultsChanged(group: String, key: String, value: JSONValue?, version: UInt64, sequence: UInt64) {
-        guard let watching = defaults.watchers[group], !watching.isEmpty else { return }
+        guard let watching = defaults.watchers[group] else { return }
         var message: [UInt8] = []
         var slow: [Connection] = []
         var revoked: [Connection] = []
         let limit = defaultsWatcherBacklogLimit
-        for (_, w) in watching {
-            guard w.since < sequence, w.keys?.contains(key) ?? true, !w.conn.closed else { continue }
-            guard let bundle = w.conn.bundleID, registry.appGroups(of: bundle).contains(group) else {
-                revoked.append(w.conn)  // the manifest no longer lists the group
-                continue
+        let generation = registryGeneration
+        func deliver(_ w: DefaultsWatch) {
+            guard w.since < sequence, !w.conn.closed else { return }
+            if w.entitledGeneration != generation {
+                guard let bundle = w.conn.bundleID, registry.appGroups(of: bundle).contains(group) else {
+                    revoked.append(w.conn)  // the manifest no longer lists the group
+                    return
+                }
+                w.entitledGeneration = generation
             }
             if w.conn.pendingOutput > limit {
                 slow.append(w.conn)
-                continue
+                return
             }
             if message.isEmpty {
                 var params: JSONObject = ["group": .string(group), "key": .string(key)]
@@ -291,6 +380,10 @@ extension Broker {
             w.conn.emit { $0.append(contentsOf: message) }
             markDirty(w.conn)
             defaults.notificationsSent += 1
+        }
+        for (_, w) in watching.everyKey { deliver(w) }
+        if let named = watching.byKey[key] {
+            for (_, w) in named { deliver(w) }
         }
         for c in revoked {
             log.log(.info, "\(c.identity) no longer lists \(group) in its appGroups; its watch ended", connection: c.id)
@@ -309,29 +402,20 @@ extension Broker {
     }
 
     func removeDefaultsWatch(_ id: UInt64, group: String) {
-        defaults.watchers[group]?[id] = nil
-        if defaults.watchers[group]?.isEmpty == true { defaults.watchers[group] = nil }
-        defaults.watchedGroups[id]?.remove(group)
-        if defaults.watchedGroups[id]?.isEmpty == true { defaults.watchedGroups[id] = nil }
+        defaults.removeWatch(id, group: group)
     }
 
     /// Clean-up when a connection closes (its watches).
     func defaultsConnectionClosed(_ conn: Connection) {
-        guard let groups = defaults.watchedGroups.removeValue(forKey: conn.id) else { return }
-        for g in groups {
-            defaults.watchers[g]?[conn.id] = nil
-            if defaults.watchers[g]?.isEmpty == true { defaults.watchers[g] = nil }
-        }
+        defaults.removeWatches(of: conn.id)
     }
 
     /// Group defaults in `broker.status`: open groups, watches, notifications and dropped watchers.
     func writeDefaultsStatus(_ w: inout JSONObjectWriter) {
-        var watches = 0
-        for (_, list) in defaults.watchers { watches += list.count }
         var compactionErrors = 0
         for (_, s) in defaults.stores where s.lastCompactionError != nil { compactionErrors += 1 }
         w.int("groupsOpen", defaults.stores.count)
-        w.int("watches", watches)
+        w.int("watches", defaults.watchCount)
         w.uint("notificationsSent", UInt64(defaults.notificationsSent))
         w.uint("droppedWatchers", UInt64(defaults.droppedWatchers))
         w.int("compactionErrors", compactionErrors)

@@ -323,6 +323,168 @@ final class DefaultsTests: XCTestCase {
         h.stop()
     }
 
+    // MARK: Watch index
+
+    func defaultsStatus(_ c: BrokerConnection) throws -> JSONValue? { try c.call("broker.status")["defaults"] }
+
+    /// The versions of the next `count` notifications of `c` (each waits for up to 5 s).
+    func nextVersions(_ c: BrokerConnection, _ count: Int) throws -> [Int?] {
+        var out: [Int?] = []
+        for _ in 0..<count {
+            out.append(try XCTUnwrap(c.nextNotification(timeoutMillis: 5000)).params?["version"]?.intValue)
+        }
+        return out
+    }
+
+    // Not timed: a watcher that must not get a change is shown a later change it must get, and
+    // that later change has to be the next notification it reads (notifications come in version
+    // order); broker.status's notificationsSent counts every one queued.
+    func testAChangeGoesOnlyToTheWatchersOfItsKey() throws {
+        let h = try makeBroker()
+        let writer = try session(h, "com.mycompany.myapp.share", role: "extension")
+        let onlyA = try session(h)
+        try onlyA.call("defaults.watch", p(nil, ["keys": ["a"]]))
+        let bAndC = try session(h, "com.mycompany.myapp.share", role: "extension")
+        try bAndC.call("defaults.watch", p(nil, ["keys": ["b", "c"]]))
+        let aAndB = try session(h)
+        try aAndB.call("defaults.watch", p(nil, ["keys": ["a", "b"]]))
+        let everything = try session(h)
+        try everything.call("defaults.watch", p())
+        let otherGroup = try session(h)
+        try otherGroup.call("defaults.watch", p(group: "group.com.mycompany.shared"))
+        XCTAssertEqual(try defaultsStatus(writer)?["watches"], 5)
+
+        try writer.call("defaults.set", p("x", ["value": 1]))  // 1: only the watch of every key
+        try writer.call("defaults.set", p("a", ["value": 2]))  // 2
+        try writer.call("defaults.set", p("b", ["value": 3]))  // 3
+        try writer.call("defaults.remove", p("a"))  // 4
+        try writer.call("defaults.set", p("c", ["value": 5]))  // 5
+        try writer.call("defaults.set", p("x", ["value": 6]))  // 6: only the watch of every key
+        try writer.call("defaults.set", p("a", ["value": 7]))  // 7
+        try writer.call("defaults.set", p("b", ["value": 8]))  // 8
+
+        XCTAssertEqual(try nextVersions(onlyA, 3), [2, 4, 7], "only the changes of a")
+        XCTAssertEqual(try nextVersions(bAndC, 3), [3, 5, 8], "only the changes of b and c")
+        XCTAssertEqual(try nextVersions(aAndB, 5), [2, 3, 4, 7, 8], "only the changes of a and b")
+        XCTAssertEqual(try nextVersions(everything, 8), [1, 2, 3, 4, 5, 6, 7, 8], "every change")
+        // The same change reads the same to every watcher of it.
+        try writer.call("defaults.set", p("a", ["value": ["n": 9]]))  // 9
+        let seen = try [onlyA, aAndB, everything].map { try XCTUnwrap($0.nextNotification(timeoutMillis: 5000)).params }
+        for s in seen {
+            XCTAssertEqual(s, ["group": .string(defaultsGroup), "key": "a", "value": ["n": 9], "version": 9])
+        }
+        // The other group's watcher was never written to; the count is exact: nobody got more.
+        try onlyA.call("defaults.set", p("x", ["value": 1], group: "group.com.mycompany.shared"))  // the app lists it
+        XCTAssertEqual(try otherGroup.nextNotification(timeoutMillis: 5000)?.params?["version"], 1)
+        XCTAssertEqual(try defaultsStatus(writer)?["notificationsSent"], .int(3 + 3 + 5 + 8 + 3 + 1))
+        h.stop()
+    }
+
+    func testWatchingAgainReplacesTheKeyFilter() throws {
+        let h = try makeBroker()
+        let writer = try session(h, "com.mycompany.myapp.share", role: "extension")
+        let w = try session(h)
+        let alsoA = try session(h)  // shares the key a with w throughout: it keeps getting a
+        try alsoA.call("defaults.watch", p(nil, ["keys": ["a"]]))
+        try w.call("defaults.watch", p(nil, ["keys": ["a", "b"]]))
+        XCTAssertEqual(try defaultsStatus(writer)?["watches"], 2)
+
+        XCTAssertEqual(try w.call("defaults.watch", p(nil, ["keys": ["c"]]))["keys"], ["c"])
+        XCTAssertEqual(try defaultsStatus(writer)?["watches"], 2, "watching again replaces the watch")
+        try writer.call("defaults.set", p("a", ["value": 1]))  // 1
+        try writer.call("defaults.set", p("b", ["value": 2]))  // 2
+        try writer.call("defaults.set", p("c", ["value": 3]))  // 3
+        XCTAssertEqual(try nextVersions(w, 1), [3], "a and b are no longer watched")
+
+        XCTAssertEqual(try w.call("defaults.watch", p()), ["watching": true, "version": 3])  // every key
+        try writer.call("defaults.set", p("a", ["value": 4]))  // 4
+        try writer.call("defaults.set", p("z", ["value": 5]))  // 5
+        XCTAssertEqual(try nextVersions(w, 2), [4, 5])
+
+        try w.call("defaults.watch", p(nil, ["keys": ["b"]]))  // from every key back to one
+        try writer.call("defaults.set", p("a", ["value": 6]))  // 6
+        try writer.call("defaults.set", p("c", ["value": 7]))  // 7
+        try writer.call("defaults.set", p("b", ["value": 8]))  // 8
+        XCTAssertEqual(try nextVersions(w, 1), [8], "no longer every key, nor c")
+
+        XCTAssertEqual(try nextVersions(alsoA, 3), [1, 4, 6], "the other watcher of a kept every change of a")
+        XCTAssertEqual(try defaultsStatus(writer)?["watches"], 2)
+        XCTAssertEqual(try defaultsStatus(writer)?["notificationsSent"], .int(4 + 3))
+        h.stop()
+    }
+
+    func testAClosedWatcherIsForgottenInEveryIndex() throws {
+        let h = try makeBroker()
+        let writer = try session(h, "com.mycompany.myapp.share", role: "extension")
+        let stays = try session(h)
+        try stays.call("defaults.watch", p(nil, ["keys": ["a"]]))
+        var keyed: BrokerConnection? = try session(h)
+        try keyed!.call("defaults.watch", p(nil, ["keys": ["a", "b"]]))
+        try keyed!.call("defaults.watch", p(nil, ["keys": ["a"]], group: "group.com.mycompany.shared"))
+        var everything: BrokerConnection? = try session(h)
+        try everything!.call("defaults.watch", p())
+        XCTAssertEqual(try defaultsStatus(writer)?["watches"], 4)
+
+        keyed = nil
+        everything = nil
+        XCTAssertTrue(waitUntil { ((try? self.defaultsStatus(writer))?["watches"]?.intValue) == 1 }, "3 watches ended")
+        try writer.call("defaults.set", p("b", ["value": 1]))  // 1: nobody watches b any more
+        try writer.call("defaults.set", p("a", ["value": 2]))  // 2
+        try stays.call("defaults.set", p("a", ["value": 1], group: "group.com.mycompany.shared"))  // the app lists it
+        XCTAssertEqual(try nextVersions(stays, 1), [2])
+        XCTAssertEqual(try defaultsStatus(writer)?["notificationsSent"], 1, "only to the watcher still there")
+        h.stop()
+    }
+
+    func testAReloadThatRevokesTheGroupEndsTheWatches() throws {
+        let h = try makeBroker()
+        let tool = try h.tool()
+        let writer = try session(h, "com.mycompany.myapp.share", role: "extension")  // keeps the group
+        let extAll = try session(h, "com.mycompany.myapp.share", role: "extension")
+        try extAll.call("defaults.watch", p())
+        let appAll = try session(h)
+        try appAll.call("defaults.watch", p())
+        let appA = try session(h)
+        try appA.call("defaults.watch", p(nil, ["keys": ["a"]]))
+        let appB = try session(h)
+        try appB.call("defaults.watch", p(nil, ["keys": ["b"]]))
+        try writer.call("defaults.set", p("a", ["value": 1]))  // 1: delivered before the reload
+        XCTAssertEqual(try nextVersions(appAll, 1), [1])
+        XCTAssertEqual(try nextVersions(appA, 1), [1])
+
+        // The app no longer lists the group (its share extension still does).
+        let granted = defaultsManifests["10-myapp.json"]!
+        h.dir.write(
+            "state/apps/10-myapp.json",
+            manifestJSON(
+                "com.mycompany.myapp", schemes: ["deeplinkmyapp"], groups: ["group.com.mycompany.shared"],
+                extensions: [
+                    #"{"bundleID":"com.mycompany.myapp.share","point":"com.apple.share-services","appGroups":["group.com.mycompany.myapp"]}"#
+                ]))
+        _ = try tool.call("apps.reload")
+        try writer.call("defaults.set", p("a", ["value": 2]))  // 2
+        try writer.call("defaults.set", p("b", ["value": 3]))  // 3
+        XCTAssertEqual(rpcCode { try appAll.call("defaults.watch", p()) }, -32001)
+        XCTAssertEqual(try defaultsStatus(writer)?["watches"], 1, "only the extension's watch is left")
+
+        // Listing the group again does not bring the ended watches back: watching again does.
+        h.dir.write("state/apps/10-myapp.json", granted)
+        _ = try tool.call("apps.reload")
+        try writer.call("defaults.set", p("a", ["value": 4]))  // 4
+        try writer.call("defaults.set", p("b", ["value": 5]))  // 5
+        try appAll.call("defaults.watch", p())
+        try appA.call("defaults.watch", p(nil, ["keys": ["a"]]))
+        try appB.call("defaults.watch", p(nil, ["keys": ["b"]]))
+        try writer.call("defaults.set", p("a", ["value": 6]))  // 6
+        try writer.call("defaults.set", p("b", ["value": 7]))  // 7
+        XCTAssertEqual(try nextVersions(appAll, 2), [6, 7], "nothing while the group was not listed")
+        XCTAssertEqual(try nextVersions(appA, 1), [6])
+        XCTAssertEqual(try nextVersions(appB, 1), [7])
+        XCTAssertEqual(try nextVersions(extAll, 7), [1, 2, 3, 4, 5, 6, 7], "the extension was never revoked")
+        XCTAssertEqual(try defaultsStatus(writer)?["notificationsSent"], .int(3 + 4 + 3 + 3))
+        h.stop()
+    }
+
     func testFailedCommitNotifiesNobodyAndAnswersStorageFailure() throws {
         let faults = FaultSwitch()
         let h = try makeBroker { $0.storeFaults = faults.injector }
