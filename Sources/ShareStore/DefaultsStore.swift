@@ -97,7 +97,16 @@ public final class DefaultsStore: TurnParticipant {
     /// Snapshot compactions done since the store was opened.
     public private(set) var compactions = 0
     /// Why the last compaction failed (nil after a success); the suite is unaffected either way.
-    public private(set) var lastCompactionError: String? = nil
+    public private(set) var lastCompactionError: String? = nil {
+        didSet {
+            if (oldValue == nil) != (lastCompactionError == nil) {
+                compactionFailingChanged?(lastCompactionError != nil)
+            }
+        }
+    }
+    /// Called when `lastCompactionError` goes from nil to an error (true) or back (false), so that
+    /// an owner of many stores can count the failing ones without visiting them all.
+    public var compactionFailingChanged: ((Bool) -> Void)? = nil
 
     var values: [String: Entry] = [:]
     var undo: [(key: String, previous: Entry?)] = []

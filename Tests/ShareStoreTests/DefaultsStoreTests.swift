@@ -225,6 +225,24 @@ final class DefaultsStoreTests: XCTestCase {
         XCTAssertEqual(s.value(forKey: "k3"), .array([199, payload]))
     }
 
+    func testCompactionFailingChangedReportsOnlyTransitions() throws {
+        let s = try open()
+        var reports: [Bool] = []
+        s.compactionFailingChanged = { reports.append($0) }
+        for i in 0..<10 { try s.set("k", .int(i)) }
+        try s.commit()
+        s.journal.faultInjector = { $0 == .sync ? EIO : nil }
+        XCTAssertThrowsError(try s.compact())
+        XCTAssertThrowsError(try s.compact())
+        XCTAssertNotNil(s.lastCompactionError)
+        XCTAssertEqual(reports, [true], "a second failure is no new transition")
+        s.journal.faultInjector = nil
+        try s.compact()
+        try s.compact()
+        XCTAssertNil(s.lastCompactionError)
+        XCTAssertEqual(reports, [true, false])
+    }
+
     func testVersionSurvivesCompactionOfAnEmptySuite() throws {
         do {
             let s = try open()
