@@ -121,6 +121,8 @@ public final class Broker {
     /// When `runTimers` has work (a launched child to look at, a retry due; monotonic ns, .max:
     /// none): the loop does not walk `launches` on every turn.
     var nextTimerDue: UInt64 = .max
+    /// Pending shares across every open group store.
+    let shareCounter = ShareCounter()
     /// Parsed activation rules by extension bundle ID (rebuilt on reload).
     var activationRules: [String: LoadedActivationRule] = [:]
     /// Shares, per group (opened on first use).

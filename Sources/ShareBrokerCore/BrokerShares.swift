@@ -49,7 +49,8 @@ extension Broker {
         guard Broker.isSafeGroupName(group) else { throw .invalidParams("Invalid params: '\(group)' is not a valid group name") }
         do {
             let s = try ShareRecordStore(
-                group: group, directory: groupDirectory(group), segmentLimit: config.journalSegmentLimit, turn: turn)
+                group: group, directory: groupDirectory(group), segmentLimit: config.journalSegmentLimit, turn: turn,
+                counter: shareCounter)
             if let f = config.storeFaults { s.faultInjector = f }
             shareStores[group] = s
             if s.orphansRemoved > 0 { log.log(.info, "\(group): removed \(s.orphansRemoved) orphaned share directories") }
@@ -72,7 +73,8 @@ extension Broker {
         }
     }
 
-    var pendingShareCount: Int { shareStores.values.reduce(0) { $0 + $1.count } }
+    /// Pending shares across groups (a running count kept by the stores).
+    var pendingShareCount: Int { shareCounter.value }
 
     /// -32001 unless the session's bundle lists `group`.
     func requireGroupAccess(_ conn: Connection, _ group: String) throws(RPCError) {

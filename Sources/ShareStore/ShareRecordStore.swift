@@ -81,6 +81,16 @@ public struct ShareFile {
     }
 }
 
+/// Pending shares across the stores that share it (the broker's `pendingShares`, without a walk
+/// over every group). Loop thread only.
+public final class ShareCounter {
+    /// Pending shares.
+    public private(set) var value = 0
+    /// A counter at zero.
+    public init() {}
+    func add(_ n: Int) { value += n }
+}
+
 /// The shares of one group.
 public final class ShareRecordStore: TurnParticipant {
     enum RecordType: UInt8 {
@@ -102,6 +112,8 @@ public final class ShareRecordStore: TurnParticipant {
     let journal: Journal
     let turn: TurnLog?
     var shares: [String: StoredShare] = [:]
+    /// Counts this store's pending shares along with other stores' (optional).
+    let counter: ShareCounter?
     /// The next share's `n` (one more than the highest stored).
     var nextN = 1
     /// The ids of the pending shares, oldest first, among ids of shares removed since: removal only
@@ -130,7 +142,10 @@ public final class ShareRecordStore: TurnParticipant {
     public var participantName: String { "shares of \(group)" }
 
     /// Opens the group's shares (creating the directory), replaying the journal and removing orphans.
-    public init(group: String, directory: String, segmentLimit: Int? = nil, turn: TurnLog?) throws(StoreError) {
+    public init(
+        group: String, directory: String, segmentLimit: Int? = nil, turn: TurnLog?, counter: ShareCounter? = nil
+    ) throws(StoreError) {
+        self.counter = counter
         self.group = group
         self.directory = directory
         self.turn = turn
@@ -175,6 +190,7 @@ public final class ShareRecordStore: TurnParticipant {
         // Pending ids only, each once (a hand-edited journal could name an id again after completing it).
         var seen = Set<String>(minimumCapacity: shares.count)
         order.removeAll { shares[$0] == nil || !seen.insert($0).inserted }
+        counter?.add(shares.count)
         if zip(order, order.dropFirst()).contains(where: { shares[$0]!.n > shares[$1]!.n }) {
             // Copies sit in the journal after shares younger than them: arrival order again (the
             // journal's order among equal numbers, which only a foreign journal has).
@@ -247,6 +263,7 @@ public final class ShareRecordStore: TurnParticipant {
         liveBySegment[segment, default: 0] += 1
         recordsBySegment[segment, default: 0] += 1
         shares[id] = share
+        counter?.add(1)
         order.append(id)
         undo.append(.removeShare(id))
         lastAdded = (id: id, mark: mark, hasFiles: !files.isEmpty)
@@ -361,6 +378,7 @@ public final class ShareRecordStore: TurnParticipant {
             JSONValue.object(["id": .string(id)]).write(to: &out)
         }
         shares[id] = nil
+        counter?.add(-1)
         liveBySegment[s.segment, default: 0] -= 1
         recordsBySegment[journal.activeSegment, default: 0] += 1
         undo.append(.restoreShare(s))
@@ -374,6 +392,7 @@ public final class ShareRecordStore: TurnParticipant {
     /// Takes out a share whose record was never made durable (a retracted or rolled-back add).
     func forget(_ id: String) {
         guard let s = shares.removeValue(forKey: id) else { return }
+        counter?.add(-1)
         liveBySegment[s.segment, default: 0] -= 1
         if order.last == id { order.removeLast() }  // (otherwise it stays behind as a removed id)
     }
@@ -432,6 +451,7 @@ public final class ShareRecordStore: TurnParticipant {
             case .restoreShare(let s):
                 // Its id is still in `order`, in its place (compactOrder keeps restorable ids).
                 shares[s.id] = s
+                counter?.add(1)
                 liveBySegment[s.segment, default: 0] += 1
             }
         }
