@@ -501,9 +501,9 @@ public final class ShareRecordStore: TurnParticipant {
         if error == nil && !journal.hasPending && !journal.batchInFlight && undo.isEmpty { compactIfUseful() }
     }
 
-    /// Deletes the sealed segments (oldest first) that hold no pending share; when the oldest sealed
-    /// segment holds only a few pending shares among many dead records, copies them forward into
-    /// the active segment (record type 3, same ids) and deletes it once the copies are durable.
+    /// Deletes the sealed segments (oldest first) that hold no pending share; while the sealed
+    /// segments are mostly dead, copies the oldest one's pending shares forward into the active
+    /// segment (record type 3, same ids; a chunk per call) and deletes it once they all are.
     /// Called only when nothing is pending and every completion is durable, so a deleted segment's
     /// shares can never come back through a rollback.
     func compactIfUseful() {
