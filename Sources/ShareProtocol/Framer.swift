@@ -44,6 +44,14 @@ public struct Framer: Sendable {
     private var pending: [UInt8] = []
     /// Body length of the Content-Length frame being read, once its header is parsed.
     private var bodyLength: Int? = nil
+    /// In newline mode, how many bytes at the start of `pending` were already searched for the
+    /// line's '\n' (none was there): the next read searches only the bytes after them, so a line
+    /// arriving in many small reads is searched once, not once per read (which was quadratic).
+    /// Always 0 outside newline mode and when `pending` is empty; never more than `pending.count`.
+    private var newlineSearched = 0
+    /// Bytes memchr has looked at so far, up to and including each '\n' found (a counting seam for
+    /// the tests: each byte of a stream is looked at once, however it is cut into reads).
+    private(set) var newlineSearchBytes = 0
     /// Largest header section accepted.
     static let maxHeaderBytes = 8192
     static let headerPrefix: [UInt8] = Array("content-".utf8)
@@ -64,7 +72,7 @@ public struct Framer: Sendable {
     ) throws(FramingError) {
         if chunk.isEmpty { return }
         if pending.isEmpty {
-            let used = try consume(chunk, onFrame: onFrame)
+            let used = try consume(chunk, searched: 0, onFrame: onFrame)
             if used < chunk.count {
                 Framer.append(UnsafeRawBufferPointer(rebasing: chunk[used...]), to: &pending)
             }
@@ -72,8 +80,10 @@ public struct Framer: Sendable {
             Framer.append(chunk, to: &pending)
             var p = pending
             pending = []
+            let searched = newlineSearched
+            newlineSearched = 0  // matches the empty `pending` if consume throws
             let used = try p.withUnsafeBytes { buf in
-                Result { () throws(FramingError) -> Int in try consume(buf, onFrame: onFrame) }
+                Result { () throws(FramingError) -> Int in try consume(buf, searched: searched, onFrame: onFrame) }
             }.get()
             if used < p.count {
                 if used > 0 { p.removeSubrange(0..<used) }
@@ -84,16 +94,21 @@ public struct Framer: Sendable {
             }
             // Otherwise `p` is released: an idle connection keeps no large buffer.
         }
+        // In newline mode consume stops short only at a line without its '\n', having searched
+        // all of it: what is kept (moved to the front of `pending`) has been searched.
+        newlineSearched = mode == .newline ? pending.count : 0
         if pending.count > maxMessage + Framer.maxHeaderBytes {
             throw .tooLarge(limit: maxMessage)
         }
     }
 
     /// Consumes as many complete frames as `buf` holds; returns the number of bytes used.
+    /// `searched`: the first bytes of `buf` hold no '\n' (searched by an earlier read in newline mode).
     private mutating func consume(
-        _ buf: UnsafeRawBufferPointer, onFrame: (UnsafeRawBufferPointer, FramingMode) -> Void
+        _ buf: UnsafeRawBufferPointer, searched: Int, onFrame: (UnsafeRawBufferPointer, FramingMode) -> Void
     ) throws(FramingError) -> Int {
         var pos = 0
+        var skip = searched  // applies to the first line only
         while pos < buf.count {
             if mode == .undetermined {
                 if !decideMode(UnsafeRawBufferPointer(rebasing: buf[pos...])) { return pos }
@@ -101,7 +116,10 @@ public struct Framer: Sendable {
             switch mode {
             case .newline:
                 let rest = UnsafeRawBufferPointer(rebasing: buf[pos...])
-                guard let base = rest.baseAddress, let hit = memchr(base, 0x0A, rest.count) else {
+                let from = min(skip, rest.count)
+                skip = 0
+                guard let base = rest.baseAddress, let hit = memchr(base + from, 0x0A, rest.count - from) else {
+                    newlineSearchBytes &+= rest.count - from
                     // One byte more may be the '\r' of a CRLF ending, which is not part of the body.
                     if rest.count > maxMessage + 1 || (rest.count == maxMessage + 1 && rest[rest.count - 1] != 0x0D) {
                         throw .tooLarge(limit: maxMessage)
@@ -109,6 +127,7 @@ public struct Framer: Sendable {
                     return pos
                 }
                 let len = base.distance(to: UnsafeRawPointer(hit))
+                newlineSearchBytes &+= len + 1 - from
                 var end = pos + len
                 if end > pos && buf[end - 1] == 0x0D { end -= 1 }  // tolerate CRLF
                 if end - pos > maxMessage { throw .tooLarge(limit: maxMessage) }

@@ -118,6 +118,54 @@ struct FramerNewlineTests {
         #expect(fed == 64)
     }
 
+    @Test func aLongLineInSmallReadsIsSearchedOnce() throws {
+        // One 4 MiB message in 256-byte reads, as a slow or hostile client sends it: each byte is
+        // searched for the newline once. (Searching the whole pending line on every read was
+        // quadratic: about 34 GB of memchr here, a second of broker CPU per message.)
+        let body = utf8("{\"pad\":\"" + String(repeating: "x", count: 4 << 20) + "\"}")
+        for ending in ["\n", "\r\n"] {
+            let stream = body + utf8(ending) + utf8("[1]\n")
+            var f = Framer(maxMessage: 5 << 20)
+            var got: [Frame] = []
+            var i = 0
+            while i < stream.count {
+                let end = min(i + 256, stream.count)
+                got += try f.feedBytes(Array(stream[i..<end]))
+                if end < body.count { #expect(f.bufferedByteCount == end) }
+                i = end
+            }
+            #expect(got == [Frame(body: body, mode: .newline)] + nl(["[1]"]))
+            #expect(f.bufferedByteCount == 0)
+            #expect(f.newlineSearchBytes <= stream.count, "searched \(f.newlineSearchBytes) bytes of \(stream.count)")
+        }
+    }
+
+    @Test func searchedPrefixFollowsTheBuffer() throws {
+        // What was searched is forgotten or moved with the bytes: a frame consumed with a partial
+        // line after it, a line completed by a lone LF after its CR, the mode decided late.
+        var f = Framer(maxMessage: 1024)
+        #expect(try f.feedBytes(utf8("{\"a\":")) == [])
+        #expect(try f.feedBytes(utf8("1}\n[2")) == nl(["{\"a\":1}"]))
+        #expect(f.bufferedByteCount == 2)
+        #expect(try f.feedBytes(utf8(",3")) == [])
+        #expect(try f.feedBytes(utf8("]\r")) == [])
+        #expect(try f.feedBytes(utf8("\n")) == nl(["[2,3]"]))
+        #expect(try f.feedBytes(utf8("4")) == [])
+        #expect(try f.feedBytes(utf8("\n5\n6")) == nl(["4", "5"]))
+        #expect(try f.feedBytes(utf8("\n")) == nl(["6"]))
+        #expect(f.bufferedByteCount == 0)
+        #expect(f.newlineSearchBytes <= 21)  // the bytes fed
+
+        var g = Framer(maxMessage: 1024)
+        _ = try g.feedBytes(utf8("Content-L"))
+        #expect(g.mode == .undetermined)
+        _ = try g.feedBytes(utf8("?"))
+        #expect(g.mode == .newline)
+        #expect(try g.feedBytes(utf8("yz")) == [])
+        #expect(try g.feedBytes(utf8("\n{}\n")) == nl(["Content-L?yz", "{}"]))
+        #expect(g.newlineSearchBytes <= 16)
+    }
+
     @Test func overLimitAfterEarlierFramesInSameChunk() {
         let stream = utf8("{}\n[]\n" + String(repeating: "z", count: 100))
         #expect(framingError(stream, maxMessage: 64) == .tooLarge(limit: 64))

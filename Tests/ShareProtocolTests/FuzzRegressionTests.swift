@@ -15,10 +15,12 @@ private func outcome(_ stream: [UInt8], maxMessage: Int, cuts: [Int]?) -> ([Fram
         do {
             frames += try framer.feedBytes(Array(stream[start..<cut]))
         } catch {
+            expectSearchedOnce(framer, stream)
             return (frames, error)
         }
         start = cut
     }
+    expectSearchedOnce(framer, stream)
     return (frames, nil)
 }
 

@@ -64,6 +64,7 @@ func frames(of stream: [UInt8], chunkSize: Int = 0, maxMessage: Int = 1 << 20) t
         out += try framer.feedBytes(Array(stream[i..<end]))
         i = end
     }
+    expectSearchedOnce(framer, stream)
     return out
 }
 
@@ -76,7 +77,15 @@ func frames(of stream: [UInt8], cuts: [Int], maxMessage: Int = 1 << 20) throws(F
         out += try framer.feedBytes(Array(stream[start..<cut]))
         start = cut
     }
+    expectSearchedOnce(framer, stream)
     return out
+}
+
+/// However a stream is cut into reads, newline framing searches each of its bytes for the '\n' at most once.
+func expectSearchedOnce(_ framer: Framer, _ stream: [UInt8], sourceLocation: SourceLocation = #_sourceLocation) {
+    #expect(
+        framer.newlineSearchBytes <= stream.count,
+        "searched \(framer.newlineSearchBytes) bytes of a \(stream.count)-byte stream", sourceLocation: sourceLocation)
 }
 
 /// The error thrown while feeding `stream` in chunks, or nil.
