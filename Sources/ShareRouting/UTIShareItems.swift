@@ -314,23 +314,41 @@ public func urlsFoundIn(_ text: String) -> [String] {
             if c.properties.isWhitespace || c == "\"" || c == "<" || c == ">" || c == "`" || c.value < 0x20 { break }
             end += 1
         }
-        // Trim trailing punctuation and unbalanced closers.
-        while end > i + 3 {
+        // Trim trailing punctuation and unbalanced closers. The brackets of s[start..<end] are
+        // counted once, when the first closer is met, and the counts follow `end` down (only
+        // punctuation and closers are trimmed): linear however many closers the run ends with.
+        var counted = false
+        var unclosed = (paren: 0, square: 0, curly: 0)  // closers minus openers in s[start..<end]
+        trim: while end > i + 3 {
             let c = s[end - 1]
-            if ".,;:!?'*".unicodeScalars.contains(c) {
+            switch c {
+            case ".", ",", ";", ":", "!", "?", "'", "*":
                 end -= 1
-                continue
-            }
-            if let open = [")": "(", "]": "[", "}": "{"][String(c)] {
-                let body = s[start..<end]
-                let opens = body.filter { String($0) == open }.count
-                let closes = body.filter { $0 == c }.count
-                if closes > opens {
-                    end -= 1
-                    continue
+            case ")", "]", "}":
+                if !counted {
+                    for d in s[start..<end] {
+                        switch d {
+                        case "(": unclosed.paren -= 1
+                        case ")": unclosed.paren += 1
+                        case "[": unclosed.square -= 1
+                        case "]": unclosed.square += 1
+                        case "{": unclosed.curly -= 1
+                        case "}": unclosed.curly += 1
+                        default: break
+                        }
+                    }
+                    counted = true
                 }
+                switch c {
+                case ")" where unclosed.paren > 0: unclosed.paren -= 1
+                case "]" where unclosed.square > 0: unclosed.square -= 1
+                case "}" where unclosed.curly > 0: unclosed.curly -= 1
+                default: break trim  // a balanced closer ends the URL
+                }
+                end -= 1
+            default:
+                break trim
             }
-            break
         }
         var candidate = ""
         candidate.unicodeScalars.append(contentsOf: s[start..<end])

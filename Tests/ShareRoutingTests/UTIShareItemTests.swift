@@ -89,6 +89,51 @@ final class UTIShareItemTests: XCTestCase {
         }
     }
 
+    func testURLsInTextEndingInLongRunsOfClosers() {
+        // Each unbalanced closer trimmed from a URL used to recount the URL's brackets (and build a
+        // String per character): 200,000 closers then cost 2 * 10^10 steps, about 400 s in a release
+        // build. Counted once, these take milliseconds.
+        let n = 200_000
+        let closers = String(repeating: ")", count: n)
+        let cases: [(String, [String], UInt)] = [
+            ("see a://x" + closers, ["a://x"], #line),
+            ("a://x(" + closers + " b", ["a://x()"], #line),
+            (
+                "https://e.test/" + String(repeating: "(", count: n / 2) + closers + ".",
+                ["https://e.test/" + String(repeating: "(", count: n / 2) + String(repeating: ")", count: n / 2)], #line
+            ),
+            ("a://x(" + String(repeating: ")}],.;'", count: n / 4), ["a://x()"], #line),
+            ("http://[::1]" + String(repeating: "]", count: n), ["http://[::1]"], #line),
+            ("a://x" + String(repeating: ".", count: n) + closers + "!", ["a://x"], #line),
+            (
+                (0..<20_000).map { "a://x\($0)" + "))]" }.joined(separator: " "), (0..<20_000).map { "a://x\($0)" },
+                #line
+            ),
+        ]
+        for (text, found, line) in cases {
+            XCTAssertEqual(urlsFoundIn(text), found, line: line)
+        }
+        let shared = table.attachment(for: .text("see a://x" + closers))
+        XCTAssertEqual(shared.carriedURLs, ["a://x"])
+    }
+
+    func testURLsInTextAgreeWithTheBracketRecountingScan() {
+        // Random texts built from the pieces that matter (scheme separators, brackets, trailing
+        // punctuation, breaking characters, non-ASCII), against the scan urlsFoundIn used before it
+        // counted brackets once: the same URLs, in the same order.
+        let pieces = [
+            "a", "x", "1", "+", "-", ".", ":", "/", "://", "a://", "https://", "http://", "e.test", "(", ")", "[", "]",
+            "{", "}", ",", ";", "!", "?", "'", "*", "%", "%2", "%41", "#", "@", " ", "\n", "\t", "\"", "<", ">", "`",
+            "\u{7}", "\u{A0}", "\u{2028}", "é", "e\u{301}", "😀", "（", "）",
+        ]
+        var rng = SplitMix64(seed: 7)
+        for _ in 0..<20_000 {
+            let count = Int(rng.next() % 24)
+            let text = (0..<count).map { _ in pieces[Int(rng.next() % UInt64(pieces.count))] }.joined()
+            XCTAssertEqual(urlsFoundIn(text), recountingURLsFoundIn(text), text.debugDescription)
+        }
+    }
+
     func testParsingItems() throws {
         XCTAssertEqual(try ShareItem.parse(["url": "https://a.example"]), .url("https://a.example"))
         XCTAssertEqual(
@@ -130,4 +175,75 @@ final class UTIShareItemTests: XCTestCase {
             XCTAssertEqual((error as? ShareItemError)?.field, "items[3].url")
         }
     }
+}
+
+/// SplitMix64: a small deterministic generator for the randomized comparison.
+private struct SplitMix64 {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+/// urlsFoundIn as it was before it counted brackets once (quadratic in the closers trimmed): the
+/// reference the randomized test compares with, on short texts.
+private func recountingURLsFoundIn(_ text: String) -> [String] {
+    let s = Array(text.unicodeScalars)
+    var out: [String] = []
+    var seen = Set<String>()
+    func isSchemeChar(_ c: Unicode.Scalar) -> Bool {
+        c.isASCII && (c.properties.isAlphabetic || (c >= "0" && c <= "9") || c == "+" || c == "-" || c == ".")
+    }
+    func isLetter(_ c: Unicode.Scalar) -> Bool { c.isASCII && c.properties.isAlphabetic }
+    var i = 0
+    while i + 2 < s.count {
+        guard s[i] == ":", s[i + 1] == "/", s[i + 2] == "/" else {
+            i += 1
+            continue
+        }
+        var start = i
+        while start > 0, isSchemeChar(s[start - 1]) { start -= 1 }
+        while start < i, !isLetter(s[start]) { start += 1 }
+        guard start < i else {
+            i += 3
+            continue
+        }
+        var end = i + 3
+        while end < s.count {
+            let c = s[end]
+            if c.properties.isWhitespace || c == "\"" || c == "<" || c == ">" || c == "`" || c.value < 0x20 { break }
+            end += 1
+        }
+        while end > i + 3 {
+            let c = s[end - 1]
+            if ".,;:!?'*".unicodeScalars.contains(c) {
+                end -= 1
+                continue
+            }
+            if let open = [")": "(", "]": "[", "}": "{"][String(c)] {
+                let body = s[start..<end]
+                let opens = body.filter { String($0) == open }.count
+                let closes = body.filter { $0 == c }.count
+                if closes > opens {
+                    end -= 1
+                    continue
+                }
+            }
+            break
+        }
+        var candidate = ""
+        candidate.unicodeScalars.append(contentsOf: s[start..<end])
+        if let ref = URLReference.parse(candidate), !(ref.isWeb && (ref.host ?? "").isEmpty),
+            seen.insert(candidate).inserted
+        {
+            out.append(candidate)
+        }
+        i = max(end, i + 3)
+    }
+    return out
 }
