@@ -75,6 +75,11 @@ struct SegmentCounts {
 }
 
 /// A FIFO with removal by id in O(1): slots are emptied on ack, the head skips empty slots.
+///
+/// Events are kept by `seq`. Appending one below the highest `seq` appended so far (replay meets
+/// carried copies after newer events; undone acks and `restore` put old events back) costs O(1)
+/// and marks the queue `disordered`; `normalize()` then sorts it once, however many came out of
+/// order. `ordered` and `first` are right in either state.
 struct AppQueue {
     var slots: [StoredEvent?] = []
     var head = 0
@@ -82,6 +87,10 @@ struct AppQueue {
     /// url.open and ack); `others` holds any id not of that canonical form (none are made).
     var positions: [UInt64: Int] = [:]
     var others: [String: Int] = [:]
+    /// The highest `seq` appended since the slots were last rebuilt (a bound: removals leave it).
+    var highestSeq: UInt64 = 0
+    /// True when a slot may hold an event of lower `seq` than an earlier slot's (until `normalize`).
+    var disordered = false
 
     var count: Int { positions.count + others.count }
 
@@ -121,9 +130,16 @@ struct AppQueue {
         if let n = AppQueue.number(id) { positions[n] = pos } else { others[id] = pos }
     }
 
+    /// Notes the `seq` of an appended event: one below an earlier one leaves the queue disordered.
+    @inline(__always) mutating func note(_ seq: UInt64) {
+        if seq < highestSeq { disordered = true } else { highestSeq = seq }
+    }
+
+    /// Appends `e`, in order or not (see `normalize`). Its id must not be in the queue.
     mutating func append(_ e: StoredEvent) {
         index(e.id, at: slots.count)
         slots.append(e)
+        note(e.seq)
     }
 
     /// Appends an event whose id is `ev-<seq>` (as `enqueue` makes them): indexed by its sequence
@@ -131,22 +147,28 @@ struct AppQueue {
     mutating func append(canonical e: StoredEvent) {
         positions[e.seq] = slots.count
         slots.append(e)
+        note(e.seq)
     }
 
-    /// Inserts keeping seq order (used when an ack is undone, or a duplicate arrives at replay).
-    mutating func insertOrdered(_ e: StoredEvent) {
-        if let last = slots.last(where: { $0 != nil }), let l = last, l.seq > e.seq {
-            var all = ordered
-            all.append(e)
-            all.sort { $0.seq < $1.seq }
-            self = AppQueue()
-            for x in all { append(x) }
-        } else {
-            append(e)
-        }
+    /// Sorts the events by `seq` when appends came out of order: once, however many did (the
+    /// sort is stable and merges runs, so a sorted queue with a sorted batch after it costs
+    /// about one pass). Ids keep their events; only slots change.
+    mutating func normalize() {
+        guard disordered else { return }
+        var all: [StoredEvent] = []
+        all.reserveCapacity(count)
+        for s in slots[head...] { if let e = s { all.append(e) } }
+        all.sort { $0.seq < $1.seq }
+        slots.removeAll(keepingCapacity: true)
+        head = 0
+        highestSeq = 0
+        disordered = false
+        for e in all { append(e) }  // re-indexes each id (the same keys: nothing is added)
     }
 
-    mutating func remove(_ id: String) -> StoredEvent? {
+    /// Empties the slot of `id` and returns the event with its slot; no other slot moves, so
+    /// `putBack` can undo it until the next `settle`.
+    mutating func take(_ id: String) -> (event: StoredEvent, slot: Int)? {
         let pos: Int
         if let n = AppQueue.number(id) {
             guard let p = positions[n], slots[p]?.id == id else { return nil }
@@ -156,25 +178,53 @@ struct AppQueue {
             guard let p = others.removeValue(forKey: id) else { return nil }
             pos = p
         }
-        let e = slots[pos]
+        guard let e = slots[pos] else { return nil }
         slots[pos] = nil
+        return (e, pos)
+    }
+
+    /// Undoes a `take` (no `settle` may have run since): the event is back in its own slot.
+    mutating func putBack(_ e: StoredEvent, at slot: Int) {
+        slots[slot] = e
+        index(e.id, at: slot)
+        if slot < head { head = slot }
+    }
+
+    /// After `take`s: the head skips the empty slots; the slots before it are dropped once there
+    /// are many.
+    mutating func settle() {
         while head < slots.count && slots[head] == nil { head += 1 }
         if head == slots.count {
             slots.removeAll(keepingCapacity: slots.count < 1024)
             head = 0
+            highestSeq = 0
+            disordered = false
         } else if head > 1024 && head * 2 > slots.count {
             slots.removeSubrange(0..<head)
             head = 0
             for (i, s) in slots.enumerated() { if let s { index(s.id, at: i) } }
         }
+    }
+
+    mutating func remove(_ id: String) -> StoredEvent? {
+        guard let (e, _) = take(id) else { return nil }
+        settle()
         return e
     }
 
     func contains(_ id: String) -> Bool { position(of: id) != nil }
 
-    var ordered: [StoredEvent] { slots[head...].compactMap { $0 } }
+    /// The events by `seq`.
+    var ordered: [StoredEvent] {
+        let events = slots[head...].compactMap { $0 }
+        return disordered ? events.sorted { $0.seq < $1.seq } : events
+    }
 
-    var first: StoredEvent? { slots[head...].first { $0 != nil } ?? nil }
+    /// The event of lowest `seq`.
+    var first: StoredEvent? {
+        if disordered { return ordered.first }
+        return slots[head...].first { $0 != nil } ?? nil
+    }
 }
 
 /// The event queues of every app.
@@ -232,7 +282,9 @@ public final class EventStore: TurnParticipant {
                 maxSeq = max(maxSeq, seq)
                 // Mutated in place: copying the queue out of the dictionary would copy it per record.
                 if queues[app]?.contains(id) == true { return }  // a copy made by compaction
-                queues[app, default: AppQueue()].insertOrdered(
+                // Copies carried forward by compaction come after newer events: appended out of
+                // order, each queue is sorted once after the replay (not once per copy).
+                queues[app, default: AppQueue()].append(
                     StoredEvent(id: id, seq: seq, app: app, body: body, segment: rec.segment))
                 liveBySegment[rec.segment, default: 0] += 1
             case .ack?:
@@ -251,6 +303,7 @@ public final class EventStore: TurnParticipant {
                 return
             }
         }
+        normalizeQueues()
         nextSeq = maxSeq + 1
         recoveredNextSequence = nextSeq
         recoveredEvents = pendingCount
@@ -265,7 +318,11 @@ public final class EventStore: TurnParticipant {
     public var pendingCount: Int { queues.values.reduce(0) { $0 + $1.count } }
 
     /// Pending events of `app`, oldest first.
-    public func pending(for app: String) -> [StoredEvent] { queues[app]?.ordered ?? [] }
+    public func pending(for app: String) -> [StoredEvent] {
+        guard let i = queues.index(forKey: app) else { return [] }
+        queues.values[i].normalize()  // after `restore`s out of order: sorted once, here
+        return queues.values[i].ordered
+    }
 
     /// Number of pending events of `app`.
     public func pendingCount(for app: String) -> Int { queues[app]?.count ?? 0 }
@@ -343,9 +400,11 @@ public final class EventStore: TurnParticipant {
         // The queue is taken out of the dictionary while it changes: one lookup of `app`, and
         // the queue is uniquely referenced (no copy on write).
         guard var q = queues.removeValue(forKey: app) else { return [] }
-        var removed: [StoredEvent] = []
+        // Slots are only emptied (`take`) until the record is appended, so a failed append puts
+        // each event back in its own slot: O(ids), nothing re-sorted.
+        var removed: [(event: StoredEvent, slot: Int)] = []
         for id in ids {
-            if let e = q.remove(id) { removed.append(e) }  // a repeated id is not found twice
+            if let r = q.take(id) { removed.append(r) }  // a repeated id is not found twice
         }
         guard !removed.isEmpty else {
             queues[app] = q
@@ -355,21 +414,22 @@ public final class EventStore: TurnParticipant {
             try journal.append(type: RecordType.ack.rawValue, freeing: true) { out in
                 JSONValue.writeString(app, after: #"{"app":"#, to: &out)
                 JSONValue.appendStatic(#","ids":["#, to: &out)
-                for (i, e) in removed.enumerated() {
-                    JSONValue.writeString(e.id, after: "", comma: i > 0, to: &out)
+                for (i, r) in removed.enumerated() {
+                    JSONValue.writeString(r.event.id, after: "", comma: i > 0, to: &out)
                 }
                 JSONValue.appendStatic("]}", to: &out)
             }
         } catch {
-            for e in removed { q.insertOrdered(e) }  // nothing was stored: put them back
+            for r in removed { q.putBack(r.event, at: r.slot) }  // nothing was stored
             queues[app] = q
             throw error
         }
+        q.settle()
         if q.count > 0 { queues[app] = q }
         recordsBySegment[journal.activeSegment, default: 0] += 1
         var unique: [String] = []
         unique.reserveCapacity(removed.count)
-        for e in removed {
+        for (e, _) in removed {
             liveBySegment[e.segment, default: 0] -= 1
             undo.append(.restoreEvent(e))
             unique.append(e.id)
@@ -398,7 +458,8 @@ public final class EventStore: TurnParticipant {
             EventStore.writeEventRecord(app: app, id: id, seq: seq, body: body, to: &out)
         }
         let event = StoredEvent(id: id, seq: seq, app: app, body: body, segment: journal.activeSegment)
-        queues[app, default: AppQueue()].insertOrdered(event)
+        // Out of order (many shares' events re-created at start): sorted once, when next read.
+        queues[app, default: AppQueue()].append(event)
         liveBySegment[event.segment, default: 0] += 1
         recordsBySegment[event.segment, default: 0] += 1
         nextSeq = max(nextSeq, seq + 1)
@@ -459,6 +520,7 @@ public final class EventStore: TurnParticipant {
     }
 
     func undoAll(_ list: [Undo]) {
+        var restored = false
         for u in list.reversed() {
             switch u {
             case .removeEvent(let app, let id):
@@ -466,9 +528,23 @@ public final class EventStore: TurnParticipant {
                 if queues[app]?.count == 0 { queues[app] = nil }
                 nextSeq = min(nextSeq, AppQueue.number(id) ?? nextSeq)
             case .restoreEvent(let e):
-                queues[e.app, default: AppQueue()].insertOrdered(e)
+                // Acked events go back at the end (found by id at once if a later entry removes
+                // them again); each queue is sorted once below, not once per event.
+                queues[e.app, default: AppQueue()].append(e)
                 liveBySegment[e.segment, default: 0] += 1
+                restored = true
             }
+        }
+        if restored { normalizeQueues() }
+    }
+
+    /// Sorts every queue that had events appended out of order (once each).
+    func normalizeQueues() {
+        // By index, in place (iterating `indices` would hold the storage and copy it on write).
+        var i = queues.startIndex
+        while i != queues.endIndex {
+            queues.values[i].normalize()
+            queues.formIndex(after: &i)
         }
     }
 
@@ -493,7 +569,9 @@ public final class EventStore: TurnParticipant {
         // app that does not ack are not copied over and over.
         guard sealed.count >= 2, live > 0, live <= 4096, live * 8 < (recordsBySegment[oldest] ?? 0) else { return }
         var carried: [StoredEvent] = []
-        for (_, q) in queues { for e in q.ordered where e.segment == oldest { carried.append(e) } }
+        for (_, q) in queues {
+            for slot in q.slots[q.head...] { if let e = slot, e.segment == oldest { carried.append(e) } }  // sorted below
+        }
         carried.sort { $0.seq < $1.seq }
         for e in carried {
             do {
