@@ -76,6 +76,11 @@ struct SegmentCounts {
 
 /// A FIFO with removal by id in O(1): slots are emptied on ack, the head skips empty slots.
 ///
+/// Empty slots are reclaimed (the live ones moved down and re-indexed) once they outnumber
+/// max(1024, live events), wherever they are: an oldest event that is never acked does not keep
+/// the slots of every event acked behind it. Each compaction moves at most as many events as
+/// slots were emptied since the last one, so it is amortized O(1) per removal.
+///
 /// Events are kept by `seq`. Appending one below the highest `seq` appended so far (replay meets
 /// carried copies after newer events; undone acks and `restore` put old events back) costs O(1)
 /// and marks the queue `disordered`; `normalize()` then sorts it once, however many came out of
@@ -190,8 +195,8 @@ struct AppQueue {
         if slot < head { head = slot }
     }
 
-    /// After `take`s: the head skips the empty slots; the slots before it are dropped once there
-    /// are many.
+    /// After `take`s: the head skips the empty slots, and the slots are compacted once the empty
+    /// ones outnumber max(1024, live events).
     mutating func settle() {
         while head < slots.count && slots[head] == nil { head += 1 }
         if head == slots.count {
@@ -199,10 +204,37 @@ struct AppQueue {
             head = 0
             highestSeq = 0
             disordered = false
-        } else if head > 1024 && head * 2 > slots.count {
-            slots.removeSubrange(0..<head)
-            head = 0
-            for (i, s) in slots.enumerated() { if let s { index(s.id, at: i) } }
+        } else {
+            let live = count
+            if slots.count - live > max(1024, live) { compact() }
+        }
+    }
+
+    /// Moves the live events down over the empty slots (keeping their order) and re-indexes the
+    /// moved ones; gives back most of the array's memory when it is far larger than needed.
+    mutating func compact() {
+        var w = 0
+        for r in head..<slots.count {
+            guard let e = slots[r] else { continue }
+            if w != r {
+                slots[w] = e
+                // Found under its seq when its id is `ev-<seq>` (as `enqueue` makes them): the
+                // entry is moved without reading the id back.
+                if let i = positions.index(forKey: e.seq), positions.values[i] == r {
+                    positions.values[i] = w
+                } else {
+                    index(e.id, at: w)
+                }
+            }
+            w += 1
+        }
+        slots.removeSubrange(w...)
+        head = 0
+        if slots.capacity > 4 * max(1024, w) {
+            var fitted: [StoredEvent?] = []
+            fitted.reserveCapacity(w)
+            fitted.append(contentsOf: slots)
+            slots = fitted
         }
     }
 

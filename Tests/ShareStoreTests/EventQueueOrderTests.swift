@@ -1,6 +1,7 @@
 // The event queues put events back in order without re-sorting per event: copies carried forward
 // by compaction meet newer events at replay, a failed ack puts its events back, a failed commit
-// undoes many acks, `restore` re-creates events in any order.
+// undoes many acks, `restore` re-creates events in any order. And an oldest event that is never
+// acked does not keep the slots of every event acked behind it.
 //
 // The inputs are large enough that a per-event re-sort (O(events x queue)) would take many
 // seconds; nothing here is timed, the tests check order, ids and counts.
@@ -236,5 +237,133 @@ final class EventQueueOrderTests: XCTestCase {
         }
         let reopened = try EventStore(directory: dir)
         XCTAssertEqual(reopened.pending(for: "com.a").map(\.id), ["ev-1"] + ids((10...8008).filter { $0 != 15 }))
+    }
+
+    // MARK: Slots behind a stuck event
+
+    /// 60,000 events queued and acked behind one that is never acked: the slots stay bounded,
+    /// and the stuck event, the order, the ids and the counts stay right.
+    func testSlotsAreReclaimedBehindAnEventThatIsNeverAcked() throws {
+        var q = AppQueue()
+        func event(_ n: UInt64) -> StoredEvent { StoredEvent(id: "ev-\(n)", seq: n, app: "com.a", body: [:], segment: 1) }
+        q.append(canonical: event(1))  // never acked
+        var n: UInt64 = 1
+        var largest = 0
+        var live: [UInt64] = []  // kept a while, acked later
+        var wrong = 0
+        for round in 0..<60 {
+            var batch: [UInt64] = []
+            for _ in 0..<1000 {
+                n += 1
+                q.append(canonical: event(n))
+                batch.append(n)
+            }
+            // Ack all but one of the batch, out of order; ack what an earlier round kept.
+            let keep = batch[round % 1000]
+            for m in batch.reversed() where m != keep { if q.remove("ev-\(m)")?.seq != m { wrong += 1 } }
+            if live.count == 5 {
+                let m = live.removeFirst()
+                XCTAssertEqual(q.remove("ev-\(m)")?.seq, m)
+            }
+            live.append(keep)
+            largest = max(largest, q.slots.count)
+        }
+        XCTAssertEqual(wrong, 0, "each acked event was found and removed")
+        XCTAssertLessThanOrEqual(largest, 1 + 1024 + 1000 + 10, "empty slots are reclaimed behind the stuck head")
+        XCTAssertEqual(q.count, 1 + live.count)
+        XCTAssertEqual(q.first?.id, "ev-1")
+        XCTAssertEqual(q.ordered.map(\.seq), [1] + live)
+        XCTAssertTrue(q.contains("ev-1"))
+        for m in live { XCTAssertEqual(q.position(of: "ev-\(m)").flatMap { q.slots[$0]?.seq }, m) }
+        XCTAssertFalse(q.contains("ev-2"))
+        XCTAssertEqual(q.remove("ev-1")?.seq, 1)
+        XCTAssertEqual(q.first?.seq, live.first)
+    }
+
+    /// Through the store: pending events and the subscribe backlog (`pending(for:)`) behind a
+    /// stuck event, with the queue's slots bounded, and the same after a restart.
+    func testStoreBehindAStuckEventKeepsItsSlotsBounded() throws {
+        var stuck = ""
+        var kept: [String] = []
+        do {
+            let s = try EventStore(directory: dir)
+            stuck = try s.enqueue(app: "com.a", fields: ["kind": "openURL", "url": "a://stuck"]).id
+            try s.commit()
+            for round in 0..<24 {
+                let batch = try (0..<500).map { _ in try s.enqueue(app: "com.a", fields: ["kind": "openURL"]).id }
+                try s.commit()
+                let acked = round % 5 == 0 ? Array(batch.dropLast()) : batch
+                if round % 5 == 0 { kept.append(batch.last!) }
+                XCTAssertEqual(try s.ack(app: "com.a", ids: acked).count, acked.count)
+                try s.commit()
+                XCTAssertLessThanOrEqual(s.queues["com.a"]!.slots.count, 1024 + 500 + 10)
+            }
+            XCTAssertEqual(s.pending(for: "com.a").map(\.id), [stuck] + kept)
+            XCTAssertEqual(s.pendingCount(for: "com.a"), 1 + kept.count)
+            XCTAssertTrue(s.isPending(app: "com.a", id: stuck))
+        }
+        let reopened = try EventStore(directory: dir)
+        XCTAssertEqual(reopened.pending(for: "com.a").map(\.id), [stuck] + kept)
+    }
+
+    /// AppQueue against a plain model under random appends (in and out of order), takes put back,
+    /// removals and sorts: the same events by seq, each found by id, whatever the slots did.
+    func testAppQueueAgreesWithAModel() {
+        var g = SystemRandomNumberGenerator()
+        for _ in 0..<8 {
+            var q = AppQueue()
+            var model: [UInt64: String] = [:]
+            var nextNew: UInt64 = 5000
+            func event(_ n: UInt64, canonical: Bool) -> StoredEvent {
+                StoredEvent(id: canonical ? "ev-\(n)" : "x-\(n)", seq: n, app: "com.a", body: [:], segment: 1)
+            }
+            for _ in 0..<2000 {
+                switch Int.random(in: 0..<20, using: &g) {
+                case 0..<7:  // in order, as enqueue does
+                    nextNew += 1
+                    q.append(canonical: event(nextNew, canonical: true))
+                    model[nextNew] = "ev-\(nextNew)"
+                case 7, 8:  // out of order (a carried copy, an undone ack, a restore)
+                    let n = UInt64.random(in: 0..<5000, using: &g)
+                    if model[n] == nil {
+                        let canonical = n % 7 != 0
+                        q.append(event(n, canonical: canonical))
+                        model[n] = canonical ? "ev-\(n)" : "x-\(n)"
+                    }
+                case 9..<15:  // remove a random live one (or a missing id)
+                    if let (n, id) = model.randomElement(using: &g), Bool.random(using: &g) || model.count > 50 {
+                        XCTAssertEqual(q.remove(id)?.seq, n)
+                        model[n] = nil
+                    } else {
+                        XCTAssertNil(q.remove("ev-999999"))
+                    }
+                case 15, 16:  // remove the oldest (the common ack)
+                    if let n = model.keys.min() {
+                        XCTAssertEqual(q.remove(model[n]!)?.seq, n)
+                        model[n] = nil
+                    }
+                case 17:  // take several, put them back (a failed ack)
+                    let picked = model.values.shuffled(using: &g).prefix(5)
+                    let before = q.ordered
+                    var taken: [(event: StoredEvent, slot: Int)] = []
+                    for id in picked { if let t = q.take(id) { taken.append(t) } }
+                    XCTAssertEqual(taken.count, picked.count)
+                    for t in taken.shuffled(using: &g) { q.putBack(t.event, at: t.slot) }
+                    XCTAssertTrue(zip(q.ordered, before).allSatisfy { $0 === $1 } && q.ordered.count == before.count)
+                case 18:
+                    q.normalize()
+                    XCTAssertFalse(q.disordered)
+                default:
+                    XCTAssertEqual(q.first?.seq, model.keys.min())
+                }
+                XCTAssertEqual(q.count, model.count)
+            }
+            XCTAssertEqual(q.ordered.map(\.seq), model.keys.sorted())
+            XCTAssertEqual(q.ordered.map(\.id), model.keys.sorted().map { model[$0]! })
+            for (n, id) in model { XCTAssertEqual(q.position(of: id).flatMap { q.slots[$0]?.seq }, n) }
+            XCTAssertLessThanOrEqual(q.slots.count - q.count, max(1024, q.count) + 1)
+            q.normalize()
+            XCTAssertEqual(q.slots.compactMap { $0?.seq }, model.keys.sorted())
+        }
     }
 }
