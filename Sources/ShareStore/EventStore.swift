@@ -72,6 +72,24 @@ struct SegmentCounts {
         guard let h = hotKey else { return Array(cold.keys) }
         return Array(cold.keys) + [h]
     }
+
+    /// Drops the counts of the segments up to `last` (deleted).
+    mutating func forget(through last: Int) {
+        for s in keys where s <= last { self[s] = nil }
+    }
+
+    /// The sum over `segments`.
+    func total(_ segments: ArraySlice<Int>) -> Int { segments.reduce(0) { $0 + (self[$1] ?? 0) } }
+
+    /// Taken as live counts: the last of the oldest `sealed` segments that hold nothing live (they
+    /// can go), nil when the oldest holds something.
+    func deadPrefix(of sealed: ArraySlice<Int>) -> Int? {
+        var last: Int? = nil
+        for s in sealed {
+            if (self[s] ?? 0) == 0 { last = s } else { break }
+        }
+        return last
+    }
 }
 
 /// A FIFO with removal by id in O(1): slots are emptied on ack, the head skips empty slots.
@@ -509,9 +527,7 @@ public final class EventStore: TurnParticipant {
     /// all acked go (the acks must be on disk first).
     func afterDurable() {
         if let through = segmentsToDelete {
-            journal.deleteSegments(through: through)
-            for s in Array(liveBySegment.keys) where s <= through { liveBySegment[s] = nil }
-            for s in Array(recordsBySegment.keys) where s <= through { recordsBySegment[s] = nil }
+            forgetSegments(through: through)
             segmentsToDelete = nil
         }
         compactIfUseful()
@@ -580,29 +596,31 @@ public final class EventStore: TurnParticipant {
         }
     }
 
-    /// Drops sealed segments that hold no live event; carries the few live events of the oldest
-    /// sealed segment forward when that lets it go (they are deleted after the next commit).
+    /// Drops sealed segments (oldest first) that hold no live event; while the sealed segments are
+    /// mostly dead, copies the oldest one's live events forward (a chunk per call) and drops it
+    /// once they all are.
     func compactIfUseful() {
         let sealed = journal.segments.dropLast()
         guard let oldest = sealed.first else { return }
-        var deletable: Int? = nil
-        for s in sealed {
-            if (liveBySegment[s] ?? 0) == 0 { deletable = s } else { break }
-        }
-        if let d = deletable {
-            journal.deleteSegments(through: d)
-            for s in Array(liveBySegment.keys) where s <= d { liveBySegment[s] = nil }
-            for s in Array(recordsBySegment.keys) where s <= d { recordsBySegment[s] = nil }
+        if let d = liveBySegment.deadPrefix(of: sealed) {
+            forgetSegments(through: d)
             return
         }
-        // Carry forward when the oldest sealed segment is mostly dead.
-        let live = liveBySegment[oldest] ?? 0
-        // Only when it is mostly dead (live events under 1/8 of its records), so that events of an
-        // app that does not ack are not copied over and over.
-        guard sealed.count >= 2, live > 0, live <= 4096, live * 8 < (recordsBySegment[oldest] ?? 0) else { return }
+        // Copies only while the sealed segments are mostly dead (live events under a quarter of
+        // their records): the oldest one's live events, however many (an app that never acks must
+        // not keep every later segment on disk), at most `carryChunk` per call (the loop writes
+        // them). The journal stays within about four times its live records plus the active
+        // segment; an event pending for long is copied once per three times its size of later records.
+        guard (liveBySegment[oldest] ?? 0) > 0, liveBySegment.total(sealed) * 4 < recordsBySegment.total(sealed) else {
+            return
+        }
         var carried: [StoredEvent] = []
-        for (_, q) in queues {
-            for slot in q.slots[q.head...] { if let e = slot, e.segment == oldest { carried.append(e) } }  // sorted below
+        scan: for (_, q) in queues {
+            for slot in q.slots[q.head...] {
+                guard let e = slot, e.segment == oldest else { continue }
+                carried.append(e)
+                if carried.count == carryChunk { break scan }
+            }
         }
         carried.sort { $0.seq < $1.seq }
         for e in carried {
@@ -629,8 +647,17 @@ public final class EventStore: TurnParticipant {
         }
         liveBySegment[target, default: 0] += carried.count
         recordsBySegment[target, default: 0] += carried.count
-        journal.deleteSegments(through: oldest)
-        liveBySegment[oldest] = nil
-        recordsBySegment[oldest] = nil
+        liveBySegment[oldest, default: 0] -= carried.count
+        if (liveBySegment[oldest] ?? 0) <= 0 { forgetSegments(through: oldest) }
+    }
+
+    /// Most events copied forward by one compaction (tests lower it).
+    var carryChunk = 4096
+
+    /// Deletes the segments up to `last` and forgets their counts.
+    func forgetSegments(through last: Int) {
+        journal.deleteSegments(through: last)
+        liveBySegment.forget(through: last)
+        recordsBySegment.forget(through: last)
     }
 }

@@ -509,11 +509,7 @@ public final class ShareRecordStore: TurnParticipant {
     func compactIfUseful() {
         let sealed = journal.segments.dropLast()
         guard let oldest = sealed.first else { return }
-        var deletable: Int? = nil
-        for s in sealed {
-            if (liveBySegment[s] ?? 0) == 0 { deletable = s } else { break }
-        }
-        if let d = deletable {
+        if let d = liveBySegment.deadPrefix(of: sealed) {
             forgetSegments(through: d)
             return
         }
@@ -523,14 +519,9 @@ public final class ShareRecordStore: TurnParticipant {
         // loop writes them). So the journal stays within about four times its pending records
         // plus the active segment, and a share pending for long is copied once per three times
         // its size of later records.
-        guard (liveBySegment[oldest] ?? 0) > 0 else { return }
-        var live = 0
-        var records = 0
-        for s in sealed {
-            live += liveBySegment[s] ?? 0
-            records += recordsBySegment[s] ?? 0
+        guard (liveBySegment[oldest] ?? 0) > 0, liveBySegment.total(sealed) * 4 < recordsBySegment.total(sealed) else {
+            return
         }
-        guard live * 4 < records else { return }
         var carried: [StoredShare] = []
         for id in order {
             guard let s = shares[id], s.segment == oldest else { continue }
@@ -563,8 +554,8 @@ public final class ShareRecordStore: TurnParticipant {
     func forgetSegments(through last: Int) {
         willDeleteSegments?(last)
         journal.deleteSegments(through: last)
-        for s in liveBySegment.keys where s <= last { liveBySegment[s] = nil }
-        for s in recordsBySegment.keys where s <= last { recordsBySegment[s] = nil }
+        liveBySegment.forget(through: last)
+        recordsBySegment.forget(through: last)
     }
 
     /// Test seam: failures injected into this group's journal.

@@ -130,6 +130,29 @@ final class EventQueueOrderTests: XCTestCase {
         XCTAssertEqual(reopened.pendingCount, kept.count + newer.count)
     }
 
+    /// An app that never acks its (large) backlog does not keep the later, dead segments on disk:
+    /// its events are copied forward in chunks while the sealed segments are mostly dead.
+    func testALongBacklogDoesNotKeepDeadSegments() throws {
+        var backlog: [String] = []
+        do {
+            let s = try EventStore(directory: dir, segmentLimit: 4096)
+            s.carryChunk = 8
+            for _ in 0..<60 { backlog.append(try s.enqueue(app: "com.stuck", fields: ["kind": "openURL", "url": "s://x"]).id) }
+            try s.commit()
+            for _ in 0..<400 {
+                let id = try s.enqueue(app: "com.b", fields: ["kind": "openURL", "url": "https://example.com/b/long/path"]).id
+                try s.commit()
+                _ = try s.ack(app: "com.b", ids: [id])
+                try s.commit()
+            }
+            XCTAssertLessThanOrEqual(segmentFiles().count, 8, "\(segmentFiles())")
+            XCTAssertEqual(s.pending(for: "com.stuck").map(\.id), backlog)
+        }
+        let reopened = try EventStore(directory: dir, segmentLimit: 4096)
+        XCTAssertEqual(reopened.pending(for: "com.stuck").map(\.id), backlog)
+        XCTAssertEqual(reopened.pendingCount, backlog.count)
+    }
+
     // MARK: Failed acks and commits
 
     /// An ack whose record cannot be stored (a full disk) leaves the queue exactly as it was:
