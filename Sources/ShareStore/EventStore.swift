@@ -354,6 +354,7 @@ public final class EventStore: TurnParticipant {
             }
         }
         normalizeQueues()
+        pendingTotal = queues.values.reduce(0) { $0 + $1.count }
         nextSeq = maxSeq + 1
         recoveredNextSequence = nextSeq
         recoveredEvents = pendingCount
@@ -365,7 +366,9 @@ public final class EventStore: TurnParticipant {
     }
 
     /// Events not yet acked, across apps.
-    public var pendingCount: Int { queues.values.reduce(0) { $0 + $1.count } }
+    public var pendingCount: Int { pendingTotal }
+    /// Events not yet acked, kept as they change (no walk over every app's queue per call).
+    var pendingTotal = 0
 
     /// Pending events of `app`, oldest first.
     public func pending(for app: String) -> [StoredEvent] {
@@ -404,6 +407,7 @@ public final class EventStore: TurnParticipant {
         nextSeq += 1
         let event = StoredEvent(id: id, seq: seq, app: app, body: body, segment: journal.activeSegment)
         queues[app, default: AppQueue()].append(canonical: event)
+        pendingTotal += 1
         liveBySegment[event.segment, default: 0] += 1
         recordsBySegment[event.segment, default: 0] += 1
         undo.append(.removeEvent(app: app, id: id))
@@ -476,6 +480,7 @@ public final class EventStore: TurnParticipant {
         }
         q.settle()
         if q.count > 0 { queues[app] = q }
+        pendingTotal -= removed.count
         recordsBySegment[journal.activeSegment, default: 0] += 1
         var unique: [String] = []
         unique.reserveCapacity(removed.count)
@@ -510,6 +515,7 @@ public final class EventStore: TurnParticipant {
         let event = StoredEvent(id: id, seq: seq, app: app, body: body, segment: journal.activeSegment)
         // Out of order (many shares' events re-created at start): sorted once, when next read.
         queues[app, default: AppQueue()].append(event)
+        pendingTotal += 1
         liveBySegment[event.segment, default: 0] += 1
         recordsBySegment[event.segment, default: 0] += 1
         nextSeq = max(nextSeq, seq + 1)
@@ -572,7 +578,10 @@ public final class EventStore: TurnParticipant {
         for u in list.reversed() {
             switch u {
             case .removeEvent(let app, let id):
-                if let e = queues[app]?.remove(id) { liveBySegment[e.segment, default: 0] -= 1 }
+                if let e = queues[app]?.remove(id) {
+                    liveBySegment[e.segment, default: 0] -= 1
+                    pendingTotal -= 1
+                }
                 if queues[app]?.count == 0 { queues[app] = nil }
                 nextSeq = min(nextSeq, AppQueue.number(id) ?? nextSeq)
             case .restoreEvent(let e):
@@ -580,6 +589,7 @@ public final class EventStore: TurnParticipant {
                 // them again); each queue is sorted once below, not once per event.
                 queues[e.app, default: AppQueue()].append(e)
                 liveBySegment[e.segment, default: 0] += 1
+                pendingTotal += 1
                 restored = true
             }
         }

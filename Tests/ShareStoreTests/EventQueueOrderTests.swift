@@ -153,6 +153,31 @@ final class EventQueueOrderTests: XCTestCase {
         XCTAssertEqual(reopened.pendingCount, backlog.count)
     }
 
+    /// `pendingCount` is a running count: it agrees with the queues through enqueues, acks (also
+    /// repeated and unknown ids), rollbacks, restores and reopening.
+    func testThePendingCountFollowsEveryChange() throws {
+        func recount(_ s: EventStore) -> Int { s.appsWithPending.reduce(0) { $0 + s.pending(for: $1).count } }
+        let s = try EventStore(directory: dir)
+        var ids: [String] = []
+        for i in 0..<50 { ids.append(try s.enqueue(app: "com.\(i % 3)", fields: ["kind": "openURL"]).id) }
+        try s.commit()
+        XCTAssertEqual(s.pendingCount, 50)
+        _ = try s.ack(app: "com.0", ids: ids + ["ev-999"])
+        XCTAssertEqual(s.pendingCount, recount(s))
+        s.rollback()  // the acks and nothing else
+        XCTAssertEqual(s.pendingCount, 50)
+        XCTAssertEqual(recount(s), 50)
+        _ = try s.ack(app: "com.1", ids: [ids[1], ids[1], ids[4]])
+        _ = try s.enqueue(app: "com.new", fields: ["kind": "openURL"])
+        try s.restore(app: "com.2", id: "ev-500", seq: 500, body: ["id": "ev-500", "kind": "openURL"])
+        XCTAssertEqual(s.pendingCount, 50 - 2 + 1 + 1)
+        XCTAssertEqual(s.pendingCount, recount(s))
+        try s.commit()
+        let reopened = try EventStore(directory: dir)
+        XCTAssertEqual(reopened.pendingCount, 50)
+        XCTAssertEqual(recount(reopened), 50)
+    }
+
     // MARK: Failed acks and commits
 
     /// An ack whose record cannot be stored (a full disk) leaves the queue exactly as it was:
