@@ -73,6 +73,15 @@ struct SegmentCounts {
         return Array(cold.keys) + [h]
     }
 
+    /// Adds `n` to the count of `segment` (the hot one without a dictionary lookup).
+    @inline(__always) mutating func add(_ n: Int, to segment: Int) {
+        if segment == hotKey {
+            hotValue += n
+        } else {
+            self[segment, default: 0] += n
+        }
+    }
+
     /// Drops the counts of the segments up to `last` (deleted).
     mutating func forget(through last: Int) {
         for s in keys where s <= last { self[s] = nil }

@@ -50,6 +50,8 @@ public struct JournalRecord {
     public var type: UInt8
     /// The segment it was read from.
     public var segment: Int
+    /// Where in the segment it starts.
+    public var offset: Int = 0
     /// The payload bytes.
     public var payload: UnsafeRawBufferPointer
 }
@@ -247,7 +249,7 @@ public final class Journal {
         while pos < buf.count {
             if let len = validRecord(at: pos, in: buf) {
                 let payload = UnsafeRawBufferPointer(rebasing: buf[(pos + Journal.headerSize)..<(pos + Journal.headerSize + len)])
-                visit(JournalRecord(type: buf[pos + 2], segment: segment, payload: payload))
+                visit(JournalRecord(type: buf[pos + 2], segment: segment, offset: pos, payload: payload))
                 report.records += 1
                 pos += Journal.headerSize + len
                 validEnd = pos
@@ -341,6 +343,10 @@ public final class Journal {
 
     /// Where the next appended record starts in the pending batch (for `discardPending(from:)`).
     public var pendingMark: Int { pending.count }
+
+    /// Where in the active segment the next record appended will start (the records before it
+    /// are written or pending; a failed batch takes back the records appended after it too).
+    public var nextRecordOffset: Int { activeSize + pending.count }
 
     /// Drops the records appended since `mark` (taken with `pendingMark` in the same turn).
     public func discardPending(from mark: Int) {

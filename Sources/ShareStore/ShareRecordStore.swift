@@ -31,8 +31,9 @@ public final class StoredShare: @unchecked Sendable, Equatable {
     public let openEvent: JSONObject?
     /// The journal segment holding the share's record (the newest copy, once compaction carried it).
     var segment = 0
-    /// Its place in its group's arrival order (the record's `n`): copies carried forward by
-    /// compaction sit in the journal after younger shares, and replay puts them back by it.
+    /// Its place in its group's arrival order: where its first record lies in the journal
+    /// (`ShareRecordStore.place`). Copies carried forward by compaction sit in the journal after
+    /// younger shares; they carry it (`n`), and replay puts them back by it.
     var n = 0
 
     // A class, not a struct: a share sits in its store's table and in the undo log, and is
@@ -114,8 +115,6 @@ public final class ShareRecordStore: TurnParticipant {
     var shares: [String: StoredShare] = [:]
     /// Counts this store's pending shares along with other stores' (optional).
     let counter: ShareCounter?
-    /// The next share's `n` (one more than the highest stored).
-    var nextN = 1
     /// The ids of the pending shares, oldest first, among ids of shares removed since: removal only
     /// takes the share out of `shares` (O(1); `all` skips the ids it no longer finds), and a
     /// completion that is rolled back finds its id still in place. `compactOrder` drops the
@@ -169,13 +168,11 @@ public final class ShareRecordStore: TurnParticipant {
                     return
                 }
                 s.segment = rec.segment
-                // Records written before `n` existed take the next number, in journal order.
-                if case .number(let text)? = o["n"], let n = Int(text), n >= 0, n < ShareRecordStore.maxN {
+                // A share's place is its record's; a copy's is the original's, carried in `n`.
+                s.n = ShareRecordStore.place(segment: rec.segment, offset: rec.offset)
+                if rec.type == RecordType.carried.rawValue, case .number(let text)? = o["n"], let n = Int(text), n >= 0 {
                     s.n = n
-                } else {
-                    s.n = nextN
                 }
-                nextN = max(nextN, s.n + 1)
                 shares[s.id] = s
                 order.append(s.id)
                 liveBySegment[rec.segment, default: 0] += 1
@@ -203,8 +200,8 @@ public final class ShareRecordStore: TurnParticipant {
         }
     }
 
-    /// Bound on `n` (read back from a record, anything larger is ignored): far from overflow.
-    static let maxN = 1 << 52
+    /// A record's place in its journal, in the order of writing: segment, then offset.
+    static func place(segment: Int, offset: Int) -> Int { segment << 40 | offset }
 
     static func decode(_ o: JSONObject) -> StoredShare? {
         guard let id = o["id"]?.stringValue, let ext = o["extension"]?.stringValue, let app = o["app"]?.stringValue,
@@ -248,7 +245,7 @@ public final class ShareRecordStore: TurnParticipant {
         }
         let share = StoredShare(
             id: id, extensionID: extensionID, app: app, group: group, created: created, items: items, openEvent: openEvent)
-        share.n = min(nextN, ShareRecordStore.maxN - 1)  // (a foreign journal's numbers cannot overflow it)
+        share.n = ShareRecordStore.place(segment: journal.activeSegment, offset: journal.nextRecordOffset)
         let mark = journal.pendingMark
         do {
             try journal.append(type: RecordType.share.rawValue) { out in ShareRecordStore.writeRecord(share, to: &out) }
@@ -258,10 +255,9 @@ public final class ShareRecordStore: TurnParticipant {
         }
         if !files.isEmpty { createdDirs.append(dir) }
         let segment = journal.activeSegment  // (a journal rolls only with nothing pending)
-        nextN = share.n + 1
         share.segment = segment
-        liveBySegment[segment, default: 0] += 1
-        recordsBySegment[segment, default: 0] += 1
+        liveBySegment.add(1, to: segment)
+        recordsBySegment.add(1, to: segment)
         shares[id] = share
         counter?.add(1)
         order.append(id)
@@ -272,8 +268,8 @@ public final class ShareRecordStore: TurnParticipant {
     }
 
     /// A share's record payload: `{"id","extension","app","group","created","items",["openEvent"]}`,
-    /// written directly.
-    static func writeRecord(_ s: StoredShare, to out: inout [UInt8]) {
+    /// written directly; a carried copy adds `"n"`, the original's place.
+    static func writeRecord(_ s: StoredShare, carried: Bool = false, to out: inout [UInt8]) {
         JSONValue.writeString(s.id, after: #"{"id":"#, to: &out)
         JSONValue.writeString(s.extensionID, after: #","extension":"#, to: &out)
         JSONValue.writeString(s.app, after: #","app":"#, to: &out)
@@ -289,8 +285,10 @@ public final class ShareRecordStore: TurnParticipant {
             JSONValue.appendStatic(#","openEvent":"#, to: &out)
             JSONValue.object(openEvent).write(to: &out)
         }
-        JSONValue.appendStatic(#","n":"#, to: &out)
-        JSONValue.writeInteger(s.n, to: &out)
+        if carried {
+            JSONValue.appendStatic(#","n":"#, to: &out)
+            JSONValue.writeInteger(s.n, to: &out)
+        }
         out.append(UInt8(ascii: "}"))
     }
 
@@ -530,7 +528,7 @@ public final class ShareRecordStore: TurnParticipant {
         }
         for s in carried {
             do {
-                try journal.append(type: RecordType.carried.rawValue) { out in ShareRecordStore.writeRecord(s, to: &out) }
+                try journal.append(type: RecordType.carried.rawValue) { out in ShareRecordStore.writeRecord(s, carried: true, to: &out) }
             } catch {
                 journal.discardPending()
                 return
