@@ -615,6 +615,7 @@ public final class Broker {
             list.append((c, held, c.heldRequests))
             c.held = nil
             c.heldRequests = 0
+            c.heldBytes = 0
         }
         heldConnections.removeAll(keepingCapacity: true)
         return list
@@ -624,6 +625,7 @@ public final class Broker {
         let now = list.isEmpty ? 0 : Clock.monotonicNanos()
         for (c, held, requests) in list {
             c.inFlight -= requests
+            if c.eventsWaitForReleases > 0 { c.eventsWaitForReleases = max(0, c.eventsWaitForReleases - requests) }
             guard !c.closed else { continue }
             pacer.released(c, at: now)
             for h in held { c.enqueue { Broker.writeHeld(h, failed: failed, to: &$0) } }
@@ -761,7 +763,7 @@ public final class Broker {
             case .failure(let reply):
                 conn.emit { RPCCodec.writeError(id: reply.id, error: reply.error, to: &$0) }
             case .success(let request):
-                if conn.inFlight >= config.maxRequestsInFlight || conn.pendingOutput > config.effectiveMaxOutputBuffer {
+                if conn.inFlight >= config.maxRequestsInFlight || conn.unreadOutput > config.effectiveMaxOutputBuffer {
                     if let reply = refuseOverQuota(conn, request) { conn.emit { $0.append(contentsOf: reply) } }
                     break
                 }
@@ -787,7 +789,7 @@ public final class Broker {
                 case .failure(let reply):
                     RPCCodec.writeError(id: reply.id, error: reply.error, to: &part)
                 case .success(let request):
-                    if conn.inFlight >= config.maxRequestsInFlight || conn.pendingOutput > config.effectiveMaxOutputBuffer {
+                    if conn.inFlight >= config.maxRequestsInFlight || conn.unreadOutput > config.effectiveMaxOutputBuffer {
                         guard let reply = refuseOverQuota(conn, request) else { continue }
                         part = reply
                         break
@@ -830,7 +832,7 @@ public final class Broker {
                 "Too many requests in flight: this connection already has \(config.maxRequestsInFlight) requests waiting for their replies (the per-connection limit, --max-requests-in-flight); read the replies before sending more. This request was not run")
             : RPCError(
                 .tooManyRequests,
-                "Too many unread replies: \(conn.pendingOutput) bytes of output wait for this connection to read them (over the limit of \(config.effectiveMaxOutputBuffer), --max-output); read them before sending more. This request was not run")
+                "Too many unread replies: \(conn.unreadOutput) bytes of output wait for this connection to read them (over the limit of \(config.effectiveMaxOutputBuffer), --max-output); read them before sending more. This request was not run")
         var reply: [UInt8] = []
         RPCCodec.writeError(id: id, error: error, to: &reply)
         return reply
@@ -923,7 +925,9 @@ public final class Broker {
     func flush(_ conn: Connection) {
         while true {
             // A subscriber's queued events go out as its output drains (the window bounds them).
-            if conn.hasQueuedEvents && conn.pendingOutput < eventWindow && conn.held == nil { refillEvents(conn) }
+            if conn.hasQueuedEvents && conn.pendingOutput < eventWindow && conn.held == nil && conn.eventsWaitForReleases == 0 {
+                refillEvents(conn)
+            }
             guard conn.pendingOutput > 0 else { break }
             let result: IOResult<Int>
             do {
@@ -938,9 +942,12 @@ public final class Broker {
             }
             guard case .done(let n) = result else { break }
             conn.outOffset += n
+            if n > 0 { conn.lastWriteProgress = Clock.monotonicNanos() }
         }
         if conn.pendingOutput == 0 {
             conn.outOffset = 0
+            conn.largestMessage = 0
+            conn.lastWriteProgress = Clock.monotonicNanos()
             if conn.out.capacity > 64 * 1024 { conn.out = [] } else { conn.out.removeAll(keepingCapacity: true) }
             if conn.wantsWrite {
                 conn.wantsWrite = false
@@ -953,7 +960,12 @@ public final class Broker {
         // Past the cap, requests get -32007 (`refuseOverQuota`) instead of more replies; a client
         // that still does not read is dropped once its output passes the cap by more than its
         // largest message (so one large reply still reaches a client that reads it).
-        if conn.pendingOutput > config.effectiveMaxOutputBuffer + conn.largestMessage {
+        // A subscriber whose events wait in its queue, or any client over the cap, that has not
+        // read for `stalledReaderSeconds` is dropped too (a hung app: it can be launched again).
+        let stalled =
+            (conn.hasQueuedEvents || conn.pendingOutput > config.effectiveMaxOutputBuffer)
+            && Clock.monotonicNanos() - conn.lastWriteProgress > UInt64(config.stalledReaderSeconds * 1e9)
+        if conn.pendingOutput > config.effectiveMaxOutputBuffer + conn.largestMessage || stalled {
             droppedSlowClients += 1
             log.log(
                 .warning,

@@ -372,7 +372,8 @@ extension Broker {
                 }
                 w.entitledGeneration = generation
             }
-            if w.conn.pendingOutput > limit {
+            // (A large reply it is reading, e.g. a whole suite, does not count against it.)
+            if w.conn.pendingOutput > limit + w.conn.largestMessage {
                 slow.append(w.conn)
                 return
             }

@@ -154,6 +154,8 @@ extension Broker {
         let backlog = (store?.pending(for: app) ?? []).filter { !fresh.contains($0.id) }
         afterReply.append { [unowned self] in
             guard self.subscribers[app] === conn else { return }
+            // The reply is held behind a reply that waits for a commit: the backlog waits for it.
+            if conn.held != nil { conn.eventsWaitForReleases = conn.inFlight }
             for e in backlog { self.sendEvent(e, to: conn) }
         }
         log.log(.debug, "\(app) subscribed with \(backlog.count + fresh.count) pending events", connection: conn.id)
@@ -188,8 +190,12 @@ extension Broker {
     var eventWindow: Int { min(256 * 1024, config.effectiveMaxOutputBuffer / 2) }
 
     func sendEvent(_ e: StoredEvent, to conn: Connection) {
-        if conn.hasQueuedEvents || conn.pendingOutput >= eventWindow {
+        // (Behind held replies too: they are written first, and the refill waits for them.)
+        if conn.hasQueuedEvents || conn.held != nil || conn.eventsWaitForReleases > 0 || conn.pendingOutput >= eventWindow {
             conn.queuedEvents.append(e)
+            if conn.queuedEvents.count - conn.queuedEventsHead > 2 * (store?.pendingCount(for: e.app) ?? 0) + 1024 {
+                pruneQueuedEvents(conn, app: e.app)
+            }
         } else {
             conn.emit { RPCCodec.writeRequest(id: nil, method: "app.event", params: .object(e.body), to: &$0) }
         }
@@ -210,6 +216,16 @@ extension Broker {
             conn.emit { RPCCodec.writeRequest(id: nil, method: "app.event", params: .object(e.body), to: &$0) }
         }
         if !conn.hasQueuedEvents { Broker.dropQueuedEvents(conn) }
+    }
+
+    /// Forgets queued events acked meanwhile (by another session of the app), so a subscriber
+    /// that does not read holds at most about twice its app's pending events.
+    func pruneQueuedEvents(_ conn: Connection, app: String) {
+        guard let store else { return }
+        var kept: [StoredEvent] = []
+        for e in conn.queuedEvents[conn.queuedEventsHead...] where store.isPending(app: app, id: e.id) { kept.append(e) }
+        conn.queuedEvents = kept
+        conn.queuedEventsHead = 0
     }
 
     static func dropQueuedEvents(_ conn: Connection) {

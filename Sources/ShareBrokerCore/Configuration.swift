@@ -24,6 +24,9 @@ public struct BrokerConfiguration: Sendable {
     /// Size at which a journal (the events, and each group's shares and defaults) starts a new segment
     /// (nil: the journal's default, 16 MiB).
     public var journalSegmentLimit: Int? = nil
+    /// How long a client whose output waits (a subscriber with queued events, or any client over
+    /// `maxOutputBuffer`) may go without reading before it is dropped as a slow client.
+    public var stalledReaderSeconds: Double = 30
     /// Most connections one user id may hold open; further ones are closed at once (with a log line).
     public var maxConnectionsPerUID: Int = 16384
     /// Most pending (unacked) events one app may have; url.open beyond it fails with -32005.

@@ -73,14 +73,22 @@ final class Connection {
     var thinkNanos: UInt64 = .max
     /// The next commit may wait for this connection's next request (`CommitPacer`).
     var expectedBack = false
-    /// The largest message queued on this connection so far (bytes): unread output may exceed the
-    /// cap by this much before the connection is dropped (a big `share.list` to a reader that reads).
+    /// The largest message queued since the output was last empty (bytes): unread output may
+    /// exceed the cap by this much before the connection is dropped (a big `share.list` to a
+    /// reader that reads); forgotten once the output drains.
     var largestMessage = 0
+    /// Bytes of messages held behind a reply that waits for the commit (`held`), not yet in `out`.
+    var heldBytes = 0
+    /// When a write last made progress, or the output was last empty (monotonic ns).
+    var lastWriteProgress: UInt64 = 0
     /// Events for the subscribed app not yet in `out`: written as the app reads (`Broker.eventWindow`),
     /// so a large backlog never piles up as output. References to the store's events, no copies.
     var queuedEvents: [StoredEvent] = []
     /// Index of the next event of `queuedEvents` to write.
     var queuedEventsHead = 0
+    /// Queued events wait until this many more requests' replies are released by commits: a
+    /// subscribe's reply held behind a durable request goes out before its backlog.
+    var eventsWaitForReleases = 0
 
     init(id: UInt64, fd: Int32, peer: PeerCredentials?, maxMessage: Int) {
         self.id = id
@@ -88,7 +96,11 @@ final class Connection {
         self.peer = peer
         self.framer = Framer(maxMessage: maxMessage)
         self.openedAt = Clock.monotonicNanos()
+        self.lastWriteProgress = openedAt
     }
+
+    /// Output waiting for this connection to read it: written to `out` or held for the commit.
+    var unreadOutput: Int { pendingOutput + heldBytes }
 
     /// Unwritten bytes.
     var pendingOutput: Int { out.count - outOffset }
@@ -116,6 +128,7 @@ final class Connection {
         if held != nil {
             var bytes: [UInt8] = []
             build(&bytes)
+            heldBytes += bytes.count
             held!.append(.bytes(bytes))
         } else {
             enqueue(build)

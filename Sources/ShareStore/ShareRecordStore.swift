@@ -159,19 +159,23 @@ public final class ShareRecordStore: TurnParticipant {
             switch RecordType(rawValue: rec.type) {
             case .share?, .carried?:
                 guard let s = ShareRecordStore.decode(o) else { return }
+                s.segment = rec.segment
                 if let known = shares[s.id] {
                     // A copy compaction made before a crash kept the old segment from going: the
-                    // share lives in the newest copy's segment now.
+                    // share lives in its newest copy now (its contents, its segment; its place).
                     liveBySegment[known.segment, default: 0] -= 1
-                    known.segment = rec.segment
                     liveBySegment[rec.segment, default: 0] += 1
+                    s.n = known.n
+                    shares[s.id] = s
                     return
                 }
-                s.segment = rec.segment
-                // A share's place is its record's; a copy's is the original's, carried in `n`.
-                s.n = ShareRecordStore.place(segment: rec.segment, offset: rec.offset)
+                // A share's place is its record's; a copy's is the original's, carried in `n`
+                // (never later than the copy itself: a foreign journal's number cannot put it
+                // after shares written later).
+                let here = ShareRecordStore.place(segment: rec.segment, offset: rec.offset)
+                s.n = here
                 if rec.type == RecordType.carried.rawValue, case .number(let text)? = o["n"], let n = Int(text), n >= 0 {
-                    s.n = n
+                    s.n = min(n, here)
                 }
                 shares[s.id] = s
                 order.append(s.id)
@@ -201,7 +205,8 @@ public final class ShareRecordStore: TurnParticipant {
     }
 
     /// A record's place in its journal, in the order of writing: segment, then offset.
-    static func place(segment: Int, offset: Int) -> Int { segment << 40 | offset }
+    /// (Segments are at most 1 GiB: `sharebroker serve --journal-segment-size`.)
+    static func place(segment: Int, offset: Int) -> Int { segment << 32 | offset }
 
     static func decode(_ o: JSONObject) -> StoredShare? {
         guard let id = o["id"]?.stringValue, let ext = o["extension"]?.stringValue, let app = o["app"]?.stringValue,

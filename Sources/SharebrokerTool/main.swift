@@ -101,7 +101,9 @@ func serve(_ cmd: ParsedCommand) throws -> Int32 {
         config.maxRequestsInFlight = n
     }
     if let n = try cmd.int("journal-segment-size") {
-        guard n >= 4096 else { throw cmd.usageError("option '--journal-segment-size' must be at least 4096 bytes, got \(n)") }
+        guard n >= 4096 && n <= 1 << 30 else {
+            throw cmd.usageError("option '--journal-segment-size' must be between 4096 and 1073741824 bytes (1 GiB), got \(n)")
+        }
         config.journalSegmentLimit = n
     }
     if cmd.flag("no-commit-pacing") { config.commitPacing = false }

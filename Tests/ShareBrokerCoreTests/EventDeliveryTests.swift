@@ -90,6 +90,50 @@ final class EventDeliveryTests: XCTestCase {
         XCTAssertEqual(try observer.call("broker.status")["droppedSlowClients"]?.intValue, 0)
     }
 
+    /// `app.ack` and `app.subscribe` in one write: the subscribe's reply and its backlog wait behind
+    /// the ack's reply (held for its commit), and the backlog still goes out as the app reads
+    /// instead of all at once when the commit releases them.
+    func testABacklogBehindAHeldReplyIsStillStreamed() throws {
+        let h = try makeBroker { $0.maxOutputBuffer = 65536 }
+        defer { h.stop() }
+        try openMany(h, 3000)
+        let a = try RawClient(h.socket)
+        a.send(#"{"jsonrpc":"2.0","id":1,"method":"hello","params":{"role":"app","bundleID":"com.mycompany.myapp"}}"# + "\n")
+        XCTAssertNotNil(a.readJSON()?["result"])
+        a.send(
+            #"{"jsonrpc":"2.0","id":2,"method":"app.ack","params":{"ids":["ev-1"]}}"# + "\n"
+                + #"{"jsonrpc":"2.0","id":3,"method":"app.subscribe"}"# + "\n")
+        XCTAssertEqual(a.readJSON()?["result"]?["acked"]?.intValue, 1)
+        XCTAssertEqual(a.readJSON()?["result"]?["pending"]?.intValue, 2999)
+        var ids: [String] = []
+        while ids.count < 2999, let m = a.readJSON(timeout: 10) { ids.append(m["params"]?["id"]?.stringValue ?? "?") }
+        XCTAssertEqual(ids, (2...3000).map { "ev-\($0)" })
+        XCTAssertEqual(try h.tool().call("broker.status")["droppedSlowClients"]?.intValue, 0)
+    }
+
+    /// A subscriber that stops reading with events waiting is dropped after the stall limit (a hung
+    /// app), so the next subscriber, or a launch, gets them; meanwhile it was not dropped for them.
+    func testASubscriberThatStopsReadingIsDroppedAfterTheStallLimit() throws {
+        let h = try makeBroker {
+            $0.maxOutputBuffer = 65536
+            $0.stalledReaderSeconds = 0.5
+        }
+        defer { h.stop() }
+        try openMany(h, 2000)
+        let hung = try RawClient(h.socket)
+        hung.send(#"{"jsonrpc":"2.0","id":1,"method":"hello","params":{"role":"app","bundleID":"com.mycompany.myapp"}}"# + "\n")
+        XCTAssertNotNil(hung.readJSON()?["result"])
+        hung.send(#"{"jsonrpc":"2.0","id":2,"method":"app.subscribe"}"# + "\n")
+        let tool = try h.tool()
+        XCTAssertEqual(try tool.call("broker.status")["droppedSlowClients"]?.intValue, 0)
+        usleep(700_000)
+        // The next event finds it stalled.
+        _ = try tool.call("url.open", ["url": "deeplinkmyapp://after"])
+        XCTAssertTrue(waitUntil(timeout: 5) { (try? tool.call("broker.status"))?["droppedSlowClients"]?.intValue == 1 })
+        let next = try app(h)
+        XCTAssertEqual(try next.call("app.subscribe")["pending"]?.intValue, 2001)
+    }
+
     /// Events acked while still waiting in a subscriber's queue are not written to it; a new
     /// subscription takes the queue over from scratch.
     func testQueuedEventsAckedMeanwhileAreSkippedAndATakeoverStartsAfresh() throws {

@@ -386,6 +386,29 @@ final class LifecycleTests: XCTestCase {
         XCTAssertEqual(status["result"]?["droppedSlowClients"]?.intValue, 0)
     }
 
+    /// Replies held behind one that waits for its commit count as unread output too: after a
+    /// durable request, a large reply and then another request in the same write, the last one
+    /// gets -32007.
+    func testRepliesHeldForACommitCountTowardsTheOutputCap() throws {
+        let h = BrokerHarness(manifests: ["10-myapp.json": youtubeApp])
+        try h.start { $0.maxOutputBuffer = 65536 }
+        defer { h.stop() }
+        let ext = try h.connect()
+        try ext.hello(role: "extension", bundleID: "com.mycompany.myapp.share")
+        for i in 0..<1500 { _ = try ext.call("share.send", ["items": [["url": .string("https://youtu.be/\(i)")]]]) }
+        let a = try RawClient(h.socket)
+        a.send(#"{"jsonrpc":"2.0","id":1,"method":"hello","params":{"role":"app","bundleID":"com.mycompany.myapp"}}"# + "\n")
+        XCTAssertNotNil(a.readJSON()?["result"])
+        a.send(
+            #"{"jsonrpc":"2.0","id":2,"method":"defaults.set","params":{"group":"group.com.mycompany.myapp","key":"k","value":1}}"# + "\n"
+                + #"{"jsonrpc":"2.0","id":3,"method":"share.list"}"# + "\n" + #"{"jsonrpc":"2.0","id":4,"method":"broker.status"}"# + "\n")
+        XCTAssertNotNil(a.readJSON(timeout: 10)?["result"]?["version"])
+        XCTAssertEqual(a.readJSON(timeout: 10)?["result"]?["shares"]?.arrayValue?.count, 1500)
+        let refused = try XCTUnwrap(a.readJSON())
+        XCTAssertEqual(refused["id"]?.intValue, 4)
+        XCTAssertEqual(refused["error"]?["code"]?.intValue, -32007)
+    }
+
     func testClientThatNeverReadsIsDroppedWhileOthersAreServed() throws {
         let h = BrokerHarness()
         try h.start { $0.maxOutputBuffer = 65536 }

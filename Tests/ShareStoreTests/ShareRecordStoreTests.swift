@@ -1,6 +1,7 @@
 // A group's share records: completion and rollback keep the oldest-first order, the journal's
-// sealed segments go once their shares are completed, and the few pending shares of a mostly dead
-// old segment are carried forward (surviving reopen, also when a crash left the old segment).
+// sealed segments go once their shares are completed, and the pending shares of the oldest segment
+// are carried forward while the sealed ones are mostly dead (surviving reopen, also when a crash
+// left the old segment).
 
 import Foundation
 import ShareProtocol
@@ -108,8 +109,7 @@ final class ShareRecordStoreTests: XCTestCase {
     }
 
     /// A journal naming an id again after its completion (ids are random, so only a hand-edited or
-    /// foreign journal does) replays to one share, and carried copies among them do not crash the
-    /// reordering.
+    /// foreign journal does) replays to one share.
     func testAnIDStoredAgainAfterItsCompletionReplaysOnce() throws {
         do {
             let s = try open()
@@ -123,6 +123,42 @@ final class ShareRecordStoreTests: XCTestCase {
         }
         XCTAssertEqual(try open().all.map(\.id), ["sh-x", "sh-y"])
         XCTAssertEqual(try open().share("sh-x")?.items.first?["url"]?.stringValue, "https://example.com/1")
+    }
+
+    /// Records written by hand: two copies of a share with different contents (the newest counts),
+    /// and a copy claiming a place after everything (it stays where it lies): what replay makes of
+    /// them is what the store keeps, and a share added then comes last, also after reopening.
+    func testForeignCopiesReplayToTheNewestContentsAndTheirOwnPlace() throws {
+        func record(_ id: String, _ url: String, n: Int? = nil) -> [UInt8] {
+            var o: JSONObject = [
+                "id": .string(id), "extension": "com.example.app.share", "app": "com.example.app",
+                "group": "group.com.example", "created": "2026-12-01T12:00:00.000Z", "items": [["url": .string(url)]],
+            ]
+            if let n { o["n"] = .number(String(n)) }
+            var out: [UInt8] = []
+            JSONValue.object(o).write(to: &out)
+            return out
+        }
+        do {
+            let j = try Journal(directory: dir, name: "shares")
+            _ = try j.replay { _ in }
+            for (type, bytes) in [
+                (UInt8(1), record("sh-a", "https://example.com/old")), (3, record("sh-x", "https://example.com/x", n: 1 << 60)),
+                (1, record("sh-y", "https://example.com/y")), (3, record("sh-a", "https://example.com/new", n: 0)),
+            ] {
+                try j.append(type: type) { $0.append(contentsOf: bytes) }
+            }
+            try j.commit()
+        }
+        let s = try open()
+        XCTAssertEqual(s.all.map(\.id), ["sh-a", "sh-x", "sh-y"])
+        XCTAssertEqual(s.share("sh-a")?.items.first?["url"]?.stringValue, "https://example.com/new")
+        try add(s, 9, id: "sh-z")
+        try s.commitTurn()
+        XCTAssertEqual(s.all.map(\.id), ["sh-a", "sh-x", "sh-y", "sh-z"])
+        let reopened = try open()
+        XCTAssertEqual(reopened.all.map(\.id), ["sh-a", "sh-x", "sh-y", "sh-z"])
+        XCTAssertEqual(reopened.share("sh-a")?.items.first?["url"]?.stringValue, "https://example.com/new")
     }
 
     func testSealedSegmentsGoOnceTheirSharesAreCompleted() throws {
