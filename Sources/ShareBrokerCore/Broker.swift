@@ -923,6 +923,7 @@ public final class Broker {
     // MARK: Writing
 
     func flush(_ conn: Connection) {
+        var wrote = false
         while true {
             // A subscriber's queued events go out as its output drains (the window bounds them).
             if conn.hasQueuedEvents && conn.pendingOutput < eventWindow && conn.held == nil && conn.eventsWaitForReleases == 0 {
@@ -942,12 +943,12 @@ public final class Broker {
             }
             guard case .done(let n) = result else { break }
             conn.outOffset += n
-            if n > 0 { conn.lastWriteProgress = Clock.monotonicNanos() }
+            if n > 0 { wrote = true }
         }
         if conn.pendingOutput == 0 {
             conn.outOffset = 0
             conn.largestMessage = 0
-            conn.lastWriteProgress = Clock.monotonicNanos()
+            conn.stalledSince = 0
             if conn.out.capacity > 64 * 1024 { conn.out = [] } else { conn.out.removeAll(keepingCapacity: true) }
             if conn.wantsWrite {
                 conn.wantsWrite = false
@@ -962,9 +963,11 @@ public final class Broker {
         // largest message (so one large reply still reaches a client that reads it).
         // A subscriber whose events wait in its queue, or any client over the cap, that has not
         // read for `stalledReaderSeconds` is dropped too (a hung app: it can be launched again).
+        let now = Clock.monotonicNanos()
+        if wrote || conn.stalledSince == 0 { conn.stalledSince = now }
         let stalled =
             (conn.hasQueuedEvents || conn.pendingOutput > config.effectiveMaxOutputBuffer)
-            && Clock.monotonicNanos() - conn.lastWriteProgress > UInt64(config.stalledReaderSeconds * 1e9)
+            && now - conn.stalledSince > UInt64(config.stalledReaderSeconds * 1e9)
         if conn.pendingOutput > config.effectiveMaxOutputBuffer + conn.largestMessage || stalled {
             droppedSlowClients += 1
             log.log(

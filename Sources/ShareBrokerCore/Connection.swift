@@ -79,8 +79,9 @@ final class Connection {
     var largestMessage = 0
     /// Bytes of messages held behind a reply that waits for the commit (`held`), not yet in `out`.
     var heldBytes = 0
-    /// When a write last made progress, or the output was last empty (monotonic ns).
-    var lastWriteProgress: UInt64 = 0
+    /// Since when the output has waited without a write making progress (monotonic ns; 0 while
+    /// it drains). No clock is read while the output drains at once (the common case).
+    var stalledSince: UInt64 = 0
     /// Events for the subscribed app not yet in `out`: written as the app reads (`Broker.eventWindow`),
     /// so a large backlog never piles up as output. References to the store's events, no copies.
     var queuedEvents: [StoredEvent] = []
@@ -96,7 +97,6 @@ final class Connection {
         self.peer = peer
         self.framer = Framer(maxMessage: maxMessage)
         self.openedAt = Clock.monotonicNanos()
-        self.lastWriteProgress = openedAt
     }
 
     /// Output waiting for this connection to read it: written to `out` or held for the commit.
