@@ -266,12 +266,12 @@ def journal():
     shares = ["1" + share(1), "1" + share(2), "2" + compact({"id": "sh-1"}), "1" + share(3)]
     write("journal", "shares", "S\n" + "\n".join(shares) + "\n")
     write("journal", "shares_corrupt", "SC2\n" + "\n".join(shares) + "\n")
-    # Carried copies (type 3, with `n`: the original's place, segment << 32 | offset): of a live share
+    # Carried copies (type 3, with `n`: the original's place, segment << 40 | offset): of a live share
     # (its original at offset 0 of segment 1) and of an id not seen (placed before sh-4), tiny segments
     # (the commit compacts).
     numbered = lambda i, n: share(i)[:-1] + ',"n":%d}' % n
     carried = ["1" + share(1), "1" + share(2), "1" + share(4), "2" + compact({"id": "sh-2"}),
-               "3" + numbered(1, 1 << 32), "3" + numbered(3, (1 << 32) + 1), "1" + share(5)]
+               "3" + numbered(1, 1 << 40), "3" + numbered(3, (1 << 40) + 1), "1" + share(5)]
     write("journal", "shares_carried_small", "S2L\n" + "\n".join(carried) + "\n")
     write("journal", "raw_segment", b"ER\n" + b"\xa5S\x01\x00\x02\x00\x00\x00\x00\x00\x00\x00{}" + b"\x00" * 8)
     write("journal", "named_segment", "E#000007\n" + "\n".join(events[:2]) + "\n")

@@ -121,6 +121,11 @@ public final class Broker {
     /// When `runTimers` has work (a launched child to look at, a retry due; monotonic ns, .max:
     /// none): the loop does not walk `launches` on every turn.
     var nextTimerDue: UInt64 = .max
+    /// `Configuration.stalledReaderSeconds` in ns (30 s when it is not a usable number).
+    lazy var stallNanos: UInt64 = {
+        let s = config.stalledReaderSeconds
+        return s.isFinite && s >= 0 && s < 1e9 ? UInt64(s * 1e9) : 30_000_000_000
+    }()
     /// Pending shares across every open group store.
     let shareCounter = ShareCounter()
     /// Parsed activation rules by extension bundle ID (rebuilt on reload).
@@ -607,24 +612,27 @@ public final class Broker {
     }
 
     /// Takes the replies held since the last commit began (they wait for the next one).
-    func takeHeld() -> [(Connection, [HeldReply], Int)] {
-        var list: [(Connection, [HeldReply], Int)] = []
+    func takeHeld() -> [(Connection, [HeldReply], Int, Int)] {
+        var list: [(Connection, [HeldReply], Int, Int)] = []
         list.reserveCapacity(heldConnections.count)
         for c in heldConnections {
             guard let held = c.held else { continue }
-            list.append((c, held, c.heldRequests))
+            list.append((c, held, c.heldRequests, c.heldBytes))
             c.held = nil
             c.heldRequests = 0
+            c.ticketBytes += c.heldBytes
             c.heldBytes = 0
+            if c.hasQueuedEvents { markDirty(c) }  // its events may go out again (flush refills)
         }
         heldConnections.removeAll(keepingCapacity: true)
         return list
     }
 
-    func releaseHeld(_ list: [(Connection, [HeldReply], Int)], _ failed: [ObjectIdentifier: StoreError]) {
+    func releaseHeld(_ list: [(Connection, [HeldReply], Int, Int)], _ failed: [ObjectIdentifier: StoreError]) {
         let now = list.isEmpty ? 0 : Clock.monotonicNanos()
-        for (c, held, requests) in list {
+        for (c, held, requests, bytes) in list {
             c.inFlight -= requests
+            c.ticketBytes -= bytes
             if c.eventsWaitForReleases > 0 { c.eventsWaitForReleases = max(0, c.eventsWaitForReleases - requests) }
             guard !c.closed else { continue }
             pacer.released(c, at: now)
@@ -783,13 +791,14 @@ public final class Broker {
         case .batch(let items):
             var parts: [HeldReply] = []
             var waits = false
+            var batchBytes = 0  // this batch's replies so far count towards the output cap too
             for item in items {
                 var part: [UInt8] = []
                 switch item {
                 case .failure(let reply):
                     RPCCodec.writeError(id: reply.id, error: reply.error, to: &part)
                 case .success(let request):
-                    if conn.inFlight >= config.maxRequestsInFlight || conn.unreadOutput > config.effectiveMaxOutputBuffer {
+                    if conn.inFlight >= config.maxRequestsInFlight || conn.unreadOutput + batchBytes > config.effectiveMaxOutputBuffer {
                         guard let reply = refuseOverQuota(conn, request) else { continue }
                         part = reply
                         break
@@ -804,6 +813,7 @@ public final class Broker {
                     case .failure(let error): RPCCodec.writeError(id: request.id!, error: error, to: &part)
                     }
                 }
+                batchBytes += part.count
                 parts.append(.bytes(part))
             }
             if !parts.isEmpty {  // a batch of notifications gets no reply
@@ -851,6 +861,9 @@ public final class Broker {
         if conn.held == nil {
             conn.held = []
             heldConnections.append(conn)
+        }
+        if case .batch(let parts) = reply {
+            for case .bytes(let b) in parts { conn.heldBytes += b.count }
         }
         conn.held!.append(reply)
     }
@@ -967,8 +980,8 @@ public final class Broker {
         if wrote || conn.stalledSince == 0 { conn.stalledSince = now }
         let stalled =
             (conn.hasQueuedEvents || conn.pendingOutput > config.effectiveMaxOutputBuffer)
-            && now - conn.stalledSince > UInt64(config.stalledReaderSeconds * 1e9)
-        if conn.pendingOutput > config.effectiveMaxOutputBuffer + conn.largestMessage || stalled {
+            && now - conn.stalledSince > stallNanos
+        if conn.unreadOutput > config.effectiveMaxOutputBuffer + conn.largestMessage || stalled {
             droppedSlowClients += 1
             log.log(
                 .warning,

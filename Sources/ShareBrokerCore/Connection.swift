@@ -79,6 +79,8 @@ final class Connection {
     var largestMessage = 0
     /// Bytes of messages held behind a reply that waits for the commit (`held`), not yet in `out`.
     var heldBytes = 0
+    /// Bytes of the messages of `held` handed to commits in flight (written at their release).
+    var ticketBytes = 0
     /// Since when the output has waited without a write making progress (monotonic ns; 0 while
     /// it drains). No clock is read while the output drains at once (the common case).
     var stalledSince: UInt64 = 0
@@ -100,7 +102,7 @@ final class Connection {
     }
 
     /// Output waiting for this connection to read it: written to `out` or held for the commit.
-    var unreadOutput: Int { pendingOutput + heldBytes }
+    var unreadOutput: Int { pendingOutput + heldBytes + ticketBytes }
 
     /// Unwritten bytes.
     var pendingOutput: Int { out.count - outOffset }
@@ -177,7 +179,7 @@ final class CommitTicket {
     /// Stores that failed before the commit was handed over (their changes are already undone).
     let failed: [ObjectIdentifier: StoreError]
     /// Replies that wait for it, per connection, with the number of requests they answer.
-    let held: [(Connection, [HeldReply], Int)]
+    let held: [(Connection, [HeldReply], Int, Int)]
     /// Work to run for each store once it is durable (e.g. delivering events).
     let afterCommit: [(ObjectIdentifier, () -> Void)]
     /// Work that undoes, in another store, what a request did when this store fails.
@@ -187,7 +189,7 @@ final class CommitTicket {
 
     init(
         id: UInt64, stores: [(TurnParticipant, SyncJob?)], failed: [ObjectIdentifier: StoreError],
-        held: [(Connection, [HeldReply], Int)], afterCommit: [(ObjectIdentifier, () -> Void)],
+        held: [(Connection, [HeldReply], Int, Int)], afterCommit: [(ObjectIdentifier, () -> Void)],
         compensations: [(ObjectIdentifier, () -> Void)], events: [StoredEvent]
     ) {
         self.id = id

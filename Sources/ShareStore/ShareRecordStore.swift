@@ -205,8 +205,9 @@ public final class ShareRecordStore: TurnParticipant {
     }
 
     /// A record's place in its journal, in the order of writing: segment, then offset.
-    /// (Segments are at most 1 GiB: `sharebroker serve --journal-segment-size`.)
-    static func place(segment: Int, offset: Int) -> Int { segment << 32 | offset }
+    /// (Offsets below 2^40: a segment grows past its limit only by what arrives while it is
+    /// written, and rolls at most at 1 GiB.)
+    static func place(segment: Int, offset: Int) -> Int { segment << 40 | offset }
 
     static func decode(_ o: JSONObject) -> StoredShare? {
         guard let id = o["id"]?.stringValue, let ext = o["extension"]?.stringValue, let app = o["app"]?.stringValue,

@@ -409,6 +409,25 @@ final class LifecycleTests: XCTestCase {
         XCTAssertEqual(refused["error"]?["code"]?.intValue, -32007)
     }
 
+    /// In one JSON-RPC batch, the replies of the earlier members count towards the output cap:
+    /// once they pass it, the later members get -32007 instead of running.
+    func testABatchsOwnRepliesCountTowardsTheOutputCap() throws {
+        let h = BrokerHarness(manifests: ["10-myapp.json": youtubeApp])
+        try h.start { $0.maxOutputBuffer = 65536 }
+        defer { h.stop() }
+        let ext = try h.connect()
+        try ext.hello(role: "extension", bundleID: "com.mycompany.myapp.share")
+        for i in 0..<1500 { _ = try ext.call("share.send", ["items": [["url": .string("https://youtu.be/\(i)")]]]) }
+        let a = try RawClient(h.socket)
+        a.send(#"{"jsonrpc":"2.0","id":1,"method":"hello","params":{"role":"app","bundleID":"com.mycompany.myapp"}}"# + "\n")
+        XCTAssertNotNil(a.readJSON()?["result"])
+        a.send("[" + (2...4).map { #"{"jsonrpc":"2.0","id":\#($0),"method":"share.list"}"# }.joined(separator: ",") + "]\n")
+        let replies = try XCTUnwrap(a.readJSON(timeout: 10)?.arrayValue)
+        XCTAssertEqual(replies.count, 3)
+        XCTAssertEqual(replies.first?["result"]?["shares"]?.arrayValue?.count, 1500)
+        XCTAssertEqual(replies.dropFirst().map { $0["error"]?["code"]?.intValue }, [-32007, -32007])
+    }
+
     func testClientThatNeverReadsIsDroppedWhileOthersAreServed() throws {
         let h = BrokerHarness()
         try h.start { $0.maxOutputBuffer = 65536 }
