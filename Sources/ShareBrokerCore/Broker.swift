@@ -126,6 +126,10 @@ public final class Broker {
         let s = config.stalledReaderSeconds
         return s.isFinite && s >= 0 && s < 1e9 ? UInt64(s * 1e9) : 30_000_000_000
     }()
+    /// Connections whose output waits and that are dropped if they do not read within
+    /// `stallNanos` (subscribers with queued events, clients over the cap): looked at by
+    /// `runTimers`, so a hung app is dropped even when nothing more is written to it.
+    var stallWatch: [UInt64: Connection] = [:]
     /// Pending shares across every open group store.
     let shareCounter = ShareCounter()
     /// Parsed activation rules by extension bundle ID (rebuilt on reload).
@@ -962,6 +966,10 @@ public final class Broker {
             conn.outOffset = 0
             conn.largestMessage = 0
             conn.stalledSince = 0
+            if conn.inStallWatch {
+                conn.inStallWatch = false
+                stallWatch[conn.id] = nil
+            }
             if conn.out.capacity > 64 * 1024 { conn.out = [] } else { conn.out.removeAll(keepingCapacity: true) }
             if conn.wantsWrite {
                 conn.wantsWrite = false
@@ -978,18 +986,16 @@ public final class Broker {
         // read for `stalledReaderSeconds` is dropped too (a hung app: it can be launched again).
         let now = Clock.monotonicNanos()
         if wrote || conn.stalledSince == 0 { conn.stalledSince = now }
-        let stalled =
-            (conn.hasQueuedEvents || conn.pendingOutput > config.effectiveMaxOutputBuffer)
-            && now - conn.stalledSince > stallNanos
-        if conn.unreadOutput > config.effectiveMaxOutputBuffer + conn.largestMessage || stalled {
-            droppedSlowClients += 1
-            log.log(
-                .warning,
-                "dropping slow client \(conn.identity): \(conn.pendingOutput) bytes of output not read (limit \(config.effectiveMaxOutputBuffer))",
-                connection: conn.id)
-            closeNow(conn, reason: "output buffer over limit")
+        let watched = conn.hasQueuedEvents || conn.pendingOutput > config.effectiveMaxOutputBuffer
+        if conn.unreadOutput > config.effectiveMaxOutputBuffer + conn.largestMessage || (watched && now - conn.stalledSince > stallNanos) {
+            dropSlowClient(conn)
             return
         }
+        if watched && !conn.inStallWatch {
+            conn.inStallWatch = true
+            stallWatch[conn.id] = conn
+        }
+        if watched { nextTimerDue = min(nextTimerDue, conn.stalledSince + stallNanos) }
         if conn.outOffset > 1 << 20 && conn.outOffset * 2 > conn.out.count {
             conn.out.removeSubrange(0..<conn.outOffset)
             conn.outOffset = 0
@@ -997,6 +1003,27 @@ public final class Broker {
         if !conn.wantsWrite {
             conn.wantsWrite = true
             updateInterest(conn)
+        }
+    }
+
+    /// Drops a client that does not read its output (counted, logged); a subscriber's app is
+    /// launched again if its events wait and it has a launch command (a hung app's replacement).
+    func dropSlowClient(_ conn: Connection) {
+        droppedSlowClients += 1
+        log.log(
+            .warning,
+            "dropping slow client \(conn.identity): \(conn.unreadOutput) bytes of output not read (limit \(config.effectiveMaxOutputBuffer))"
+                + (conn.hasQueuedEvents ? ", \(conn.queuedEvents.count - conn.queuedEventsHead) events waiting" : ""),
+            connection: conn.id)
+        let app = conn.subscribedApp.flatMap { subscribers[$0] === conn ? $0 : nil }
+        closeNow(conn, reason: "output buffer over limit")
+        if let app, (store?.pendingCount(for: app) ?? 0) > 0 { launchIfNeeded(app) }
+    }
+
+    /// Drops the watched connections that have not read for the stall limit (`runTimers`).
+    func checkStalledReaders(now: UInt64) {
+        for (_, conn) in stallWatch where !conn.closed && conn.stalledSince != 0 && now - conn.stalledSince > stallNanos {
+            dropSlowClient(conn)
         }
     }
 
@@ -1041,6 +1068,10 @@ public final class Broker {
         }
         subscriberGone(conn)
         defaultsConnectionClosed(conn)
+        if conn.inStallWatch {
+            conn.inStallWatch = false
+            stallWatch[conn.id] = nil
+        }
     }
 
     // MARK: Signals and shutdown

@@ -331,8 +331,10 @@ extension Broker {
                 if l.pid != nil { next = min(next, at + Broker.reapInterval) }
                 if let r = l.retryAt { next = min(next, r) }
             }
+            for (_, c) in stallWatch where c.stalledSince != 0 { next = min(next, c.stalledSince + stallNanos) }
             nextTimerDue = next
         }
+        if !stallWatch.isEmpty { checkStalledReaders(now: now) }
         for (app, var l) in launches {
             if let pid = l.pid {
                 var status: Int32 = 0

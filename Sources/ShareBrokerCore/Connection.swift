@@ -84,6 +84,8 @@ final class Connection {
     /// Since when the output has waited without a write making progress (monotonic ns; 0 while
     /// it drains). No clock is read while the output drains at once (the common case).
     var stalledSince: UInt64 = 0
+    /// Listed in `Broker.stallWatch` (its output waits and it may be dropped for not reading).
+    var inStallWatch = false
     /// Events for the subscribed app not yet in `out`: written as the app reads (`Broker.eventWindow`),
     /// so a large backlog never piles up as output. References to the store's events, no copies.
     var queuedEvents: [StoredEvent] = []
