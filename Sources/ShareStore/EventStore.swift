@@ -307,8 +307,8 @@ public final class EventStore: TurnParticipant {
     public let journal: Journal
     var queues: [String: AppQueue] = [:]
     var nextSeq: UInt64 = 1
-    var liveBySegment = SegmentCounts()
-    var recordsBySegment = SegmentCounts()
+    /// Live events and records per journal segment (compaction).
+    var ledger = SegmentLedger()
     var undo: [Undo] = []
     var segmentsToDelete: Int? = nil
     /// What recovery found.
@@ -328,7 +328,7 @@ public final class EventStore: TurnParticipant {
         if let segmentLimit { journal.segmentLimit = segmentLimit }
         var maxSeq: UInt64 = 0
         recovery = try journal.replay { rec in
-            recordsBySegment[rec.segment, default: 0] += 1
+            ledger.records[rec.segment, default: 0] += 1
             guard let value = try? JSONParser.parseBuffer(rec.payload), case .object(let o) = value else {
                 return
             }
@@ -345,12 +345,12 @@ public final class EventStore: TurnParticipant {
                 // order, each queue is sorted once after the replay (not once per copy).
                 queues[app, default: AppQueue()].append(
                     StoredEvent(id: id, seq: seq, app: app, body: body, segment: rec.segment))
-                liveBySegment[rec.segment, default: 0] += 1
+                ledger.live[rec.segment, default: 0] += 1
             case .ack?:
                 guard let app = o["app"]?.stringValue, let ids = o["ids"]?.arrayValue else { return }
                 for idv in ids {
                     if let id = idv.stringValue, let e = queues[app]?.remove(id) {
-                        liveBySegment[e.segment, default: 0] -= 1
+                        ledger.live[e.segment, default: 0] -= 1
                     }
                 }
                 if queues[app]?.count == 0 { queues[app] = nil }
@@ -417,8 +417,8 @@ public final class EventStore: TurnParticipant {
         let event = StoredEvent(id: id, seq: seq, app: app, body: body, segment: journal.activeSegment)
         queues[app, default: AppQueue()].append(canonical: event)
         pendingTotal += 1
-        liveBySegment[event.segment, default: 0] += 1
-        recordsBySegment[event.segment, default: 0] += 1
+        ledger.live[event.segment, default: 0] += 1
+        ledger.records[event.segment, default: 0] += 1
         undo.append(.removeEvent(app: app, id: id))
         turn?.touch(self)
         return event
@@ -490,11 +490,11 @@ public final class EventStore: TurnParticipant {
         q.settle()
         if q.count > 0 { queues[app] = q }
         pendingTotal -= removed.count
-        recordsBySegment[journal.activeSegment, default: 0] += 1
+        ledger.records[journal.activeSegment, default: 0] += 1
         var unique: [String] = []
         unique.reserveCapacity(removed.count)
         for (e, _) in removed {
-            liveBySegment[e.segment, default: 0] -= 1
+            ledger.live[e.segment, default: 0] -= 1
             undo.append(.restoreEvent(e))
             unique.append(e.id)
         }
@@ -525,8 +525,8 @@ public final class EventStore: TurnParticipant {
         // Out of order (many shares' events re-created at start): sorted once, when next read.
         queues[app, default: AppQueue()].append(event)
         pendingTotal += 1
-        liveBySegment[event.segment, default: 0] += 1
-        recordsBySegment[event.segment, default: 0] += 1
+        ledger.live[event.segment, default: 0] += 1
+        ledger.records[event.segment, default: 0] += 1
         nextSeq = max(nextSeq, seq + 1)
         undo.append(.removeEvent(app: app, id: id))
         turn?.touch(self)
@@ -588,7 +588,7 @@ public final class EventStore: TurnParticipant {
             switch u {
             case .removeEvent(let app, let id):
                 if let e = queues[app]?.remove(id) {
-                    liveBySegment[e.segment, default: 0] -= 1
+                    ledger.live[e.segment, default: 0] -= 1
                     pendingTotal -= 1
                 }
                 if queues[app]?.count == 0 { queues[app] = nil }
@@ -597,7 +597,7 @@ public final class EventStore: TurnParticipant {
                 // Acked events go back at the end (found by id at once if a later entry removes
                 // them again); each queue is sorted once below, not once per event.
                 queues[e.app, default: AppQueue()].append(e)
-                liveBySegment[e.segment, default: 0] += 1
+                ledger.live[e.segment, default: 0] += 1
                 pendingTotal += 1
                 restored = true
             }
@@ -619,55 +619,31 @@ public final class EventStore: TurnParticipant {
     /// mostly dead, copies the oldest one's live events forward (a chunk per call) and drops it
     /// once they all are.
     func compactIfUseful() {
-        let sealed = journal.segments.dropLast()
-        guard let oldest = sealed.first else { return }
-        if let d = liveBySegment.deadPrefix(of: sealed) {
-            forgetSegments(through: d)
-            return
-        }
-        // Copies only while the sealed segments are mostly dead (live events under a quarter of
-        // their records): the oldest one's live events, however many (an app that never acks must
-        // not keep every later segment on disk), at most `carryChunk` per call (the loop writes
-        // them). The journal stays within about four times its live records plus the active
-        // segment; an event pending for long is copied once per three times its size of later records.
-        guard (liveBySegment[oldest] ?? 0) > 0, liveBySegment.total(sealed) * 4 < recordsBySegment.total(sealed) else {
-            return
-        }
-        var carried: [StoredEvent] = []
-        scan: for (_, q) in queues {
-            for slot in q.slots[q.head...] {
-                guard let e = slot, e.segment == oldest else { continue }
-                carried.append(e)
-                if carried.count == carryChunk { break scan }
-            }
-        }
-        carried.sort { $0.seq < $1.seq }
-        for e in carried {
-            do {
-                try journal.append(type: RecordType.event.rawValue) { out in
-                    EventStore.writeEventRecord(app: e.app, id: e.id, seq: e.seq, body: e.body, to: &out)
+        switch ledger.nextStep(sealed: journal.segments.dropLast()) {
+        case .none: return
+        case .delete(let through): forgetSegments(through: through)
+        case .carry(let oldest):
+            // At most `carryChunk` per call (the loop writes them), in sequence order.
+            var carried: [StoredEvent] = []
+            scan: for (_, q) in queues {
+                for slot in q.slots[q.head...] {
+                    guard let e = slot, e.segment == oldest else { continue }
+                    carried.append(e)
+                    if carried.count == carryChunk { break scan }
                 }
-            } catch {
-                journal.discardPending()
-                return
             }
+            carried.sort { $0.seq < $1.seq }
+            let written = journal.commitCopies(carried, type: RecordType.event.rawValue) { e, out in
+                EventStore.writeEventRecord(app: e.app, id: e.id, seq: e.seq, body: e.body, to: &out)
+            }
+            guard let target = written else { return }
+            // The copies are durable: re-home them, then the old segment can go.
+            for e in carried {
+                guard let pos = queues[e.app]?.position(of: e.id) else { continue }
+                queues[e.app]?.slots[pos]?.segment = target
+            }
+            if ledger.moved(carried.count, from: oldest, to: target) { forgetSegments(through: oldest) }
         }
-        let target = journal.activeSegment  // commit may roll: the copies land in this segment
-        do {
-            try journal.commit()
-        } catch {
-            // The copies are not durable: the old segment stays (replay dedupes by id).
-            return
-        }
-        // The copies are durable: re-home them, then the old segment can go.
-        for e in carried {
-            guard let pos = queues[e.app]?.position(of: e.id) else { continue }
-            queues[e.app]?.slots[pos]?.segment = target
-        }
-        liveBySegment[target, default: 0] += carried.count
-        recordsBySegment[target, default: 0] += carried.count
-        liveBySegment[oldest, default: 0] -= carried.count
-        if (liveBySegment[oldest] ?? 0) <= 0 { forgetSegments(through: oldest) }
     }
 
     /// Most events copied forward by one compaction (tests lower it).
@@ -676,7 +652,6 @@ public final class EventStore: TurnParticipant {
     /// Deletes the segments up to `last` and forgets their counts.
     func forgetSegments(through last: Int) {
         journal.deleteSegments(through: last)
-        liveBySegment.forget(through: last)
-        recordsBySegment.forget(through: last)
+        ledger.forget(through: last)
     }
 }

@@ -123,8 +123,7 @@ public final class ShareRecordStore: TurnParticipant {
     /// Most shares copied forward by one quiet commit (tests lower it).
     var carryChunk = 4096
     /// Live shares and records per journal segment (compaction deletes segments without live shares).
-    var liveBySegment = SegmentCounts()
-    var recordsBySegment = SegmentCounts()
+    var ledger = SegmentLedger()
     var undo: [Undo] = []
     /// The share `add` stored last in this turn and where its record starts (for `retract`).
     var lastAdded: (id: String, mark: Int, hasFiles: Bool)? = nil
@@ -154,7 +153,7 @@ public final class ShareRecordStore: TurnParticipant {
             throw StoreError("cannot create \(directory)/files", error)
         }
         recovery = try journal.replay { rec in
-            recordsBySegment[rec.segment, default: 0] += 1
+            ledger.records[rec.segment, default: 0] += 1
             guard let value = try? JSONParser.parseBuffer(rec.payload), case .object(let o) = value else { return }
             switch RecordType(rawValue: rec.type) {
             case .share?, .carried?:
@@ -163,8 +162,8 @@ public final class ShareRecordStore: TurnParticipant {
                 if let known = shares[s.id] {
                     // A copy compaction made before a crash kept the old segment from going: the
                     // share lives in its newest copy now (its contents, its segment; its place).
-                    liveBySegment[known.segment, default: 0] -= 1
-                    liveBySegment[rec.segment, default: 0] += 1
+                    ledger.live[known.segment, default: 0] -= 1
+                    ledger.live[rec.segment, default: 0] += 1
                     s.n = known.n
                     shares[s.id] = s
                     return
@@ -179,10 +178,10 @@ public final class ShareRecordStore: TurnParticipant {
                 }
                 shares[s.id] = s
                 order.append(s.id)
-                liveBySegment[rec.segment, default: 0] += 1
+                ledger.live[rec.segment, default: 0] += 1
             case .complete?:
                 if let id = o["id"]?.stringValue, let s = shares.removeValue(forKey: id) {
-                    liveBySegment[s.segment, default: 0] -= 1
+                    ledger.live[s.segment, default: 0] -= 1
                     compactOrder()
                 }
             case nil: return
@@ -262,8 +261,8 @@ public final class ShareRecordStore: TurnParticipant {
         if !files.isEmpty { createdDirs.append(dir) }
         let segment = journal.activeSegment  // (a journal rolls only with nothing pending)
         share.segment = segment
-        liveBySegment.add(1, to: segment)
-        recordsBySegment.add(1, to: segment)
+        ledger.live.add(1, to: segment)
+        ledger.records.add(1, to: segment)
         shares[id] = share
         counter?.add(1)
         order.append(id)
@@ -383,8 +382,8 @@ public final class ShareRecordStore: TurnParticipant {
         }
         shares[id] = nil
         counter?.add(-1)
-        liveBySegment[s.segment, default: 0] -= 1
-        recordsBySegment[journal.activeSegment, default: 0] += 1
+        ledger.live[s.segment, default: 0] -= 1
+        ledger.records[journal.activeSegment, default: 0] += 1
         undo.append(.restoreShare(s))
         restorableCount += 1
         compactOrder()
@@ -397,7 +396,7 @@ public final class ShareRecordStore: TurnParticipant {
     func forget(_ id: String) {
         guard let s = shares.removeValue(forKey: id) else { return }
         counter?.add(-1)
-        liveBySegment[s.segment, default: 0] -= 1
+        ledger.live[s.segment, default: 0] -= 1
         if order.last == id { order.removeLast() }  // (otherwise it stays behind as a removed id)
     }
 
@@ -456,7 +455,7 @@ public final class ShareRecordStore: TurnParticipant {
                 // Its id is still in `order`, in its place (compactOrder keeps restorable ids).
                 shares[s.id] = s
                 counter?.add(1)
-                liveBySegment[s.segment, default: 0] += 1
+                ledger.live[s.segment, default: 0] += 1
             }
         }
     }
@@ -511,46 +510,25 @@ public final class ShareRecordStore: TurnParticipant {
     /// Called only when nothing is pending and every completion is durable, so a deleted segment's
     /// shares can never come back through a rollback.
     func compactIfUseful() {
-        let sealed = journal.segments.dropLast()
-        guard let oldest = sealed.first else { return }
-        if let d = liveBySegment.deadPrefix(of: sealed) {
-            forgetSegments(through: d)
-            return
-        }
-        // Copies only while the sealed segments are mostly dead (pending shares under a quarter of
-        // their records): the oldest one's pending shares, however many (one app's old backlog
-        // must not keep every later segment on disk), at most `carryChunk` per quiet commit (the
-        // loop writes them). So the journal stays within about four times its pending records
-        // plus the active segment, and a share pending for long is copied once per three times
-        // its size of later records.
-        guard (liveBySegment[oldest] ?? 0) > 0, liveBySegment.total(sealed) * 4 < recordsBySegment.total(sealed) else {
-            return
-        }
-        var carried: [StoredShare] = []
-        for id in order {
-            guard let s = shares[id], s.segment == oldest else { continue }
-            carried.append(s)
-            if carried.count == carryChunk { break }
-        }
-        for s in carried {
-            do {
-                try journal.append(type: RecordType.carried.rawValue) { out in ShareRecordStore.writeRecord(s, carried: true, to: &out) }
-            } catch {
-                journal.discardPending()
-                return
+        switch ledger.nextStep(sealed: journal.segments.dropLast()) {
+        case .none: return
+        case .delete(let through): forgetSegments(through: through)
+        case .carry(let oldest):
+            // At most `carryChunk` per call (the loop writes them), oldest first.
+            var carried: [StoredShare] = []
+            for id in order {
+                guard let s = shares[id], s.segment == oldest else { continue }
+                carried.append(s)
+                if carried.count == carryChunk { break }
             }
+            let written = journal.commitCopies(carried, type: RecordType.carried.rawValue) { s, out in
+                ShareRecordStore.writeRecord(s, carried: true, to: &out)
+            }
+            guard let target = written else { return }
+            for s in carried { s.segment = target }
+            if ledger.moved(carried.count, from: oldest, to: target) { forgetSegments(through: oldest) }
         }
-        let target = journal.activeSegment  // (the copies land here; the journal rolls only after)
-        do { try journal.commit() } catch {
-            return  // not durable: the old segment stays (replay keeps the newest copy it finds)
-        }
-        for s in carried { s.segment = target }
-        liveBySegment[target, default: 0] += carried.count
-        recordsBySegment[target, default: 0] += carried.count
-        liveBySegment[oldest, default: 0] -= carried.count
-        if (liveBySegment[oldest] ?? 0) <= 0 { forgetSegments(through: oldest) }
     }
-
 
     /// Test seam: called right before segments up to the number given are deleted.
     var willDeleteSegments: ((Int) -> Void)? = nil
@@ -558,8 +536,7 @@ public final class ShareRecordStore: TurnParticipant {
     func forgetSegments(through last: Int) {
         willDeleteSegments?(last)
         journal.deleteSegments(through: last)
-        liveBySegment.forget(through: last)
-        recordsBySegment.forget(through: last)
+        ledger.forget(through: last)
     }
 
     /// Test seam: failures injected into this group's journal.

@@ -64,6 +64,16 @@ final class EventDeliveryTests: XCTestCase {
         }
     }
 
+    /// A raw app session of com.mycompany.myapp that has sent `app.subscribe` (id 2) and read
+    /// nothing since its hello.
+    func rawSubscriber(_ h: BrokerHarness) throws -> RawClient {
+        let c = try RawClient(h.socket)
+        c.send(#"{"jsonrpc":"2.0","id":1,"method":"hello","params":{"role":"app","bundleID":"com.mycompany.myapp"}}"# + "\n")
+        XCTAssertNotNil(c.readJSON()?["result"])
+        c.send(#"{"jsonrpc":"2.0","id":2,"method":"app.subscribe"}"# + "\n")
+        return c
+    }
+
     /// A backlog far larger than the output cap reaches its app whole and in order (events wait as
     /// references and are written as the app reads), also for an app that reads only later; events
     /// opened meanwhile come after it, and the slow reader is not dropped.
@@ -71,10 +81,7 @@ final class EventDeliveryTests: XCTestCase {
         let h = try makeBroker { $0.maxOutputBuffer = 65536 }
         defer { h.stop() }
         try openMany(h, 4000)
-        let a = try RawClient(h.socket)
-        a.send(#"{"jsonrpc":"2.0","id":1,"method":"hello","params":{"role":"app","bundleID":"com.mycompany.myapp"}}"# + "\n")
-        XCTAssertNotNil(a.readJSON()?["result"])
-        a.send(#"{"jsonrpc":"2.0","id":2,"method":"app.subscribe"}"# + "\n")
+        let a = try rawSubscriber(h)
         // Not read for a while: more events arrive, the broker keeps the connection.
         try openMany(h, 1000, from: 4000)
         let observer = try h.tool()
@@ -121,10 +128,7 @@ final class EventDeliveryTests: XCTestCase {
         }
         defer { h.stop() }
         try openMany(h, 2000)
-        let hung = try RawClient(h.socket)
-        hung.send(#"{"jsonrpc":"2.0","id":1,"method":"hello","params":{"role":"app","bundleID":"com.mycompany.myapp"}}"# + "\n")
-        XCTAssertNotNil(hung.readJSON()?["result"])
-        hung.send(#"{"jsonrpc":"2.0","id":2,"method":"app.subscribe"}"# + "\n")
+        let hung = try rawSubscriber(h)
         let tool = try h.tool()
         XCTAssertEqual(try tool.call("broker.status")["droppedSlowClients"]?.intValue, 0)
         XCTAssertTrue(waitUntil(timeout: 5) { (try? tool.call("broker.status"))?["droppedSlowClients"]?.intValue == 1 })
@@ -139,10 +143,7 @@ final class EventDeliveryTests: XCTestCase {
         let h = try makeBroker { $0.maxOutputBuffer = 65536 }
         defer { h.stop() }
         try openMany(h, 3000)
-        let slow = try RawClient(h.socket)
-        slow.send(#"{"jsonrpc":"2.0","id":1,"method":"hello","params":{"role":"app","bundleID":"com.mycompany.myapp"}}"# + "\n")
-        XCTAssertNotNil(slow.readJSON()?["result"])
-        slow.send(#"{"jsonrpc":"2.0","id":2,"method":"app.subscribe"}"# + "\n")
+        let slow = try rawSubscriber(h)
         // Another session of the app acks the first 2,500 (it may: the ids are the app's).
         let other = try app(h)
         let ids: [JSONValue] = (1...2500).map { .string("ev-\($0)") }

@@ -359,18 +359,25 @@ final class LifecycleTests: XCTestCase {
 
     // MARK: Slow clients and many connections (in-process broker)
 
-    /// A reply larger than the output cap still reaches a client that reads it; a request read while
-    /// more than the cap waits unread gets -32007 instead of another reply (it is not run).
-    func testAReplyLargerThanTheOutputCapReachesAReaderAndFurtherRequestsWait() throws {
+    /// A broker with a 64-KiB output cap and 1,500 pending shares (a `share.list` of ~300 KB), and a
+    /// raw app session of their app.
+    func appWith1500SharesAndA64KiBCap() throws -> (BrokerHarness, RawClient) {
         let h = BrokerHarness(manifests: ["10-myapp.json": youtubeApp])
         try h.start { $0.maxOutputBuffer = 65536 }
-        defer { h.stop() }
         let ext = try h.connect()
         try ext.hello(role: "extension", bundleID: "com.mycompany.myapp.share")
         for i in 0..<1500 { _ = try ext.call("share.send", ["items": [["url": .string("https://youtu.be/\(i)")]]]) }
         let a = try RawClient(h.socket)
         a.send(#"{"jsonrpc":"2.0","id":1,"method":"hello","params":{"role":"app","bundleID":"com.mycompany.myapp"}}"# + "\n")
         XCTAssertNotNil(a.readJSON()?["result"])
+        return (h, a)
+    }
+
+    /// A reply larger than the output cap still reaches a client that reads it; a request read while
+    /// more than the cap waits unread gets -32007 instead of another reply (it is not run).
+    func testAReplyLargerThanTheOutputCapReachesAReaderAndFurtherRequestsWait() throws {
+        let (h, a) = try appWith1500SharesAndA64KiBCap()
+        defer { h.stop() }
         // Both requests in one write: the second is read while the first's ~300 KB wait unread.
         a.send(#"{"jsonrpc":"2.0","id":2,"method":"share.list"}"# + "\n" + #"{"jsonrpc":"2.0","id":3,"method":"broker.status"}"# + "\n")
         let list = try XCTUnwrap(a.readJSON(timeout: 10))
@@ -390,15 +397,8 @@ final class LifecycleTests: XCTestCase {
     /// durable request, a large reply and then another request in the same write, the last one
     /// gets -32007.
     func testRepliesHeldForACommitCountTowardsTheOutputCap() throws {
-        let h = BrokerHarness(manifests: ["10-myapp.json": youtubeApp])
-        try h.start { $0.maxOutputBuffer = 65536 }
+        let (h, a) = try appWith1500SharesAndA64KiBCap()
         defer { h.stop() }
-        let ext = try h.connect()
-        try ext.hello(role: "extension", bundleID: "com.mycompany.myapp.share")
-        for i in 0..<1500 { _ = try ext.call("share.send", ["items": [["url": .string("https://youtu.be/\(i)")]]]) }
-        let a = try RawClient(h.socket)
-        a.send(#"{"jsonrpc":"2.0","id":1,"method":"hello","params":{"role":"app","bundleID":"com.mycompany.myapp"}}"# + "\n")
-        XCTAssertNotNil(a.readJSON()?["result"])
         a.send(
             #"{"jsonrpc":"2.0","id":2,"method":"defaults.set","params":{"group":"group.com.mycompany.myapp","key":"k","value":1}}"# + "\n"
                 + #"{"jsonrpc":"2.0","id":3,"method":"share.list"}"# + "\n" + #"{"jsonrpc":"2.0","id":4,"method":"broker.status"}"# + "\n")
@@ -412,15 +412,8 @@ final class LifecycleTests: XCTestCase {
     /// In one JSON-RPC batch, the replies of the earlier members count towards the output cap:
     /// once they pass it, the later members get -32007 instead of running.
     func testABatchsOwnRepliesCountTowardsTheOutputCap() throws {
-        let h = BrokerHarness(manifests: ["10-myapp.json": youtubeApp])
-        try h.start { $0.maxOutputBuffer = 65536 }
+        let (h, a) = try appWith1500SharesAndA64KiBCap()
         defer { h.stop() }
-        let ext = try h.connect()
-        try ext.hello(role: "extension", bundleID: "com.mycompany.myapp.share")
-        for i in 0..<1500 { _ = try ext.call("share.send", ["items": [["url": .string("https://youtu.be/\(i)")]]]) }
-        let a = try RawClient(h.socket)
-        a.send(#"{"jsonrpc":"2.0","id":1,"method":"hello","params":{"role":"app","bundleID":"com.mycompany.myapp"}}"# + "\n")
-        XCTAssertNotNil(a.readJSON()?["result"])
         a.send("[" + (2...4).map { #"{"jsonrpc":"2.0","id":\#($0),"method":"share.list"}"# }.joined(separator: ",") + "]\n")
         let replies = try XCTUnwrap(a.readJSON(timeout: 10)?.arrayValue)
         XCTAssertEqual(replies.count, 3)
