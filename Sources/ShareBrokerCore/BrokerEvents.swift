@@ -24,6 +24,12 @@ struct LaunchState {
     var retryAt: UInt64? = nil
     /// Launches made.
     var launches = 0
+    /// Whether the app subscribed since the running child was launched.
+    var subscribed = false
+    /// When the running child, which did not subscribe in time, was sent SIGTERM (monotonic ns).
+    var stopSentAt: UInt64? = nil
+    /// Launched children stopped because they did not subscribe within the launch timeout.
+    var timeouts = 0
 }
 
 extension Broker {
@@ -146,6 +152,7 @@ extension Broker {
         if var l = launches[app] {  // the launched app arrived
             l.failures = 0
             l.retryAt = nil
+            l.subscribed = true
             launches[app] = l
         }
         // Events queued this turn are delivered after the commit; the rest now, after the reply.
@@ -251,6 +258,8 @@ extension Broker {
         let pid = spawn(argv, app: app)
         if pid > 0 {
             state.pid = pid
+            state.subscribed = false
+            state.stopSentAt = nil
             state.startedAt = Clock.monotonicNanos()
             nextTimerDue = min(nextTimerDue, state.startedAt + Broker.reapInterval)
             log.log(.info, "launched \(app) (pid \(pid)): \(argv.joined(separator: " "))")
@@ -306,6 +315,35 @@ extension Broker {
         return pid > 0 ? pid : -currentErrno()
     }
 
+    /// The launch watchdog: a child the broker launched that has not subscribed within
+    /// `launchTimeoutSeconds` is sent SIGTERM (its process group: it was started in a session of
+    /// its own), and SIGKILL when it still runs `launchStopGraceSeconds` later; once reaped, its
+    /// exit counts as a launch that failed (logged, retried with backoff while events wait). So a
+    /// launch command that hangs cannot keep its app's events from ever being delivered.
+    func stopIfLaunchTimedOut(_ app: String, pid: Int32, _ l: inout LaunchState, now: UInt64) {
+        guard !l.subscribed, config.launchTimeoutSeconds > 0 else { return }
+        if let sent = l.stopSentAt {
+            guard now - sent >= UInt64(config.launchStopGraceSeconds * 1e9) else { return }
+            log.log(.warning, "\(app) (pid \(pid)) still runs \(config.launchStopGraceSeconds) s after SIGTERM; sending SIGKILL")
+            signalLaunched(pid, SIGKILL)
+            l.stopSentAt = now  // (again after another grace period, should it survive that)
+        } else if now - l.startedAt >= UInt64(config.launchTimeoutSeconds * 1e9) {
+            l.timeouts += 1
+            l.stopSentAt = now
+            log.log(
+                .warning,
+                "\(app) (pid \(pid)) did not subscribe within \(config.launchTimeoutSeconds) s of its launch; stopping it (SIGTERM)")
+            signalLaunched(pid, SIGTERM)
+        }
+    }
+
+    /// Sends `sig` to a launched child's process group, and to the child itself (should it have
+    /// left the group).
+    private func signalLaunched(_ pid: Int32, _ sig: Int32) {
+        _ = kill(-pid, sig)
+        _ = kill(pid, sig)
+    }
+
     /// Size past which a launched app's log is rotated at its next launch (STATE/logs/APP.log → .1).
     static let launchLogLimit = 1 << 20
 
@@ -341,6 +379,7 @@ extension Broker {
                 let r = waitpid(pid, &status, WNOHANG)
                 if r == pid || (r < 0 && currentErrno() == ECHILD) {
                     l.pid = nil
+                    l.stopSentAt = nil
                     let subscribed = subscribers[app] != nil
                     let code = (status & 0x7f) == 0 ? "exit status \((status >> 8) & 0xff)" : "signal \(status & 0x7f)"
                     if subscribed {
@@ -353,6 +392,8 @@ extension Broker {
                             "\(app) (pid \(pid)) exited (\(code)) without subscribing; \(store?.pendingCount(for: app) ?? 0) events wait; "
                                 + "retrying in \(Double(backoff(l.failures)) / 1e9) s")
                     }
+                } else if r == 0 {
+                    stopIfLaunchTimedOut(app, pid: pid, &l, now: now)
                 }
             }
             if l.pid == nil, let r = l.retryAt, r <= now {

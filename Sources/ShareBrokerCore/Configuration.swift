@@ -50,6 +50,12 @@ public struct BrokerConfiguration: Sendable {
     public var maxFilesPerShare: Int = 64
     /// First retry delay of a failed launch, in seconds; doubles per failure up to 60 s.
     public var launchRetryBase: Double = 5.0
+    /// How long a child launched on demand may run without subscribing before it is stopped
+    /// (SIGTERM, then SIGKILL after `launchStopGraceSeconds`) and its launch counted as failed;
+    /// 0: never stopped. iOS's launch watchdog is of the same order (about 20 s).
+    public var launchTimeoutSeconds: Double = 30
+    /// Time between SIGTERM and SIGKILL for a launched child that did not subscribe in time.
+    public var launchStopGraceSeconds: Double = 5
     /// Test seam: injects failures into the event journal (see `JournalFaultPoint`).
     public var storeFaults: (@Sendable (JournalFaultPoint) -> Int32?)? = nil
 

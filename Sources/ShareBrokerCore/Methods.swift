@@ -252,7 +252,7 @@ extension Broker {
         for (app, l) in launches.sorted(by: { $0.key < $1.key }) {
             o[app] = [
                 "launches": .int(l.launches), "failures": .int(l.failures), "running": .bool(l.pid != nil),
-                "retryScheduled": .bool(l.retryAt != nil),
+                "retryScheduled": .bool(l.retryAt != nil), "timeouts": .int(l.timeouts),
             ]
         }
         return .object(o)

@@ -261,7 +261,7 @@ let openRPCDocumentText = ####"""
             },
             "launches": {
               "type": "object",
-              "description": "Per app with a launch command that was used: launches, failures, running, retryScheduled.",
+              "description": "Per app with a launch command that was used: launches, failures, running, retryScheduled, timeouts (launched processes stopped for not subscribing within the launch timeout).",
               "additionalProperties": {
                 "type": "object",
                 "properties": {
@@ -276,6 +276,9 @@ let openRPCDocumentText = ####"""
                   },
                   "retryScheduled": {
                     "type": "boolean"
+                  },
+                  "timeouts": {
+                    "type": "integer"
                   }
                 }
               }

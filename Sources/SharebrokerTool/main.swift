@@ -48,6 +48,10 @@ let root = CommandSpec(
                     "journal-segment-size", valueName: "bytes",
                     help: "Size at which a journal starts a new segment file (smaller: old records go sooner, more files).",
                     default: "16777216"),
+                .option(
+                    "launch-timeout", valueName: "seconds",
+                    help: "How long an app launched on demand may run without subscribing before it is stopped (SIGTERM, then SIGKILL 5 s later) and relaunched with backoff; 0: never stopped.",
+                    default: "30"),
                 .flag(
                     "no-commit-pacing",
                     help: "Start each group commit as soon as the previous one is durable, without waiting for the clients it just answered."),
@@ -105,6 +109,12 @@ func serve(_ cmd: ParsedCommand) throws -> Int32 {
             throw cmd.usageError("option '--journal-segment-size' must be between 4096 and 1073741824 bytes (1 GiB), got \(n)")
         }
         config.journalSegmentLimit = n
+    }
+    if let t = try cmd.double("launch-timeout") {
+        guard t >= 0 && t <= 86_400 else {
+            throw cmd.usageError("option '--launch-timeout' must be between 0 and 86400 seconds, got \(t)")
+        }
+        config.launchTimeoutSeconds = t
     }
     if cmd.flag("no-commit-pacing") { config.commitPacing = false }
     if let name = cmd.value("log-level") {

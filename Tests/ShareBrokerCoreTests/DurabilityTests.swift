@@ -151,6 +151,69 @@ final class DurabilityTests: XCTestCase {
         }
     }
 
+    /// An in-process broker with one app, `com.mycompany.myapp` (scheme deeplinkmyapp), launched by `launch`.
+    private func launchHarness(_ launch: [String]) -> BrokerHarness {
+        BrokerHarness(manifests: [
+            "myapp.json": JSONValue.object([
+                "bundleID": "com.mycompany.myapp", "urlSchemes": ["deeplinkmyapp"], "launch": .array(launch.map { .string($0) }),
+            ]).compactText
+        ])
+    }
+
+    /// The pids a launch script wrote to `file`, one per line.
+    private func launchedPIDs(_ file: String) -> [Int32] {
+        ((try? String(contentsOfFile: file, encoding: .utf8)) ?? "").split(separator: "\n").compactMap { Int32($0) }
+    }
+
+    func testLaunchedAppThatNeverSubscribesIsStoppedAndLaunchedAgain() throws {
+        let dir = TempDir()
+        let pidFile = dir.path + "/pids"
+        // Ignores SIGTERM (inherited through exec), so only the SIGKILL after the grace period stops it.
+        let h = launchHarness(["/bin/sh", "-c", "echo $$ >> \(pidFile); trap '' TERM; exec sleep 60"])
+        try h.start {
+            $0.launchTimeoutSeconds = 0.4
+            $0.launchStopGraceSeconds = 0.4
+            $0.launchRetryBase = 0.2
+        }
+        defer { for pid in launchedPIDs(pidFile) { kill(pid, SIGKILL) } }
+        let tool = try h.tool()
+        XCTAssertEqual(try tool.call("url.open", ["url": "deeplinkmyapp://hung"])["queued"], true)
+        XCTAssertTrue(
+            waitUntil(timeout: 20) {
+                ((try? tool.call("broker.status"))?["launches"]?["com.mycompany.myapp"]?["timeouts"]?.intValue ?? 0) >= 2
+                    && self.launchedPIDs(pidFile).count >= 2
+            }, "stopped and launched again: \((try? tool.call("broker.status"))?.compactText ?? "")")
+        let first = try XCTUnwrap(launchedPIDs(pidFile).first)
+        errno = 0
+        XCTAssertEqual(kill(first, 0), -1, "the first launched process (pid \(first)) was killed and reaped")
+        XCTAssertEqual(errno, ESRCH)
+        let status = try tool.call("broker.status")
+        let launch = status["launches"]?["com.mycompany.myapp"]
+        XCTAssertGreaterThanOrEqual(launch?["failures"]?.intValue ?? 0, 1, status.compactText)
+        XCTAssertEqual(status["pendingEvents"]?.intValue, 1, "the event still waits for its app")
+        h.stop()
+    }
+
+    func testLaunchedAppThatSubscribedIsNotStopped() throws {
+        let dir = TempDir()
+        let pidFile = dir.path + "/pids"
+        let h = launchHarness(["/bin/sh", "-c", "echo $$ >> \(pidFile); exec \"\(Products.shareclient)\" listen --ack --timeout 30"])
+        try h.start { $0.launchTimeoutSeconds = 0.5 }
+        defer { for pid in launchedPIDs(pidFile) { kill(pid, SIGKILL) } }
+        let tool = try h.tool()
+        _ = try tool.call("url.open", ["url": "deeplinkmyapp://fine"])
+        XCTAssertTrue(
+            waitUntil(timeout: 15) { (try? tool.call("broker.status"))?["pendingEvents"]?.intValue == 0 }, "the launched app acked")
+        usleep(1_500_000)  // three launch timeouts
+        let launch = try tool.call("broker.status")["launches"]?["com.mycompany.myapp"]
+        XCTAssertEqual(launch?["timeouts"]?.intValue, 0, launch?.compactText ?? "")
+        XCTAssertEqual(launch?["running"], true)
+        XCTAssertEqual(launch?["launches"]?.intValue, 1)
+        XCTAssertEqual(launchedPIDs(pidFile).count, 1)
+        XCTAssertEqual(kill(try XCTUnwrap(launchedPIDs(pidFile).first), 0), 0, "still running")
+        h.stop()
+    }
+
     func testExplainAndCheckAssociationTools() throws {
         let dir = TempDir()
         writeManifests(dir)
