@@ -197,6 +197,9 @@ public final class Journal {
     /// True when records are waiting for `commit()`.
     public var hasPending: Bool { !pending.isEmpty }
 
+    /// Whether this replay copied anything into `quarantine/` (then it is pruned).
+    var quarantinedThisReplay = false
+
     /// The active segment's number (after `replay`).
     public var activeSegment: Int { segments.last ?? 0 }
 
@@ -231,12 +234,35 @@ public final class Journal {
                 }
             }
         }
+        if quarantinedThisReplay { pruneQuarantine() }
         if segments.isEmpty {
             try startSegment(1)
         } else {
             try openActive()
         }
         return report
+    }
+
+    /// Most files kept in `quarantine/`: each recovery that finds damage adds one per damaged
+    /// stretch (a torn tail after every crash mid-write), so the oldest go beyond this many.
+    public static let quarantineKeep = 64
+
+    /// Deletes the oldest files (by modification time) of `quarantine/` beyond `quarantineKeep`.
+    func pruneQuarantine() {
+        let dir = directory + "/quarantine"
+        guard let names = FileIO.listDirectory(dir), names.count > Journal.quarantineKeep else { return }
+        var aged: [(mtime: Int, name: String)] = []
+        for name in names {
+            var st = stat()
+            guard lstat(dir + "/" + name, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else { continue }
+            #if canImport(Darwin)
+                aged.append((st.st_mtimespec.tv_sec * 1_000_000_000 + st.st_mtimespec.tv_nsec, name))
+            #else
+                aged.append((st.st_mtim.tv_sec * 1_000_000_000 + st.st_mtim.tv_nsec, name))
+            #endif
+        }
+        aged.sort { $0.mtime != $1.mtime ? $0.mtime < $1.mtime : $0.name < $1.name }
+        for old in aged.dropLast(Journal.quarantineKeep) { _ = unlink(dir + "/" + old.name) }
     }
 
     /// Scans one segment's bytes; returns the end offset of the last valid record.
@@ -293,6 +319,7 @@ public final class Journal {
         try? DefaultPaths.makeDirectories(dir)
         let file = dir + "/\(name)-\(segment)@\(offset).bad"
         try? FileIO.writeAtomically(file, Array(bytes))
+        quarantinedThisReplay = true
         if counted {
             report.quarantined += 1
             report.notes.append("\(path(of: segment)): \(bytes.count) damaged bytes at offset \(offset) failed their checksum; copied to \(file)")

@@ -283,6 +283,37 @@ final class JournalTests: XCTestCase {
         XCTAssertEqual(quarantine.count, 1)
     }
 
+    func testQuarantineKeepsOnlyTheNewestFiles() throws {
+        // Files left by earlier recoveries (70, oldest first), then a recovery that finds damage.
+        let q = dir + "/quarantine"
+        try FileManager.default.createDirectory(atPath: q, withIntermediateDirectories: true)
+        for i in 0..<70 {
+            let path = q + "/events-\(i)@0.bad"
+            XCTAssertTrue(FileManager.default.createFile(atPath: path, contents: Data([1, 2, 3])))
+            var times = [timespec(tv_sec: 1_000_000 + i, tv_nsec: 0), timespec(tv_sec: 1_000_000 + i, tv_nsec: 0)]
+            XCTAssertEqual(utimensat(AT_FDCWD, path, &times, 0), 0)
+        }
+        do {
+            let s = try EventStore(directory: dir)
+            for i in 0..<3 { _ = try s.enqueue(app: "com.a", fields: ["kind": "openURL", "url": .string("x://\(i)")]) }
+            try s.commit()
+        }
+        let file = dir + "/" + segmentFiles().last!
+        var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: file)))
+        let needle = Array("x://1".utf8)
+        let at = (0..<(bytes.count - needle.count)).first { Array(bytes[$0..<($0 + needle.count)]) == needle }!
+        bytes[at + 4] = UInt8(ascii: "q")
+        try Data(bytes).write(to: URL(fileURLWithPath: file))
+        let s = try EventStore(directory: dir)
+        XCTAssertEqual(s.recovery.quarantined, 1)
+        let kept = Set((try? FileManager.default.contentsOfDirectory(atPath: q)) ?? [])
+        XCTAssertEqual(kept.count, Journal.quarantineKeep)
+        // The new file and the 63 newest old ones stay; the 7 oldest (0...6) went.
+        for i in 0..<7 { XCTAssertFalse(kept.contains("events-\(i)@0.bad"), "events-\(i) is among the oldest") }
+        for i in 7..<70 { XCTAssertTrue(kept.contains("events-\(i)@0.bad"), "events-\(i) is among the newest") }
+        XCTAssertEqual(kept.filter { !(0..<70).map { "events-\($0)@0.bad" }.contains($0) }.count, 1, "the new copy is kept")
+    }
+
     func testSegmentsRollAndAckedOnesAreDeleted() throws {
         let s = try EventStore(directory: dir, segmentLimit: 4096)
         var ids: [String] = []
