@@ -168,7 +168,12 @@ extension Broker {
         let bundleID = try p.optionalString("bundleID")
         let token = try p.optionalString("token")
         if let current = conn.role {
-            if current == role && (role == .tool || conn.bundleID == bundleID) { return helloResult(conn) }
+            if current == role && (role == .tool || conn.bundleID == bundleID) {
+                // The same identity again: answered only with the same credentials (the session
+                // keeps what it has either way).
+                if let bundleID, role != .tool { try checkToken(conn, bundleID, token) }
+                return helloResult(conn)
+            }
             throw RPCError(
                 .unauthorized,
                 "Unauthorized: this session already said hello as \(conn.identity); open a new connection for another identity")
@@ -193,12 +198,7 @@ extension Broker {
                         data: ["role": "extension"])
                 }
             }
-            if case .some(.some(let required)) = registry.requiredToken(for: bundleID) {
-                guard let token, constantTimeEquals(token, required) else {
-                    log.log(.warning, "hello refused for \(bundleID): \(token == nil ? "missing" : "bad") token", connection: conn.id)
-                    throw RPCError(.unauthorized, "Unauthorized: \(token == nil ? "a token is required" : "bad token") for '\(bundleID)'")
-                }
-            }
+            try checkToken(conn, bundleID, token)
             try checkIdentity(conn, bundleID)
             acceptedBundle = bundleID
         }
@@ -207,6 +207,15 @@ extension Broker {
         sessionCounts.adjust(role, by: 1)
         log.log(.debug, "hello: \(conn.identity)", connection: conn.id)
         return helloResult(conn)
+    }
+
+    /// `token` must match the one the bundle's manifest sets, if it sets one (compared in constant time).
+    func checkToken(_ conn: Connection, _ bundleID: String, _ token: String?) throws(RPCError) {
+        guard case .some(.some(let required)) = registry.requiredToken(for: bundleID) else { return }
+        guard let token, constantTimeEquals(token, required) else {
+            log.log(.warning, "hello refused for \(bundleID): \(token == nil ? "missing" : "bad") token", connection: conn.id)
+            throw RPCError(.unauthorized, "Unauthorized: \(token == nil ? "a token is required" : "bad token") for '\(bundleID)'")
+        }
     }
 
     /// The kernel's word on who is calling must match the manifest: by default only the broker's

@@ -92,6 +92,21 @@ final class ConformanceSessionTests: XCTestCase {
         XCTAssertNotNil(try c.call("apps.list")["apps"])
     }
 
+    func testSecondHelloAsTheSameIdentityNeedsTheTokenAgain() throws {
+        let c = try harness.connect()
+        _ = try c.hello(role: "app", bundleID: "com.example.secret", token: "app-secret")
+        expectRPCError(-32001, messageContains: "token") { try c.hello(role: "app", bundleID: "com.example.secret") }
+        expectRPCError(-32001, messageContains: "token") {
+            try c.hello(role: "app", bundleID: "com.example.secret", token: "wrong")
+        }
+        // The session keeps what it had, and the right token is answered as before.
+        XCTAssertNotNil(try c.call("apps.list")["apps"])
+        XCTAssertEqual(try c.hello(role: "app", bundleID: "com.example.secret", token: "app-secret")["bundleID"], "com.example.secret")
+        let e = try harness.connect()
+        _ = try e.hello(role: "extension", bundleID: "com.example.secret.action", token: "ext-secret")
+        expectRPCError(-32001) { try e.hello(role: "extension", bundleID: "com.example.secret.action", token: "app-secret") }
+    }
+
     func testAppWithoutTokenIgnoresAGivenToken() throws {
         let c = try harness.connect()
         let r = try c.hello(role: "app", bundleID: "com.example.open", token: "anything")
