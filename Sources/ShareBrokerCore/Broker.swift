@@ -174,6 +174,13 @@ public final class Broker {
     /// Prepares the state directory, loads manifests and binds the socket.
     /// Throws when another broker answers on the socket path (`alreadyRunning`) or on any setup failure.
     public init(config: BrokerConfiguration) throws(BrokerStartError) {
+        var config = config
+        // Absolute, so that file paths in replies and the socket in a launched app's environment
+        // mean the same from any directory (the socket's only when the absolute path still fits
+        // in sun_path; the kernel resolves a relative one against this process's directory).
+        config.stateDirectory = FileIO.absolutePath(config.stateDirectory)
+        let socket = FileIO.absolutePath(config.socketPath)
+        if socket.utf8.count <= UnixSocket.maxPathLength { config.socketPath = socket }
         self.config = config
         self.log = Logger(level: config.logLevel)
         do {

@@ -30,6 +30,19 @@ public enum FileIO {
         return out
     }
 
+    /// `path` made absolute against the current directory (leading `./` segments dropped);
+    /// unchanged when it is absolute already or the current directory cannot be read.
+    public static func absolutePath(_ path: String) -> String {
+        if path.hasPrefix("/") { return path }
+        var buf = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        guard getcwd(&buf, buf.count) != nil else { return path }
+        var cwd = String(decoding: buf.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        if !cwd.hasSuffix("/") { cwd += "/" }
+        var rest = Substring(path)
+        while rest.hasPrefix("./") { rest = rest.dropFirst(2).drop { $0 == "/" } }
+        return rest.isEmpty || rest == "." ? String(cwd.dropLast(cwd.count > 1 ? 1 : 0)) : cwd + rest
+    }
+
     /// Names in a directory (without `.` and `..`), sorted; nil when it cannot be opened.
     public static func listDirectory(_ path: String) -> [String]? {
         guard let dir = opendir(path) else { return nil }

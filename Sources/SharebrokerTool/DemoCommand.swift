@@ -11,6 +11,7 @@ import Foundation
 import ShareClient
 import ShareCommandLine
 import ShareProtocol
+import ShareSystem
 
 /// The `demo` subcommand's description.
 let demoCommandSpec = CommandSpec(
@@ -198,10 +199,7 @@ final class DemoPeer {
 // MARK: - Paths
 
 enum DemoPaths {
-    static func absolute(_ p: String) -> String {
-        if p.hasPrefix("/") { return p }
-        return FileManager.default.currentDirectoryPath + "/" + p
-    }
+    static func absolute(_ p: String) -> String { FileIO.absolutePath(p) }
 
     /// This executable's absolute path (what the demo runs as `serve`, and what the app's `launch` names).
     static func executable() -> String {

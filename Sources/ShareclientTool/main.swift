@@ -142,13 +142,6 @@ func socketPath(_ cmd: ParsedCommand) throws -> String {
     return DefaultPaths.socket()
 }
 
-func absolutePath(_ p: String) -> String {
-    if p.hasPrefix("/") { return p }
-    var buf = [CChar](repeating: 0, count: 4096)
-    guard getcwd(&buf, buf.count) != nil else { return p }
-    let bytes = buf.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }
-    return String(decoding: bytes, as: UTF8.self) + "/" + p
-}
 
 func connect(_ cmd: ParsedCommand, hello: Bool = true, defaultRoleWithBundle: String = "app") throws -> Session {
     try checkRole(cmd)  // a usage error before any connection
@@ -312,7 +305,7 @@ func run(_ cmd: ParsedCommand) throws -> Int32 {
         }
         for u in cmd.values("url") { add(["url": .string(u)]) }
         for t in cmd.values("text") { add(["text": .string(t)]) }
-        for f in cmd.values("file") { add(["path": .string(absolutePath(f))]) }
+        for f in cmd.values("file") { add(["path": .string(FileIO.absolutePath(f))]) }
         guard !items.isEmpty else { throw cmd.usageError("give at least one item: --url, --text or --file") }
         if cmd.value("open-url") != nil && cmd.flag("open") {
             throw cmd.usageError("--open and --open-url are alternatives: give one")

@@ -187,7 +187,10 @@ final class BrokerProcess {
     let stderrPath: String
     let stdoutPath: String
 
-    init(socket: String, state: String, extraArgs: [String] = [], env: [String: String] = [:], logDir: String) throws {
+    init(
+        socket: String, state: String, extraArgs: [String] = [], env: [String: String] = [:], logDir: String,
+        cwd: String? = nil
+    ) throws {
         self.socket = socket
         stderrPath = logDir + "/broker-\(UUID().uuidString.prefix(8)).err"
         stdoutPath = stderrPath + ".out"
@@ -198,6 +201,7 @@ final class BrokerProcess {
         var e = ProcessInfo.processInfo.environment
         for (k, v) in env { e[k] = v }
         process.environment = e
+        if let cwd { process.currentDirectoryURL = URL(fileURLWithPath: cwd) }
         process.standardInput = FileHandle.nullDevice
         process.standardError = FileHandle(forWritingAtPath: stderrPath)
         process.standardOutput = FileHandle(forWritingAtPath: stdoutPath)

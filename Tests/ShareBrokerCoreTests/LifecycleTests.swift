@@ -226,6 +226,52 @@ final class LifecycleTests: XCTestCase {
         }
     }
 
+    func testRelativeStateAndSocketPathsAreAnsweredAbsolute() throws {
+        let dir = TempDir()
+        let envFile = dir.path + "/launched-env"
+        dir.write(
+            "state/apps/t.json",
+            JSONValue.object([
+                "bundleID": "com.t.app", "urlSchemes": ["tapp"], "appGroups": ["group.t"],
+                "launch": .array(["/bin/sh", "-c", .string("echo \"$SHAREBROKER_SOCKET\" > \(envFile)")]),
+                "extensions": [
+                    [
+                        "bundleID": "com.t.app.share", "point": "com.apple.share-services", "appGroups": ["group.t"],
+                        "activationRule": "TRUEPREDICATE",
+                    ]
+                ],
+            ]).compactText)
+        dir.write("doc.pdf", "%PDF-1.4 x")
+        // Started from `dir` with relative paths; clients elsewhere use the absolute ones.
+        let broker = try BrokerProcess(socket: "s.sock", state: "./state", logDir: dir.path, cwd: dir.path)
+        defer {
+            broker.signal(SIGTERM)
+            _ = broker.waitExit()
+        }
+        let socket = dir.path + "/s.sock"
+        let real = URL(fileURLWithPath: dir.path).resolvingSymlinksInPath().path  // what getcwd says (macOS: /private/tmp/...)
+        XCTAssertTrue(waitUntil(timeout: 10) { (try? BrokerConnection(socketPath: socket)) != nil }, broker.stderrText)
+        let tool = try BrokerConnection(socketPath: socket)
+        _ = try tool.hello(role: "tool")
+        let status = try tool.call("broker.status")
+        XCTAssertEqual(status["stateDirectory"]?.stringValue, real + "/state")
+        XCTAssertEqual(status["socket"]?.stringValue, real + "/s.sock")
+        let ext = try BrokerConnection(socketPath: socket)
+        _ = try ext.hello(role: "extension", bundleID: "com.t.app.share")
+        let shareID = try XCTUnwrap(ext.call("share.send", ["items": [["path": .string(dir.path + "/doc.pdf")]]])["shareID"]?.stringValue)
+        let app = try BrokerConnection(socketPath: socket)
+        _ = try app.hello(role: "app", bundleID: "com.t.app")
+        let path = try XCTUnwrap(app.call("share.get", ["shareID": .string(shareID)])["items"]?.arrayValue?.first?["path"]?.stringValue)
+        XCTAssertEqual(path, real + "/state/groups/group.t/files/\(shareID)/doc.pdf")
+        XCTAssertEqual(try String(contentsOfFile: path, encoding: .utf8), "%PDF-1.4 x")
+        // An app launched on demand is told the absolute socket path.
+        _ = try tool.call("url.open", ["url": "tapp://x"])
+        XCTAssertTrue(waitUntil(timeout: 10) { FileManager.default.fileExists(atPath: envFile) })
+        XCTAssertTrue(
+            waitUntil(timeout: 5) { (try? String(contentsOfFile: envFile, encoding: .utf8)) == real + "/s.sock\n" },
+            (try? String(contentsOfFile: envFile, encoding: .utf8)) ?? "")
+    }
+
     func testBadOptionsExit64WithMessageOnStderr() throws {
         let cases: [(String, [String], String)] = [
             (Products.sharebroker, ["serve", "--bogus"], "--bogus"),
