@@ -100,6 +100,10 @@ let openRPCDocumentText = ####"""
         {
           "code": -32602,
           "message": "Invalid params: missing role or bundleID"
+        },
+        {
+          "code": -32007,
+          "message": "Too many requests in flight on this connection, or too much of its output unread; not run"
         }
       ],
       "examples": [
@@ -141,13 +145,32 @@ let openRPCDocumentText = ####"""
         "schema": {
           "type": "object"
         }
-      }
+      },
+      "errors": [
+        {
+          "code": -32602,
+          "message": "Invalid params: params given by position (this method takes none; send {} or [] or omit them)"
+        },
+        {
+          "code": -32007,
+          "message": "Too many requests in flight on this connection, or too much of its output unread; not run"
+        }
+      ]
     },
     {
       "name": "broker.status",
       "summary": "Counters and settings of the running broker.",
       "paramStructure": "by-name",
-      "params": [],
+      "params": [
+        {
+          "name": "verbose",
+          "required": false,
+          "description": "true: also list every connection (session, role, bundleID, the kernel's pid/uid/gid, subscription, requests, pendingOutput) under \"clients\"",
+          "schema": {
+            "type": "boolean"
+          }
+        }
+      ],
       "result": {
         "name": "status",
         "schema": {
@@ -302,7 +325,17 @@ let openRPCDocumentText = ####"""
             }
           }
         }
-      }
+      },
+      "errors": [
+        {
+          "code": -32602,
+          "message": "Invalid params: verbose must be a boolean"
+        },
+        {
+          "code": -32007,
+          "message": "Too many requests in flight on this connection, or too much of its output unread; not run"
+        }
+      ]
     },
     {
       "name": "apps.list",
@@ -319,6 +352,14 @@ let openRPCDocumentText = ####"""
         {
           "code": -32001,
           "message": "Unauthorized: call 'hello' first"
+        },
+        {
+          "code": -32602,
+          "message": "Invalid params: params given by position (this method takes none; send {} or [] or omit them)"
+        },
+        {
+          "code": -32007,
+          "message": "Too many requests in flight on this connection, or too much of its output unread; not run"
         }
       ]
     },
@@ -337,6 +378,14 @@ let openRPCDocumentText = ####"""
         {
           "code": -32001,
           "message": "Unauthorized: call 'hello' first"
+        },
+        {
+          "code": -32602,
+          "message": "Invalid params: params given by position (this method takes none; send {} or [] or omit them)"
+        },
+        {
+          "code": -32007,
+          "message": "Too many requests in flight on this connection, or too much of its output unread; not run"
         }
       ]
     },
@@ -425,6 +474,10 @@ let openRPCDocumentText = ####"""
         {
           "code": -32001,
           "message": "Unauthorized: call 'hello' first"
+        },
+        {
+          "code": -32007,
+          "message": "Too many requests in flight on this connection, or too much of its output unread; not run"
         }
       ]
     },
@@ -466,6 +519,14 @@ let openRPCDocumentText = ####"""
         {
           "code": -32602,
           "message": "Invalid params: invalid URL"
+        },
+        {
+          "code": -32001,
+          "message": "Unauthorized: call 'hello' first"
+        },
+        {
+          "code": -32007,
+          "message": "Too many requests in flight on this connection, or too much of its output unread; not run"
         }
       ]
     },
@@ -518,7 +579,21 @@ let openRPCDocumentText = ####"""
             }
           }
         }
-      }
+      },
+      "errors": [
+        {
+          "code": -32602,
+          "message": "Invalid params"
+        },
+        {
+          "code": -32001,
+          "message": "Unauthorized: call 'hello' first"
+        },
+        {
+          "code": -32007,
+          "message": "Too many requests in flight on this connection, or too much of its output unread; not run"
+        }
+      ]
     },
     {
       "name": "app.subscribe",
@@ -544,6 +619,14 @@ let openRPCDocumentText = ####"""
         {
           "code": -32001,
           "message": "Unauthorized: role app only"
+        },
+        {
+          "code": -32602,
+          "message": "Invalid params: params given by position (this method takes none; send {} or [] or omit them)"
+        },
+        {
+          "code": -32007,
+          "message": "Too many requests in flight on this connection, or too much of its output unread; not run"
         }
       ]
     },
@@ -589,6 +672,10 @@ let openRPCDocumentText = ####"""
         {
           "code": -32005,
           "message": "Storage failure"
+        },
+        {
+          "code": -32007,
+          "message": "Too many requests in flight on this connection, or too much of its output unread; not run"
         }
       ]
     },
@@ -650,6 +737,10 @@ let openRPCDocumentText = ####"""
         {
           "code": -32005,
           "message": "Storage failure: nothing was stored"
+        },
+        {
+          "code": -32007,
+          "message": "Too many requests in flight on this connection, or too much of its output unread; not run"
         }
       ]
     },
@@ -723,6 +814,10 @@ let openRPCDocumentText = ####"""
         {
           "code": -32006,
           "message": "Version conflict: ifVersion does not match; data.version is the current version"
+        },
+        {
+          "code": -32007,
+          "message": "Too many requests in flight on this connection, or too much of its output unread; not run"
         }
       ]
     },
@@ -794,6 +889,10 @@ let openRPCDocumentText = ####"""
         {
           "code": -32006,
           "message": "Version conflict: ifVersion does not match; data.version is the current version"
+        },
+        {
+          "code": -32007,
+          "message": "Too many requests in flight on this connection, or too much of its output unread; not run"
         }
       ]
     },
@@ -844,6 +943,10 @@ let openRPCDocumentText = ####"""
         {
           "code": -32005,
           "message": "Storage failure: nothing was stored"
+        },
+        {
+          "code": -32007,
+          "message": "Too many requests in flight on this connection, or too much of its output unread; not run"
         }
       ]
     },
@@ -913,6 +1016,10 @@ let openRPCDocumentText = ####"""
         {
           "code": -32005,
           "message": "Storage failure: nothing was stored"
+        },
+        {
+          "code": -32007,
+          "message": "Too many requests in flight on this connection, or too much of its output unread; not run"
         }
       ]
     },
@@ -971,6 +1078,14 @@ let openRPCDocumentText = ####"""
         {
           "code": -32602,
           "message": "Invalid params: an item is malformed, a path cannot be read"
+        },
+        {
+          "code": -32001,
+          "message": "Unauthorized: call 'hello' first"
+        },
+        {
+          "code": -32007,
+          "message": "Too many requests in flight on this connection, or too much of its output unread; not run"
         }
       ]
     },
@@ -1077,6 +1192,10 @@ let openRPCDocumentText = ####"""
         {
           "code": -32005,
           "message": "Storage failure: nothing was stored"
+        },
+        {
+          "code": -32007,
+          "message": "Too many requests in flight on this connection, or too much of its output unread; not run"
         }
       ]
     },
@@ -1114,6 +1233,14 @@ let openRPCDocumentText = ####"""
         {
           "code": -32001,
           "message": "Unauthorized: not entitled to the group"
+        },
+        {
+          "code": -32602,
+          "message": "Invalid params"
+        },
+        {
+          "code": -32007,
+          "message": "Too many requests in flight on this connection, or too much of its output unread; not run"
         }
       ]
     },
@@ -1144,6 +1271,14 @@ let openRPCDocumentText = ####"""
         {
           "code": -32002,
           "message": "Not found: no pending share"
+        },
+        {
+          "code": -32602,
+          "message": "Invalid params"
+        },
+        {
+          "code": -32007,
+          "message": "Too many requests in flight on this connection, or too much of its output unread; not run"
         }
       ]
     },
@@ -1187,6 +1322,14 @@ let openRPCDocumentText = ####"""
         {
           "code": -32005,
           "message": "Storage failure"
+        },
+        {
+          "code": -32602,
+          "message": "Invalid params"
+        },
+        {
+          "code": -32007,
+          "message": "Too many requests in flight on this connection, or too much of its output unread; not run"
         }
       ]
     }

@@ -186,6 +186,41 @@ final class ConformanceSessionTests: XCTestCase {
         }
     }
 
+    /// Each method's `errors` in the OpenRPC document list every code the method answers to the
+    /// simplest wrong calls: before hello, params as a non-empty array, empty params in each role.
+    func testDiscoverListsTheErrorsEachMethodReallyAnswers() throws {
+        let c = try harness.connect()
+        let doc = try c.call("rpc.discover")
+        var declared: [String: Set<Int>] = [:]
+        for m in doc["methods"]?.arrayValue ?? [] {
+            declared[m["name"]?.stringValue ?? ""] = Set((m["errors"]?.arrayValue ?? []).compactMap { $0["code"]?.intValue })
+        }
+        func code(_ conn: BrokerConnection, _ method: String, _ params: JSONValue) -> Int? {
+            let outcome = Result { () throws(ClientError) -> JSONValue in try conn.call(method, params) }
+            if case .failure(let error) = outcome, case .rpc(let e) = error { return e.code }
+            return nil
+        }
+        let tool = try harness.connect()
+        try tool.hello(role: "tool")
+        let app = try harness.connect()
+        try app.hello(role: "app", bundleID: "com.example.open")
+        let ext = try harness.connect()
+        try ext.hello(role: "extension", bundleID: "com.example.open.share")
+        for m in Broker.servedMethodNames where m != "hello" {
+            var seen: [(String, Int)] = []
+            let fresh = try harness.connect()
+            if let e = code(fresh, m, [:]) { seen.append(("before hello", e)) }
+            for (who, conn) in [("tool", tool), ("app", app), ("extension", ext)] {
+                if let e = code(conn, m, .array([1])) { seen.append(("\(who), params [1]", e)) }
+                if let e = code(conn, m, [:]) { seen.append(("\(who), params {}", e)) }
+            }
+            for (how, e) in seen {
+                XCTAssertTrue(declared[m]?.contains(e) ?? false, "\(m) answers \(e) (\(how)) but its OpenRPC errors list \(declared[m]?.sorted() ?? [])")
+            }
+        }
+        XCTAssertTrue(declared["hello"]?.isSuperset(of: [-32001, -32602]) ?? false)
+    }
+
     // MARK: broker.status
 
     func testStatusFields() throws {
