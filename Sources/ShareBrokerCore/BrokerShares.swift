@@ -198,7 +198,7 @@ extension Broker {
             let a = ShareTyping.fileAttachment(name: name, head: Array(bytes.prefix(4096)), given: givenType)
             let fileName = ShareTyping.uniqueName(ShareTyping.safeFileName(name, type: a.primaryType), used: &usedNames)
             return PreparedItem(
-                stored: ["file": .string(fileName), "name": .string(name ?? fileName), "type": .string(a.primaryType), "size": .int(bytes.count)],
+                stored: ["file": .string(fileName), "name": .string(name.flatMap(ShareTyping.displayName) ?? fileName), "type": .string(a.primaryType), "size": .int(bytes.count)],
                 attachment: a, file: forStoring ? ShareFile(name: fileName, source: .bytes(bytes)) : nil, size: bytes.count)
         default:
             guard case .string(let path)? = o["path"] else { throw .invalidParams("Invalid params: items[\(i)].path must be a string") }

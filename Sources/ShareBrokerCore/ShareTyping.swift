@@ -58,6 +58,13 @@ enum ShareTyping {
         return base
     }
 
+    /// The name a data item is shown under: what the sender gave without any directories in it
+    /// (nil when nothing is left), so `share.get`'s `name` never reads as a path.
+    static func displayName(_ name: String) -> String? {
+        let last = name.split(separator: "/").last.map(String.init) ?? ""
+        return last.isEmpty ? nil : last
+    }
+
     /// `name`, or `name (2).ext`, ... so two items of one share never overwrite each other.
     static func uniqueName(_ name: String, used: inout Set<String>) -> String {
         if used.insert(name.lowercased()).inserted { return name }

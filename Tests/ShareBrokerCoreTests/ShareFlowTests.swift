@@ -329,6 +329,7 @@ final class ShareFlowTests: XCTestCase {
             XCTAssertFalse(p.dropFirst(dir.count).hasPrefix("."), p)
         }
         XCTAssertEqual(items.last?["path"]?.stringValue?.hasSuffix(".pdf"), true, "a nameless file is named from its type")
+        XCTAssertEqual(items.first?["name"], "passwd.pdf", "the name shown carries no directories")
         h.stop()
     }
 
