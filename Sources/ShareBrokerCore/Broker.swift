@@ -196,6 +196,13 @@ public final class Broker {
         scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: Broker.readChunk, alignment: 16)
         methods = Broker.methodTable()
         openFileLimit = ProcessInfoLite.raiseOpenFileLimit()
+        // A live broker on the socket: refuse before touching the state directory (bindSocket
+        // checks again, race-free, once the state is ready).
+        if UnixSocket.isLive(path: config.socketPath) {
+            throw BrokerStartError(
+                "another broker is already running on \(config.socketPath); stop it first or pass --socket PATH",
+                alreadyRunning: true)
+        }
         try prepareStateDirectory()
         try lockStateDirectory()
         openStore()

@@ -81,6 +81,7 @@ final class LifecycleTests: XCTestCase {
         XCTAssertNotEqual(r.status, 0, "a second broker on a live socket must fail")
         XCTAssertTrue(r.err.lowercased().contains("already"), "stderr should say a broker is already running: \(r.err)")
         XCTAssertTrue(r.err.contains(p.socket), "stderr should name the socket: \(r.err)")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: dir.path + "/state2"), "the refused broker left no state directory")
         // The first broker and its socket file are untouched.
         XCTAssertTrue(isSocketFile(p.socket))
         XCTAssertEqual(
