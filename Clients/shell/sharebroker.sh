@@ -57,6 +57,10 @@ sb_transport() {
         echo nc
         return 0
     fi
+    if [ "${SB_TRANSPORT:-}" = nc ]; then
+        echo "sharebroker.sh: SB_TRANSPORT=nc needs nc with -U (OpenBSD netcat, e.g. apt-get install -y netcat-openbsd)" >&2
+        return 69
+    fi
     echo "sharebroker.sh: neither socat nor nc (with -U, e.g. OpenBSD netcat) is installed; install socat (e.g. apt-get install -y socat)" >&2
     return 69
 }

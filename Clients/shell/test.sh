@@ -23,6 +23,11 @@ if [ "$transport" = socat ] && ! command -v socat >/dev/null 2>&1; then
     echo "shell: 0 passed, 1 failed"
     exit 1
 fi
+if [ "$transport" = nc ] && ! { command -v nc >/dev/null 2>&1 && nc -h 2>&1 | grep -q -e '-U'; }; then
+    echo "test.sh: SB_TRANSPORT=nc needs nc with -U (OpenBSD netcat, e.g. apt-get install -y netcat-openbsd)." >&2
+    echo "shell: 0 passed, 1 failed"
+    exit 1
+fi
 if ! command -v "$PY" >/dev/null 2>&1; then
     echo "test.sh: $PY is needed to check the JSON answers (set PYTHON)" >&2
     echo "shell: 0 passed, 1 failed"

@@ -29,9 +29,10 @@ let root = CommandSpec(
         Without --socket it starts a private broker (the sharebroker binary next to this one) on a
         temporary state directory, with the bench app's manifest (STATE/apps/bench.json: bundle
         com.sharebroker.bench, scheme benchapp) written before it starts, and stops it at the end.
-        Scenarios: status, idle, routing, open, recovery, or all (the default), in the order given.
-        routing needs no broker; recovery always starts (and restarts) brokers of its own, so it is
-        skipped with --socket; open with --socket needs the bench app registered in that broker.
+        Scenarios: status, idle, routing, open, recovery, share, defaults, or all (the default), in
+        the order given. routing needs no broker; recovery, share and defaults always start brokers
+        of their own (so they ignore --socket); open with --socket needs the bench app registered
+        in that broker.
         """,
     options: [
         .option("socket", valueName: "path", help: "Use the broker listening here instead of starting one."),

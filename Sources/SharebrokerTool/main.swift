@@ -29,10 +29,10 @@ let root = CommandSpec(
                 .option(
                     "state", valueName: "dir", help: "State directory (apps/, associations/, groups/).",
                     default: "$SHAREBROKER_STATE, else $XDG_STATE_HOME/sharebroker, else ~/.local/state/sharebroker"),
-                .option("max-message", valueName: "bytes", help: "Largest accepted message.", default: "4194304"),
+                .option("max-message", valueName: "bytes", help: "Largest accepted message (at least 1024).", default: "4194304"),
                 .option(
                     "max-output", valueName: "bytes",
-                    help: "Output buffered for a client that does not read before it is dropped.",
+                    help: "Unread output a client may have (at least 4096): past it its requests get -32007, and a client that does not read is dropped.",
                     default: "2 x max-message + 1 MiB"),
                 .option("log-level", valueName: "level", help: "trace, debug, info, warning or error.", default: "info"),
                 .option(
@@ -46,7 +46,7 @@ let root = CommandSpec(
                     help: "Requests one connection may have waiting for their replies (then -32007).", default: "4096"),
                 .option(
                     "journal-segment-size", valueName: "bytes",
-                    help: "Size at which a journal starts a new segment file (smaller: old records go sooner, more files).",
+                    help: "Size at which a journal starts a new segment file, 4096 to 1073741824 (smaller: old records go sooner, more files).",
                     default: "16777216"),
                 .option(
                     "launch-timeout", valueName: "seconds",
