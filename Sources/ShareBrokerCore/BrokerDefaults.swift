@@ -165,6 +165,10 @@ extension Broker {
     func defaultsStore(_ group: String) throws(RPCError) -> DefaultsStore {
         if let s = defaults.stores[group] { return s }
         let directory = config.stateDirectory + "/groups/" + group
+        let groups = config.stateDirectory + "/groups"
+        if FileIO.exists(groups) && !FileIO.isPlainDirectory(groups) {
+            throw RPCError(.storageFailure, "Storage failure: \(groups) is not a plain directory (a symlink?); nothing was stored")
+        }
         do {
             let s = try DefaultsStore(
                 directory: directory, group: group, segmentLimit: config.journalSegmentLimit, turn: turn)

@@ -283,14 +283,16 @@ extension Broker {
     /// with SHAREBROKER_SOCKET and SHAREBROKER_BUNDLE_ID set. Returns the pid or -errno.
     func spawn(_ argv: [String], app: String) -> Int32 {
         try? DefaultPaths.makeDirectories(config.stateDirectory + "/logs")
+        // (a logs/ replaced by a symlink is not written through: the app's stderr goes nowhere)
+        let logsOK = FileIO.isPlainDirectory(config.stateDirectory + "/logs")
         let logPath = config.stateDirectory + "/logs/\(app).log"
         // One megabyte per log: a longer one becomes APP.log.1 (replacing the previous) at launch,
         // so an app's stderr cannot fill the disk over its launches.
         var st = stat()
-        if lstat(logPath, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG, st.st_size > Broker.launchLogLimit {
+        if logsOK, lstat(logPath, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG, st.st_size > Broker.launchLogLimit {
             _ = rename(logPath, logPath + ".1")
         }
-        let errFD = open(logPath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        let errFD = logsOK ? open(logPath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0o600) : -1
         defer { if errFD >= 0 { FD.close(errFD) } }
         var env: [String] = []
         var e = sb_environ()

@@ -47,6 +47,10 @@ extension Broker {
     func shareStore(_ group: String) throws(RPCError) -> ShareRecordStore {
         if let s = shareStores[group] { return s }
         guard Broker.isSafeGroupName(group) else { throw .invalidParams("Invalid params: '\(group)' is not a valid group name") }
+        let groups = config.stateDirectory + "/groups"
+        if FileIO.exists(groups) && !FileIO.isPlainDirectory(groups) {
+            throw RPCError(.storageFailure, "Storage failure: \(groups) is not a plain directory (a symlink?); nothing was stored")
+        }
         do {
             let s = try ShareRecordStore(
                 group: group, directory: groupDirectory(group), segmentLimit: config.journalSegmentLimit, turn: turn,

@@ -178,6 +178,9 @@ public final class Journal {
         self.directory = directory
         self.name = name
         do { try DefaultPaths.makeDirectories(directory) } catch { throw StoreError("cannot create \(directory)", error) }
+        guard FileIO.isPlainDirectory(directory) else {
+            throw StoreError("\(directory) is not a plain directory (a symlink?); refusing to keep a journal there")
+        }
         guard let entries = FileIO.listDirectory(directory) else {
             throw StoreError("cannot read the directory \(directory)")
         }
@@ -317,6 +320,11 @@ public final class Journal {
     ) {
         let dir = directory + "/quarantine"
         try? DefaultPaths.makeDirectories(dir)
+        guard FileIO.isPlainDirectory(dir) else {
+            report.notes.append("\(dir) is not a plain directory (a symlink?): \(bytes.count) damaged bytes at offset \(offset) of \(path(of: segment)) not copied")
+            if counted { report.quarantined += 1 }
+            return
+        }
         let file = dir + "/\(name)-\(segment)@\(offset).bad"
         try? FileIO.writeAtomically(file, Array(bytes))
         quarantinedThisReplay = true

@@ -494,7 +494,12 @@ public final class ShareRecordStore: TurnParticipant {
             if let b = job?.batch { journal.finishBatch(b, failed: true) }
         } else {
             if let b = job?.batch { journal.finishBatch(b, failed: false) }
-            for d in inflightCompletedDirs { ShareRecordStore.removeTree(d) }  // their completions are durable
+            // Their completions are durable: the files go, unless `files/` or the group's own
+            // directory was replaced by a symlink meanwhile (deleting through it would reach
+            // outside the state directory).
+            if !inflightCompletedDirs.isEmpty && FileIO.isPlainDirectory(directory) && FileIO.isPlainDirectory(directory + "/files") {
+                for d in inflightCompletedDirs { ShareRecordStore.removeTree(d) }
+            }
         }
         restorableCount -= ShareRecordStore.restorable(in: inflightUndo)
         inflightUndo.removeAll(keepingCapacity: true)

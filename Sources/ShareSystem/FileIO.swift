@@ -60,6 +60,12 @@ public enum FileIO {
     }
 
     /// True when `path` exists (without following a final symlink).
+    /// True when `path` is a directory itself, not a symlink to one (`lstat`).
+    public static func isPlainDirectory(_ path: String) -> Bool {
+        var st = stat()
+        return lstat(path, &st) == 0 && (st.st_mode & S_IFMT) == S_IFDIR
+    }
+
     public static func exists(_ path: String) -> Bool {
         var st = stat()
         return lstat(path, &st) == 0

@@ -1,0 +1,65 @@
+// Nothing under the state directory is written, read or deleted through a symlink that replaced
+// one of the broker's own directories (queues/, groups/, a group's files/, logs/), whether it was
+// planted before the broker started or while it runs.
+
+import Foundation
+import ShareBrokerCore
+import ShareClient
+import ShareProtocol
+import ShareSystem
+import XCTest
+
+final class SymlinkTests: XCTestCase {
+    /// A directory outside the state directory that a symlink points at; it must stay empty.
+    func outsideDirectory() -> String {
+        let outside = TempDir().path + "/outside"
+        try? FileManager.default.createDirectory(atPath: outside, withIntermediateDirectories: true)
+        return outside
+    }
+
+    func contents(_ dir: String) -> [String] { (try? FileManager.default.subpathsOfDirectory(atPath: dir)) ?? [] }
+
+    func testSymlinkedQueuesAndGroupsAreNotWrittenThrough() throws {
+        let h = BrokerHarness(manifests: ["10-myapp.json": youtubeApp])
+        let outside = outsideDirectory()
+        try FileManager.default.createDirectory(atPath: h.state, withIntermediateDirectories: true)
+        chmod(h.state, 0o700)
+        XCTAssertEqual(symlink(outside, h.state + "/queues"), 0)
+        XCTAssertEqual(symlink(outside, h.state + "/groups"), 0)
+        try h.start()
+        let tool = try h.tool()
+        XCTAssertEqual(rpcError { _ = try tool.call("url.open", ["url": "deeplinkmyapp://x"]) }?.code, -32005)
+        let ext = try h.connect()
+        try ext.hello(role: "extension", bundleID: "com.mycompany.myapp.share")
+        let share = rpcError { _ = try ext.call("share.send", ["items": [["url": "https://youtu.be/x"]]]) }
+        XCTAssertEqual(share?.code, -32005, "\(String(describing: share))")
+        XCTAssertTrue(share?.message.contains("symlink") ?? false, "\(String(describing: share))")
+        let app = try h.connect()
+        try app.hello(role: "app", bundleID: "com.mycompany.myapp")
+        XCTAssertEqual(rpcError { _ = try app.call("defaults.set", ["group": "group.com.mycompany.myapp", "key": "k", "value": 1]) }?.code, -32005)
+        h.stop()
+        XCTAssertEqual(contents(outside), [], "nothing was written through the symlinks")
+    }
+
+    func testCompletingAShareDoesNotDeleteThroughASymlinkedFilesDirectory() throws {
+        let h = BrokerHarness(manifests: ["20-pdf.json": pdfApp])
+        try h.start()
+        let tool = try h.tool()
+        let sent = try tool.call("share.send", ["items": [["data": .string(base64(pdfBytes)), "name": "a.pdf"]]])
+        let id = try XCTUnwrap(sent["shareID"]?.stringValue)
+        // files/ is swapped for a symlink to a directory holding a same-named folder of someone else's.
+        let files = h.state + "/groups/group.com.example.pdf/files"
+        let outside = outsideDirectory()
+        try FileManager.default.moveItem(atPath: files, toPath: outside + "/moved")
+        try FileManager.default.createDirectory(atPath: outside + "/victim/" + id, withIntermediateDirectories: true)
+        XCTAssertTrue(FileManager.default.createFile(atPath: outside + "/victim/\(id)/precious.txt", contents: Data("keep".utf8)))
+        XCTAssertEqual(symlink(outside + "/victim", files), 0)
+        let app = try h.connect()
+        try app.hello(role: "app", bundleID: "com.example.pdfreader")
+        XCTAssertEqual(try app.call("share.complete", ["shareID": .string(id)])["completed"], true)
+        _ = try tool.call("broker.status")  // a later turn: the completion's commit has finished
+        XCTAssertTrue(
+            FileManager.default.fileExists(atPath: outside + "/victim/\(id)/precious.txt"), "a file outside the state directory was deleted")
+        h.stop()
+    }
+}
