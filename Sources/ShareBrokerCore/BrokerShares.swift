@@ -124,7 +124,7 @@ extension Broker {
                 }
                 total += item.size
                 if total > config.maxShareBytes {
-                    if case .descriptor(let fd)? = item.file?.source { FD.close(fd) }
+                    if case .descriptor(let fd, _)? = item.file?.source { FD.close(fd) }
                     item.file = nil
                     throw RPCError.invalidParams(
                         "Invalid params: the share is larger than the limit of \(config.maxShareBytes) bytes")
@@ -136,7 +136,7 @@ extension Broker {
             }
         }
         if let failure {
-            for item in out { if case .descriptor(let fd)? = item.file?.source { FD.close(fd) } }
+            for item in out { if case .descriptor(let fd, _)? = item.file?.source { FD.close(fd) } }
             throw failure
         }
         return out
@@ -245,7 +245,7 @@ extension Broker {
             keep = forStoring
             return PreparedItem(
                 stored: ["file": .string(fileName), "name": .string(base), "type": .string(a.primaryType), "size": .int(size)],
-                attachment: a, file: forStoring ? ShareFile(name: fileName, source: .descriptor(fd)) : nil, size: size)
+                attachment: a, file: forStoring ? ShareFile(name: fileName, source: .descriptor(fd, size: size)) : nil, size: size)
         }
     }
 
@@ -502,7 +502,7 @@ extension Broker {
     }
 
     func closeFiles(_ items: [PreparedItem]) {
-        for item in items { if case .descriptor(let fd)? = item.file?.source { FD.close(fd) } }
+        for item in items { if case .descriptor(let fd, _)? = item.file?.source { FD.close(fd) } }
     }
 
     // MARK: share.list / get / complete

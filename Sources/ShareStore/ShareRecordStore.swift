@@ -72,8 +72,10 @@ public struct ShareFile {
     public enum Source {
         /// Bytes in memory (a `data` item).
         case bytes([UInt8])
-        /// An open descriptor to copy from (a `path` item); closed by the store.
-        case descriptor(Int32)
+        /// An open descriptor to copy from (a `path` item), and the size it had when it was
+        /// checked: exactly that many bytes are copied (a file that grew meanwhile is cut there,
+        /// so the share-size limit holds; one that shrank fails the copy). Closed by the store.
+        case descriptor(Int32, size: Int)
     }
     /// Creates a file entry.
     public init(name: String, source: Source) {
@@ -246,7 +248,7 @@ public final class ShareRecordStore: TurnParticipant {
                 throw error
             }
         } else {
-            for f in files { if case .descriptor(let fd) = f.source { FD.close(fd) } }
+            for f in files { if case .descriptor(let fd, _) = f.source { FD.close(fd) } }
         }
         let share = StoredShare(
             id: id, extensionID: extensionID, app: app, group: group, created: created, items: items, openEvent: openEvent)
@@ -324,24 +326,24 @@ public final class ShareRecordStore: TurnParticipant {
         if lstat(filesDir, &st) != 0 || (st.st_mode & S_IFMT) != S_IFDIR || lstat(directory, &st) != 0
             || (st.st_mode & S_IFMT) != S_IFDIR
         {
-            for f in files { if case .descriptor(let fd) = f.source { FD.close(fd) } }
+            for f in files { if case .descriptor(let fd, _) = f.source { FD.close(fd) } }
             throw StoreError("\(filesDir) is not a plain directory (a symlink?); refusing to write shares there")
         }
         if mkdir(dir, 0o700) != 0 {
             let e = currentErrno()
-            for f in files { if case .descriptor(let fd) = f.source { FD.close(fd) } }
+            for f in files { if case .descriptor(let fd, _) = f.source { FD.close(fd) } }
             throw StoreError("cannot create \(dir)", SystemError("mkdir", errno: e))
         }
         let dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
         guard dfd >= 0 else {
             let e = currentErrno()
-            for f in files { if case .descriptor(let fd) = f.source { FD.close(fd) } }
+            for f in files { if case .descriptor(let fd, _) = f.source { FD.close(fd) } }
             throw StoreError("cannot open \(dir)", SystemError("open", errno: e))
         }
         defer { FD.close(dfd) }
         var failure: StoreError? = nil
         for f in files {
-            defer { if case .descriptor(let src) = f.source { FD.close(src) } }
+            defer { if case .descriptor(let src, _) = f.source { FD.close(src) } }
             if failure != nil { continue }
             let fd = openat(dfd, f.name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
             if fd < 0 {
@@ -351,7 +353,7 @@ public final class ShareRecordStore: TurnParticipant {
             do {
                 switch f.source {
                 case .bytes(let b): try FD.writeAll(fd, b)
-                case .descriptor(let src): try ShareRecordStore.copy(from: src, to: fd)
+                case .descriptor(let src, let size): try ShareRecordStore.copy(from: src, to: fd, size: size)
                 }
                 _ = try retrying("fsync") { fsync(fd) }
             } catch {
@@ -363,14 +365,22 @@ public final class ShareRecordStore: TurnParticipant {
         fsync(dfd)
     }
 
-    static func copy(from src: Int32, to dst: Int32) throws(SystemError) {
+    /// Copies exactly `size` bytes of `src` into `dst`.
+    static func copy(from src: Int32, to dst: Int32, size: Int) throws(SystemError) {
         var buf = [UInt8](repeating: 0, count: 256 * 1024)
-        while true {
+        var left = size
+        while left > 0 {
+            let want = min(left, buf.count)
             let n = try buf.withUnsafeMutableBytes { b in
-                Result { () throws(SystemError) -> Int in try FD.readBlocking(src, into: b) }
+                Result { () throws(SystemError) -> Int in
+                    try FD.readBlocking(src, into: UnsafeMutableRawBufferPointer(rebasing: b[0..<want]))
+                }
             }.get()
-            if n == 0 { return }
-            try FD.writeAll(dst, Array(buf[0..<n]))
+            if n == 0 {
+                throw SystemError("read (the file became \(size - left) bytes long while being copied, from \(size))", errno: EIO)
+            }
+            try FD.writeAll(dst, n == buf.count ? buf : Array(buf[0..<n]))
+            left -= n
         }
     }
 

@@ -6,6 +6,7 @@
 import Foundation
 import ShareProtocol
 @testable import ShareStore
+import ShareSystem
 import XCTest
 
 final class ShareRecordStoreTests: XCTestCase {
@@ -34,6 +35,30 @@ final class ShareRecordStoreTests: XCTestCase {
             id: id, extensionID: "com.example.app.share", app: "com.example.app", created: created,
             items: [["url": .string("https://example.com/\(n)"), "type": "public.url"]], files: [])
         return id
+    }
+
+    func testAFileIsCopiedUpToTheSizeItHadWhenChecked() throws {
+        let dir = NSTemporaryDirectory() + "copy-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let bytes = [UInt8]((0..<300_000).map { UInt8(truncatingIfNeeded: $0 &* 31) })
+        try Data(bytes).write(to: URL(fileURLWithPath: dir + "/src"))
+        func copy(_ size: Int, to name: String) throws -> [UInt8] {
+            FileManager.default.createFile(atPath: dir + "/" + name, contents: nil)
+            let src = try XCTUnwrap(FileHandle(forReadingAtPath: dir + "/src"))
+            let dst = try XCTUnwrap(FileHandle(forWritingAtPath: dir + "/" + name))
+            defer {
+                try? src.close()
+                try? dst.close()
+            }
+            try Result { () throws(SystemError) in try ShareRecordStore.copy(from: src.fileDescriptor, to: dst.fileDescriptor, size: size) }.get()
+            return [UInt8](try Data(contentsOf: URL(fileURLWithPath: dir + "/" + name)))
+        }
+        // A file that grew after its size was checked is cut at that size (the share-size limit holds).
+        XCTAssertEqual(try copy(262_145, to: "a"), Array(bytes.prefix(262_145)))
+        XCTAssertEqual(try copy(300_000, to: "b"), bytes)
+        // One that shrank fails the copy.
+        XCTAssertThrowsError(try copy(300_001, to: "c"))
     }
 
     func testCompletingThousandsKeepsTheOrderAndReplaysIt() throws {
