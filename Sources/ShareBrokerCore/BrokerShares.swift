@@ -211,12 +211,18 @@ extension Broker {
                 // A C path ends at the first NUL: the rest would be silently ignored.
                 throw .invalidParams("Invalid params: items[\(i)].path contains a NUL character")
             }
-            // A caller of the broker's own user gets what that user can read, symlinks followed
-            // (the checks below are on the file actually opened). Another user's caller (a socket
-            // opened to more users) gets only a file of its own, not through a symlink: the broker
-            // resolves the path with its own rights, which that caller may not have.
-            let sameUser = conn.peer.map { Broker.readsAsCaller($0, brokerUID: geteuid()) } ?? true
-            let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | (sameUser ? 0 : O_NOFOLLOW))
+            // A caller of the broker's own user (or root) gets what that user can read, symlinks
+            // followed (the checks below are on the file actually opened). Another user's caller
+            // (a socket opened to more users) gets no path item at all: the broker would resolve
+            // the path with its own rights, through directories that caller may not search, and
+            // opening it could have effects (a FIFO's writer released) or tell what exists there.
+            // Such a caller sends the file's bytes as a `data` item.
+            if let peer = conn.peer, !Broker.readsAsCaller(peer, brokerUID: geteuid()) {
+                throw .invalidParams(
+                    "Invalid params: items[\(i)].path: this broker runs as another user (uid \(geteuid())) and does not open "
+                        + "files for uid \(peer.uid); send the file's bytes as a data item ({\"data\": BASE64, \"name\": ...})")
+            }
+            let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
             guard fd >= 0 else {
                 let e = currentErrno()
                 throw .invalidParams("Invalid params: items[\(i)].path '\(path)' cannot be read: \(String(cString: strerror(e)))")
@@ -227,11 +233,6 @@ extension Broker {
             fstat(fd, &st)
             guard (st.st_mode & S_IFMT) == S_IFREG else {
                 throw .invalidParams("Invalid params: items[\(i)].path '\(path)' is not a regular file")
-            }
-            if let peer = conn.peer, !sameUser, st.st_uid != peer.uid || st.st_mode & S_IRUSR == 0 {
-                throw .invalidParams(
-                    "Invalid params: items[\(i)].path '\(path)' is not a readable file of the calling user (uid \(peer.uid)); "
-                        + "this broker runs as another user and reads only the caller's own files")
             }
             var head = [UInt8](repeating: 0, count: 4096)
             let n = head.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, 0) }
@@ -254,7 +255,7 @@ extension Broker {
 
     /// Whether the broker may read a path item with its own rights for this caller: the caller runs
     /// as the broker's user (or as root), so whatever the broker can open the caller could too.
-    /// Otherwise only the caller's own file, opened without following a symlink, is read.
+    /// Otherwise no path item is read (the caller sends the bytes as a data item).
     static func readsAsCaller(_ peer: PeerCredentials, brokerUID: UInt32) -> Bool {
         peer.uid == brokerUID || peer.uid == 0
     }

@@ -14,7 +14,7 @@ public enum ShareItem: Sendable, Equatable {
     /// Bytes, stored by the broker as a file named `name` (or one named after the type).
     case data([UInt8], name: String? = nil, type: String? = nil)
     /// A file the broker copies (a regular file the calling user can read, symlinks followed; a
-    /// broker running as another user takes only the caller's own file, not through a symlink).
+    /// broker running as another user takes no path from this caller: send `.data` instead).
     /// It is read, never moved. The path must be absolute.
     case file(String, type: String? = nil)
 

@@ -45,8 +45,8 @@ def path_item(path: Union[str, "os.PathLike[str]"], type: Optional[str] = None) 
     """A file the broker copies from the local file system (made absolute here).
 
     The broker reads it only when it is a regular file the calling user can read (symlinks
-    followed; a broker running as another user takes only the caller's own file, not through a
-    symlink); a missing or unreadable file, or a directory, is -32602 naming the path.
+    followed; a broker running as another user takes no path from this caller: use data_item);
+    a missing or unreadable file, or a directory, is -32602 naming the path.
     """
     return _typed({"path": os.path.abspath(os.fspath(path))}, type)
 
