@@ -1,6 +1,11 @@
 // The method table as data (name, whether `hello` is required, allowed roles, handler) and the
 // session methods: hello, rpc.discover, broker.status, apps.list, apps.reload.
 
+#if canImport(Glibc)
+    @preconcurrency import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
 import ShareProtocol
 import ShareRouting
 import ShareSystem
@@ -133,8 +138,14 @@ extension Broker {
         let specs: [MethodSpec] = [
             MethodSpec("hello", needsHello: false) { b, c, p throws(RPCError) in try b.hello(c, p) },
             MethodSpec("rpc.discover", needsHello: false) { _, _, _ throws(RPCError) in try OpenRPC.document() },
-            MethodSpec("broker.status", needsHello: false, encoding: { b, _, p throws(RPCError) in
-                .encoded(b.encodedStatus(verbose: try p.optionalBool("verbose") == true))
+            MethodSpec("broker.status", needsHello: false, encoding: { b, c, p throws(RPCError) in
+                let verbose = try p.optionalBool("verbose") == true
+                // Every connection's pid, uid and bundle ID: only for the broker's own user (and
+                // root), whatever the socket's mode lets connect.
+                if verbose, let peer = c.peer, !Broker.readsAsCaller(peer, brokerUID: geteuid()) {
+                    throw RPCError(.unauthorized, "Unauthorized: broker.status {verbose: true} is for the broker's own user (uid \(geteuid())), not uid \(peer.uid)")
+                }
+                return .encoded(b.encodedStatus(verbose: verbose))
             }),
             MethodSpec("apps.list") { b, _, _ in b.appsListJSON },
             MethodSpec("apps.reload") { b, _, _ in
@@ -198,8 +209,10 @@ extension Broker {
                         data: ["role": "extension"])
                 }
             }
-            try checkToken(conn, bundleID, token)
+            // The kernel's word first: a caller the manifest does not allow learns nothing about
+            // the token from the answer.
             try checkIdentity(conn, bundleID)
+            try checkToken(conn, bundleID, token)
             acceptedBundle = bundleID
         }
         conn.role = role

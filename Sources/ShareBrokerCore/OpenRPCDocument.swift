@@ -328,6 +328,10 @@ let openRPCDocumentText = ####"""
       },
       "errors": [
         {
+          "code": -32001,
+          "message": "Unauthorized: verbose is for the broker's own user (and root)"
+        },
+        {
           "code": -32602,
           "message": "Invalid params: verbose must be a boolean"
         },

@@ -47,6 +47,7 @@ final class IdentityTests: XCTestCase {
         let h = BrokerHarness(manifests: [
             "myapp.json": #"{"bundleID": "com.mycompany.myapp", "urlSchemes": ["deeplinkmyapp"]}"#,
             "shared.json": #"{"bundleID": "com.shared.app", "uids": [0, 65534]}"#,
+            "secret.json": #"{"bundleID": "com.mycompany.secret", "token": "s3cret"}"#,
         ])
         try h.start { $0.socketMode = 0o666 }  // let another user reach the socket at all
         chmod(h.dir.path, 0o755)
@@ -58,6 +59,14 @@ final class IdentityTests: XCTestCase {
         XCTAssertEqual(allowed.status, 0, allowed.err)
         let tool = try runProcess("/usr/bin/setpriv", asNobody + ["status", "--json"])
         XCTAssertEqual(tool.status, 0, "a tool session is fine for anyone who can reach the socket: \(tool.err)")
+        // ... but the list of every connection's pid, uid and bundle ID is not.
+        let verbose = try runProcess("/usr/bin/setpriv", asNobody + ["call", "broker.status", #"{"verbose":true}"#])
+        XCTAssertEqual(verbose.status, 1, verbose.out)
+        XCTAssertTrue(verbose.err.contains("own user"), verbose.err)
+        XCTAssertNotNil(try h.tool().call("broker.status", ["verbose": true])["clients"], "the broker's own user gets it")
+        // A caller the manifest does not allow hears about its uid, never about the token.
+        let tokenApp = try runProcess("/usr/bin/setpriv", asNobody + ["call", "app.subscribe", "--as", "com.mycompany.secret"])
+        XCTAssertTrue(tokenApp.err.contains("uid 65534") && !tokenApp.err.contains("token"), tokenApp.err)
         h.stop()
     }
 
