@@ -273,6 +273,33 @@ final class LifecycleTests: XCTestCase {
             (try? String(contentsOfFile: envFile, encoding: .utf8)) ?? "")
     }
 
+    func testASocketDirectoryAnotherUserMayWriteIsRefused() throws {
+        let dir = TempDir()
+        chmod(dir.path, 0o755)
+        let open = dir.path + "/open"
+        let sticky = dir.path + "/sticky"
+        let foreign = dir.path + "/foreign"
+        for d in [open, sticky, foreign] { try FileManager.default.createDirectory(atPath: d, withIntermediateDirectories: true) }
+        chmod(open, 0o777)
+        chmod(sticky, 0o1777)
+        var cases = [(open, "writable by other users")]
+        if getuid() == 0 {
+            XCTAssertEqual(chown(foreign, 65534, 65534), 0)
+            cases.append((foreign, "belongs to uid 65534"))
+        }
+        for (d, why) in cases {
+            let r = try runProcess(Products.sharebroker, ["serve", "--socket", d + "/s.sock", "--state", dir.path + "/state"], timeout: 10)
+            XCTAssertEqual(r.status, 1, r.err)
+            XCTAssertTrue(r.err.contains(why) && r.err.contains(d), r.err)
+            XCTAssertFalse(FileManager.default.fileExists(atPath: d + "/s.sock"))
+        }
+        // A sticky directory (as /tmp) is fine: nobody can remove or rename another's socket there.
+        let p = try BrokerProcess(socket: sticky + "/s.sock", state: dir.path + "/state", logDir: dir.path)
+        XCTAssertTrue(p.waitReady(), p.stderrText)
+        p.signal(SIGTERM)
+        XCTAssertTrue(p.waitExit())
+    }
+
     func testBadOptionsExit64WithMessageOnStderr() throws {
         let cases: [(String, [String], String)] = [
             (Products.sharebroker, ["serve", "--bogus"], "--bogus"),
