@@ -76,6 +76,8 @@ public final class Broker {
     let wakeRead: Int32
     let wakeWrite: Int32
     var connections: [UInt64: Connection] = [:]
+    /// Sessions a manifest reload no longer admits, closed at the end of the turn.
+    var revokedSessions: [Connection] = []
     var nextConnectionID = Broker.firstConnectionID
     var dirty: [Connection] = []
     let scratch: UnsafeMutableRawBufferPointer
@@ -413,6 +415,16 @@ public final class Broker {
             Broker.dropQueuedEvents(conn)
             subscribers[app] = nil
         }
+        // Sessions the manifests no longer admit (a uid or executable taken out of them) end:
+        // identity is checked at hello, and a reload must not leave a revoked caller acting as
+        // the app or extension.
+        for conn in Array(connections.values) where !conn.closed {
+            guard let bundle = conn.bundleID, registry.lookup(bundle) != nil else { continue }
+            if case .failure(let e) = Result(catching: { () throws(RPCError) in try checkIdentity(conn, bundle) }) {
+                log.log(.warning, "\(bundle): \(e.message) after the reload; closing its session", connection: conn.id)
+                revokedSessions.append(conn)  // closed at the end of this turn (it may be the caller)
+            }
+        }
     }
 
     // MARK: The loop
@@ -485,6 +497,10 @@ public final class Broker {
     /// that one is done), then writes every connection's output. Replies that wait for a commit
     /// go out when it is durable (as -32005 if it failed), and new events are delivered then.
     func endOfTurn() {
+        if !revokedSessions.isEmpty {
+            for c in revokedSessions { closeNow(c, reason: "identity revoked by a manifest reload") }
+            revokedSessions.removeAll()
+        }
         if inflight == nil { startCommitUnlessPaced() }
         flushDirty()
         requestsAtTurnStart = totalRequests

@@ -70,6 +70,29 @@ final class IdentityTests: XCTestCase {
         h.stop()
     }
 
+    func testAReloadThatRevokesAUIDEndsItsOpenSessions() throws {
+        guard getuid() == 0 else { throw XCTSkip("needs root to run a client as another user") }
+        let h = BrokerHarness(manifests: ["shared.json": #"{"bundleID": "com.shared.app", "uids": [0, 65534]}"#])
+        try h.start { $0.socketMode = 0o666 }
+        chmod(h.dir.path, 0o755)
+        let listener = Process()
+        listener.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+        listener.arguments = ["--reuid=65534", "--regid=65534", "--clear-groups", Products.shareclient, "--socket", h.socket,
+                              "listen", "--as", "com.shared.app", "--timeout", "60"]
+        listener.standardOutput = FileHandle.nullDevice
+        listener.standardError = FileHandle.nullDevice
+        try listener.run()
+        defer { if listener.isRunning { listener.terminate() } }
+        let tool = try h.tool()
+        XCTAssertTrue(waitUntil(timeout: 10) { (try? tool.call("broker.status"))?["subscribers"]?.intValue == 1 }, "nobody subscribed")
+        h.dir.write("state/apps/shared.json", #"{"bundleID": "com.shared.app", "uids": [0]}"#)
+        _ = try tool.call("apps.reload")
+        XCTAssertTrue(waitUntil(timeout: 10) { !listener.isRunning }, "the revoked session was closed (its listener ended)")
+        XCTAssertEqual(try tool.call("broker.status")["subscribers"]?.intValue, 0)
+        XCTAssertEqual(try tool.call("broker.status")["sessions"]?["app"]?.intValue, 0)
+        h.stop()
+    }
+
     func testACallerOfAnotherUserCannotSharePathItems() throws {
         guard getuid() == 0 else { throw XCTSkip("needs root to run a client as another user") }
         let h = BrokerHarness(manifests: [
