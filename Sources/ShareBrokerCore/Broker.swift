@@ -132,6 +132,8 @@ public final class Broker {
     /// `stallNanos` (subscribers with queued events, clients over the cap): looked at by
     /// `runTimers`, so a hung app is dropped even when nothing more is written to it.
     var stallWatch: [UInt64: Connection] = [:]
+    /// Connections holding a large unfinished message (`Connection.partialSince`).
+    var partialWatch: [UInt64: Connection] = [:]
     /// Pending shares across every open group store.
     let shareCounter = ShareCounter()
     /// Parsed activation rules by extension bundle ID (rebuilt on reload).
@@ -783,6 +785,7 @@ public final class Broker {
                 beginClosing(conn)
                 return
             case .done(let n):
+                let requestsBefore = totalRequests
                 do {
                     try conn.framer.feed(UnsafeRawBufferPointer(rebasing: scratch[0..<n])) { frame, mode in
                         conn.outputMode = mode
@@ -791,6 +794,12 @@ public final class Broker {
                 } catch {
                     framingFailed(conn, error)
                     return
+                }
+                if conn.framer.bufferedByteCount >= Broker.partialWatchBytes {
+                    if conn.partialSince == 0 || totalRequests != requestsBefore { watchPartial(conn) }
+                } else if conn.partialSince != 0 {
+                    conn.partialSince = 0
+                    partialWatch[conn.id] = nil
                 }
                 if conn.closing { return }
                 if n < Broker.readChunk { return }
@@ -1068,6 +1077,31 @@ public final class Broker {
     }
 
     /// Drops the watched connections that have not read for the stall limit (`runTimers`).
+    /// Unfinished messages at least this large are timed (`Connection.partialSince`).
+    static let partialWatchBytes = 64 * 1024
+
+    func watchPartial(_ conn: Connection) {
+        conn.partialSince = Clock.monotonicNanos()
+        partialWatch[conn.id] = conn
+        nextTimerDue = min(nextTimerDue, conn.partialSince + stallNanos)
+    }
+
+    /// Drops connections that have held a large unfinished message for `stalledReaderSeconds`.
+    func checkPartialMessages(now: UInt64) {
+        for (id, conn) in partialWatch {
+            if conn.closed || conn.partialSince == 0 {
+                partialWatch[id] = nil
+            } else if now - conn.partialSince > stallNanos {
+                partialWatch[id] = nil
+                log.log(
+                    .warning,
+                    "dropping \(conn.identity): \(conn.framer.bufferedByteCount) bytes of an unfinished message held for over \(config.stalledReaderSeconds) s",
+                    connection: conn.id)
+                closeNow(conn, reason: "unfinished message")
+            }
+        }
+    }
+
     func checkStalledReaders(now: UInt64) {
         for (_, conn) in stallWatch where !conn.closed && conn.stalledSince != 0 && now - conn.stalledSince > stallNanos {
             dropSlowClient(conn)
@@ -1118,6 +1152,10 @@ public final class Broker {
         if conn.inStallWatch {
             conn.inStallWatch = false
             stallWatch[conn.id] = nil
+        }
+        if conn.partialSince != 0 {
+            conn.partialSince = 0
+            partialWatch[conn.id] = nil
         }
     }
 

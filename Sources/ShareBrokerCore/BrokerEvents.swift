@@ -372,9 +372,11 @@ extension Broker {
                 if let r = l.retryAt { next = min(next, r) }
             }
             for (_, c) in stallWatch where c.stalledSince != 0 { next = min(next, c.stalledSince + stallNanos) }
+            for (_, c) in partialWatch where c.partialSince != 0 { next = min(next, c.partialSince + stallNanos) }
             nextTimerDue = next
         }
         if !stallWatch.isEmpty { checkStalledReaders(now: now) }
+        if !partialWatch.isEmpty { checkPartialMessages(now: now) }
         for (app, var l) in launches {
             if let pid = l.pid {
                 var status: Int32 = 0

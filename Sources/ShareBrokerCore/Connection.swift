@@ -86,6 +86,10 @@ final class Connection {
     var stalledSince: UInt64 = 0
     /// Listed in `Broker.stallWatch` (its output waits and it may be dropped for not reading).
     var inStallWatch = false
+    /// Since when at least `Broker.partialWatchBytes` of an unfinished message have been held
+    /// without a message completing (monotonic ns; 0 otherwise): such a connection is dropped
+    /// after `stalledReaderSeconds`, so a client cannot pin megabytes by never ending a message.
+    var partialSince: UInt64 = 0
     /// Events for the subscribed app not yet in `out`: written as the app reads (`Broker.eventWindow`),
     /// so a large backlog never piles up as output. References to the store's events, no copies.
     var queuedEvents: [StoredEvent] = []
