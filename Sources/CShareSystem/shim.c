@@ -246,6 +246,58 @@ int sb_peer_credentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid) {
 #endif
 }
 
+int sb_enable_passcred(int fd) {
+#ifdef __linux__
+    int one = 1;
+    return setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof one);
+#else
+    (void)fd;
+    errno = ENOTSUP;
+    return -1;
+#endif
+}
+
+int sb_disable_passcred(int fd) {
+#ifdef __linux__
+    int zero = 0;
+    return setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &zero, sizeof zero);
+#else
+    (void)fd;
+    return 0;
+#endif
+}
+
+long sb_read_with_writer(int fd, void *buf, unsigned long len, pid_t *writer_pid) {
+    *writer_pid = -1;
+#ifdef __linux__
+    struct iovec iov = {buf, len};
+    union {
+        struct cmsghdr align;
+        char bytes[CMSG_SPACE(sizeof(struct ucred))];
+    } control;
+    struct msghdr msg;
+    memset(&msg, 0, sizeof msg);
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.bytes;
+    msg.msg_controllen = sizeof control.bytes;
+    ssize_t n = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
+    if (n > 0) {
+        for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c != NULL; c = CMSG_NXTHDR(&msg, c)) {
+            if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_CREDENTIALS &&
+                c->cmsg_len >= CMSG_LEN(sizeof(struct ucred))) {
+                struct ucred cred;
+                memcpy(&cred, CMSG_DATA(c), sizeof cred);
+                *writer_pid = cred.pid;
+            }
+        }
+    }
+    return (long)n;
+#else
+    return (long)read(fd, buf, len);
+#endif
+}
+
 long sb_raise_nofile_limit(void) {
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return -1;

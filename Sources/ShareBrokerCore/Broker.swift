@@ -772,7 +772,25 @@ public final class Broker {
             // commit has released its replies (the poller is level-triggered).
             if conn.inFlight >= config.maxRequestsInFlight { return }
             let result: IOResult<Int>
-            do { result = try FD.read(conn.fd, into: scratch) } catch {
+            do {
+                if conn.checksWriter {
+                    let (r, writer) = try FD.readWithWriter(conn.fd, into: scratch)
+                    result = r
+                    if writer > 0, let peer = conn.peer, peer.pid > 0, writer != peer.pid, conn.foreignWriter == nil {
+                        conn.foreignWriter = writer
+                        if conn.role != nil {  // a pinned session: another process is speaking in it
+                            log.log(
+                                .warning,
+                                "\(conn.identity): pid \(writer) wrote to a session pinned to the process that connected (pid \(peer.pid)); closing it",
+                                connection: conn.id)
+                            closeNow(conn, reason: "written by another process")
+                            return
+                        }
+                    }
+                } else {
+                    result = try FD.read(conn.fd, into: scratch)
+                }
+            } catch {
                 closeNow(conn, reason: "read failed: \(error)")
                 return
             }

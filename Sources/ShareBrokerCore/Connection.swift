@@ -86,6 +86,11 @@ final class Connection {
     var stalledSince: UInt64 = 0
     /// Listed in `Broker.stallWatch` (its output waits and it may be dropped for not reading).
     var inStallWatch = false
+    /// Whether reads learn the writing process (SO_PASSCRED): until hello, and for the whole of a
+    /// session whose bundle is pinned to an executable.
+    var checksWriter = true
+    /// A pid other than the connecting one that wrote to this connection (nil: none seen).
+    var foreignWriter: Int32? = nil
     /// Since when at least `Broker.partialWatchBytes` of an unfinished message have been held
     /// without a message completing (monotonic ns; 0 otherwise): such a connection is dropped
     /// after `stalledReaderSeconds`, so a client cannot pin megabytes by never ending a message.

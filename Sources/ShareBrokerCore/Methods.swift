@@ -217,6 +217,10 @@ extension Broker {
         }
         conn.role = role
         conn.bundleID = acceptedBundle
+        // A session pinned to an executable keeps checking that every write comes from the process
+        // that connected (and was checked); others read plainly from now on.
+        conn.checksWriter = acceptedBundle.map { registry.identityRule(for: $0).executable != nil } ?? false
+        if !conn.checksWriter { UnixSocket.stopNamingWriters(conn.fd) }  // (no credentials per message from now on)
         sessionCounts.adjust(role, by: 1)
         log.log(.debug, "hello: \(conn.identity)", connection: conn.id)
         return helloResult(conn)
@@ -249,6 +253,16 @@ extension Broker {
             throw RPCError(.unauthorized, "Unauthorized: uid \(peer.uid) is not the broker's user; list it in the manifest's uids to allow it")
         }
         if let exe = rule.executable {
+            // The process that connected must be the one that speaks: a process that connects,
+            // forks and then execs the pinned program while its child (which kept the socket)
+            // says hello would otherwise pass as that program (the kernel names each write's
+            // process: SO_PASSCRED; Linux).
+            if let other = conn.foreignWriter {
+                log.log(.warning, "hello refused for \(bundleID): written by pid \(other), not by pid \(peer.pid) that connected", connection: conn.id)
+                throw RPCError(
+                    .unauthorized,
+                    "Unauthorized: '\(bundleID)' is pinned to \(exe), and this connection's requests were written by pid \(other), not by pid \(peer.pid) that opened it")
+            }
             let actual = ProcessInfoLite.executablePath(of: peer.pid)
             guard actual == exe else {
                 log.log(.warning, "hello refused for \(bundleID): pid \(peer.pid) runs \(actual ?? "an unknown program")", connection: conn.id)

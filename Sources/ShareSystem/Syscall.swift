@@ -100,6 +100,17 @@ public enum FD {
         }
     }
 
+    /// Non-blocking read of a socket with SO_PASSCRED, with the pid of the process that wrote the
+    /// bytes (-1 when the kernel attached none, or on platforms without SCM_CREDENTIALS).
+    public static func readWithWriter(_ fd: Int32, into buf: UnsafeMutableRawBufferPointer) throws(SystemError) -> (IOResult<Int>, Int32) {
+        var pid: pid_t = -1
+        let r = try nonBlocking("recvmsg") { sb_read_with_writer(fd, buf.baseAddress, UInt(buf.count), &pid) }
+        switch r {
+        case .wouldBlock: return (.wouldBlock, -1)
+        case .done(let n): return (.done(Int(n)), Int32(pid))
+        }
+    }
+
     /// Non-blocking `write(2)` (MSG_NOSIGNAL-like: SIGPIPE is ignored process-wide by the broker).
     public static func write(_ fd: Int32, _ buf: UnsafeRawBufferPointer) throws(SystemError) -> IOResult<Int> {
         try nonBlocking("write") {

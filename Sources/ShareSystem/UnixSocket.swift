@@ -49,6 +49,10 @@ public enum UnixSocket {
         }
     }
 
+    /// Turns off, for one accepted connection, the per-write credentials its listener asked for
+    /// (`FD.readWithWriter` then reports no writer). Best effort.
+    public static func stopNamingWriters(_ fd: Int32) { _ = sb_disable_passcred(fd) }
+
     /// Largest path length `sun_path` holds (without the NUL).
     public static var maxPathLength: Int {
         MemoryLayout.size(ofValue: sockaddr_un().sun_path) - 1
@@ -135,6 +139,9 @@ public enum UnixSocket {
         }
         let fd: Int32
         do { fd = try newSocket() } catch { throw .system(error, path: path) }
+        // Accepted connections inherit it: each read can name the process that wrote the bytes
+        // (see `FD.readWithWriter`). Best effort (Linux only).
+        _ = sb_enable_passcred(fd)
         // Bind with a restrictive umask so the socket never exists with looser permissions.
         let oldMask = umask(0o777 & ~mode)
         let r = withAddress(path) { addr, len in bind(fd, addr, len) } ?? -1

@@ -42,6 +42,32 @@ final class IdentityTests: XCTestCase {
         h.stop()
     }
 
+    /// A process that connects, forks, and execs the pinned program while its child (which kept
+    /// the socket) speaks cannot pass as that program: the kernel names each write's process.
+    func testAnExecutablePinIsNotPassedByExecingAfterConnecting() throws {
+        #if os(Linux)
+            let pinned = URL(fileURLWithPath: "/usr/bin/sleep").resolvingSymlinksInPath().path
+            let h = BrokerHarness(manifests: ["p.json": JSONValue.object(["bundleID": "com.pinned", "executable": .string(pinned)]).compactText])
+            try h.start()
+            defer { h.stop() }
+            let script = """
+                import os, socket, sys, time
+                s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])
+                if os.fork() == 0:
+                    time.sleep(0.3)  # the parent is the pinned program by now
+                    s.sendall(b'{"jsonrpc":"2.0","id":1,"method":"hello","params":{"role":"app","bundleID":"com.pinned"}}\\n')
+                    print(s.makefile().readline(), flush=True)
+                    os._exit(0)
+                os.execv(sys.argv[2], [sys.argv[2], "1"])
+                """
+            let r = try runProcess("/usr/bin/env", ["python3", "-c", script, h.socket, pinned], timeout: 20)
+            let answer = try JSONParser.parse(r.out.trimmingCharacters(in: .whitespacesAndNewlines))
+            XCTAssertEqual(answer["error"]?["code"]?.intValue, -32001, r.out + r.err)
+            XCTAssertTrue(answer["error"]?["message"]?.stringValue?.contains("written by pid") ?? false, r.out)
+            XCTAssertEqual(try h.tool().call("broker.status")["sessions"]?["app"]?.intValue, 0)
+        #endif
+    }
+
     func testAnotherUsersProcessCannotActAsAnApp() throws {
         guard getuid() == 0 else { throw XCTSkip("needs root to run a client as another user") }
         let h = BrokerHarness(manifests: [

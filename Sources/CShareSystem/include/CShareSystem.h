@@ -45,6 +45,18 @@ void sb_signal_default(const int *signals, int count);
 /// Peer credentials of a connected Unix socket. Returns 0 or -1/errno. pid may be -1 if unknown.
 int sb_peer_credentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid);
 
+/// Asks the kernel to attach the writing process's credentials to what is sent to this socket (and,
+/// on a listening socket, to the connections it accepts): SO_PASSCRED on Linux. 0, or -1/errno;
+/// -1/ENOTSUP where there is no such option.
+int sb_enable_passcred(int fd);
+/// Turns SO_PASSCRED off again (a connection whose writers no longer matter). 0 or -1/errno.
+int sb_disable_passcred(int fd);
+
+/// read(2) on a socket with SO_PASSCRED: *writer_pid gets the pid of the process that wrote the
+/// bytes read (SCM_CREDENTIALS; the kernel never returns bytes of two writers in one call), -1
+/// when none came with them (or elsewhere than Linux). Returns what read(2) would.
+long sb_read_with_writer(int fd, void *buf, unsigned long len, pid_t *writer_pid);
+
 /// Raises the soft RLIMIT_NOFILE to the hard limit; returns the new soft limit or -1.
 long sb_raise_nofile_limit(void);
 
