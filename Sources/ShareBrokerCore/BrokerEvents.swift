@@ -87,11 +87,7 @@ extension Broker {
         let decision = router.resolve(url, fallback: fallback)
         guard case .routed(let app, let via, let kind, let openedURL) = decision else { throw decisionError(decision) }
         let store = try requireStore()
-        guard store.pendingCount(for: app) < config.maxPendingEventsPerApp else {
-            throw RPCError(
-                .storageFailure,
-                "Storage failure: \(app) already has \(config.maxPendingEventsPerApp) pending events (its quota); nothing was stored")
-        }
+        try checkEventQuota(store, app)
         var members: [(key: String, value: JSONValue)] = []
         members.reserveCapacity(6)  // before the first append: one allocation
         members.append((key: "id", value: .null))  // the store writes the id in place (enqueue)
@@ -239,6 +235,22 @@ extension Broker {
         guard !conn.queuedEvents.isEmpty else { return }
         conn.queuedEvents = []
         conn.queuedEventsHead = 0
+    }
+
+    /// An app's pending events may not pass `maxPendingEventsPerApp` nor, in journal bytes,
+    /// `maxPendingEventBytesPerApp`: -32005 naming the quota, nothing stored.
+    func checkEventQuota(_ store: EventStore, _ app: String) throws(RPCError) {
+        let load = store.pendingLoad(for: app)
+        guard load.count < config.maxPendingEventsPerApp else {
+            throw RPCError(
+                .storageFailure,
+                "Storage failure: \(app) already has \(config.maxPendingEventsPerApp) pending events (its quota); nothing was stored")
+        }
+        guard load.bytes < config.maxPendingEventBytesPerApp else {
+            throw RPCError(
+                .storageFailure,
+                "Storage failure: \(app)'s pending events already take \(load.bytes) bytes (its quota: \(config.maxPendingEventBytesPerApp)); nothing was stored")
+        }
     }
 
     func subscriberGone(_ conn: Connection) {

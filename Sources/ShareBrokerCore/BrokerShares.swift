@@ -406,11 +406,9 @@ extension Broker {
         }
         if let route {
             let events = try requireStore()
-            guard events.pendingCount(for: route.app) < config.maxPendingEventsPerApp else {
+            do { try checkEventQuota(events, route.app) } catch {
                 closeFiles(items)
-                throw RPCError(
-                    .storageFailure,
-                    "Storage failure: \(route.app) already has \(config.maxPendingEventsPerApp) pending events (its quota); nothing was stored")
+                throw error
             }
         }
         let store: ShareRecordStore

@@ -31,6 +31,9 @@ public struct BrokerConfiguration: Sendable {
     public var maxConnectionsPerUID: Int = 16384
     /// Most pending (unacked) events one app may have; url.open beyond it fails with -32005.
     public var maxPendingEventsPerApp: Int = 1_000_000
+    /// Most journal bytes one app's pending events may take (128 MiB); url.open beyond it fails
+    /// with -32005. Events are small (a few hundred bytes); this bounds an app fed huge URLs.
+    public var maxPendingEventBytesPerApp: Int = 128 * 1024 * 1024
     /// Most requests one connection may have waiting for their replies (held for the turn's
     /// commit). At the limit the broker reads nothing more from the connection until the replies
     /// go out; requests beyond it that were already read get -32007 and are not run.

@@ -20,8 +20,11 @@ public final class StoredEvent: @unchecked Sendable, Equatable {
     public let body: JSONObject
     /// The journal segment holding it (changed when compaction carries the event forward).
     var segment: Int
+    /// Its record's size in the journal, in bytes (what it counts against its app's byte quota).
+    public let size: Int
 
-    init(id: String, seq: UInt64, app: String, body: JSONObject, segment: Int) {
+    init(id: String, seq: UInt64, app: String, body: JSONObject, segment: Int, size: Int = 0) {
+        self.size = size
         self.id = id
         self.seq = seq
         self.app = app
@@ -125,6 +128,8 @@ struct AppQueue {
     var disordered = false
 
     var count: Int { positions.count + others.count }
+    /// The journal bytes of the events held (`StoredEvent.size`).
+    var bytes = 0
 
     /// N of a canonical event id `ev-N` (decimal, no leading zero), else nil.
     static func number(_ id: String) -> UInt64? {
@@ -172,6 +177,7 @@ struct AppQueue {
         index(e.id, at: slots.count)
         slots.append(e)
         note(e.seq)
+        bytes += e.size
     }
 
     /// Appends an event whose id is `ev-<seq>` (as `enqueue` makes them): indexed by its sequence
@@ -180,6 +186,7 @@ struct AppQueue {
         positions[e.seq] = slots.count
         slots.append(e)
         note(e.seq)
+        bytes += e.size
     }
 
     /// Sorts the events by `seq` when appends came out of order: once, however many did (the
@@ -195,7 +202,9 @@ struct AppQueue {
         head = 0
         highestSeq = 0
         disordered = false
+        let held = bytes
         for e in all { append(e) }  // re-indexes each id (the same keys: nothing is added)
+        bytes = held
     }
 
     /// Empties the slot of `id` and returns the event with its slot; no other slot moves, so
@@ -212,12 +221,14 @@ struct AppQueue {
         }
         guard let e = slots[pos] else { return nil }
         slots[pos] = nil
+        bytes -= e.size
         return (e, pos)
     }
 
     /// Undoes a `take` (no `settle` may have run since): the event is back in its own slot.
     mutating func putBack(_ e: StoredEvent, at slot: Int) {
         slots[slot] = e
+        bytes += e.size
         index(e.id, at: slot)
         if slot < head { head = slot }
     }
@@ -344,7 +355,7 @@ public final class EventStore: TurnParticipant {
                 // Copies carried forward by compaction come after newer events: appended out of
                 // order, each queue is sorted once after the replay (not once per copy).
                 queues[app, default: AppQueue()].append(
-                    StoredEvent(id: id, seq: seq, app: app, body: body, segment: rec.segment))
+                    StoredEvent(id: id, seq: seq, app: app, body: body, segment: rec.segment, size: rec.payload.count))
                 ledger.live[rec.segment, default: 0] += 1
             case .ack?:
                 guard let app = o["app"]?.stringValue, let ids = o["ids"]?.arrayValue else { return }
@@ -376,6 +387,15 @@ public final class EventStore: TurnParticipant {
 
     /// Events not yet acked, across apps.
     public var pendingCount: Int { pendingTotal }
+
+    /// The journal bytes of `app`'s pending events (its byte quota counts these).
+    public func pendingBytes(for app: String) -> Int { queues[app]?.bytes ?? 0 }
+
+    /// `app`'s pending events and their journal bytes (one lookup: on every url.open).
+    public func pendingLoad(for app: String) -> (count: Int, bytes: Int) {
+        guard let q = queues[app] else { return (0, 0) }
+        return (q.count, q.bytes)
+    }
     /// Events not yet acked, kept as they change (no walk over every app's queue per call).
     var pendingTotal = 0
 
@@ -410,11 +430,13 @@ public final class EventStore: TurnParticipant {
             for m in body where m.key != "id" { members.append(m) }  // the store owns `id`
             body = JSONObject(uniqueMembers: members)
         }
+        let mark = journal.pendingMark
         try journal.append(type: RecordType.event.rawValue) { out in
             EventStore.writeEventRecord(app: app, id: id, seq: seq, body: body, to: &out)
         }
         nextSeq += 1
-        let event = StoredEvent(id: id, seq: seq, app: app, body: body, segment: journal.activeSegment)
+        let event = StoredEvent(
+            id: id, seq: seq, app: app, body: body, segment: journal.activeSegment, size: journal.pendingMark - mark - Journal.headerSize)
         queues[app, default: AppQueue()].append(canonical: event)
         pendingTotal += 1
         ledger.live[event.segment, default: 0] += 1
@@ -518,10 +540,12 @@ public final class EventStore: TurnParticipant {
     /// and its event): same id and sequence number.
     public func restore(app: String, id: String, seq: UInt64, body: JSONObject) throws(StoreError) {
         guard !isPending(app: app, id: id) else { return }
+        let mark = journal.pendingMark
         try journal.append(type: RecordType.event.rawValue) { out in
             EventStore.writeEventRecord(app: app, id: id, seq: seq, body: body, to: &out)
         }
-        let event = StoredEvent(id: id, seq: seq, app: app, body: body, segment: journal.activeSegment)
+        let event = StoredEvent(
+            id: id, seq: seq, app: app, body: body, segment: journal.activeSegment, size: journal.pendingMark - mark - Journal.headerSize)
         // Out of order (many shares' events re-created at start): sorted once, when next read.
         queues[app, default: AppQueue()].append(event)
         pendingTotal += 1

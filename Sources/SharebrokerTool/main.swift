@@ -42,6 +42,10 @@ let root = CommandSpec(
                     "max-pending-events", valueName: "n", help: "Pending (unacked) events one app may have.",
                     default: "1000000"),
                 .option(
+                    "max-pending-event-bytes", valueName: "bytes",
+                    help: "Journal bytes one app's pending events may take (then url.open for it is -32005).",
+                    default: "134217728"),
+                .option(
                     "max-requests-in-flight", valueName: "n",
                     help: "Requests one connection may have waiting for their replies (then -32007).", default: "4096"),
                 .option(
@@ -99,6 +103,10 @@ func serve(_ cmd: ParsedCommand) throws -> Int32 {
     if let n = try cmd.int("max-pending-events") {
         guard n >= 1 else { throw cmd.usageError("option '--max-pending-events' must be at least 1, got \(n)") }
         config.maxPendingEventsPerApp = n
+    }
+    if let n = try cmd.int("max-pending-event-bytes") {
+        guard n >= 4096 else { throw cmd.usageError("option '--max-pending-event-bytes' must be at least 4096, got \(n)") }
+        config.maxPendingEventBytesPerApp = n
     }
     if let n = try cmd.int("max-requests-in-flight") {
         guard n >= 1 else { throw cmd.usageError("option '--max-requests-in-flight' must be at least 1, got \(n)") }

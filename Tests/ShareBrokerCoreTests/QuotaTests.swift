@@ -49,6 +49,37 @@ final class QuotaTests: XCTestCase {
         h.stop()
     }
 
+    func testPendingEventBytesPerAppAreCapped() throws {
+        let h = BrokerHarness(manifests: [
+            "a.json": #"{"bundleID": "com.a", "urlSchemes": ["appa"]}"#,
+            "b.json": #"{"bundleID": "com.b", "urlSchemes": ["appb"]}"#,
+        ])
+        try h.start { $0.maxPendingEventBytesPerApp = 8192 }
+        let tool = try h.tool()
+        let long = "appa://x?" + String(repeating: "q", count: 3000)
+        var ids: [JSONValue] = []
+        var refused: RPCError? = nil
+        for _ in 0..<10 where refused == nil {
+            refused = rpcError { ids.append(try tool.call("url.open", ["url": .string(long)])["eventID"]!) }
+        }
+        XCTAssertEqual(ids.count, 3, "3 events of ~3 KB fit under 8 KiB, the fourth does not")
+        XCTAssertEqual(refused?.code, -32005)
+        XCTAssertTrue(refused?.message.contains("bytes") ?? false, "\(String(describing: refused))")
+        XCTAssertEqual(try tool.call("broker.status")["pendingEvents"]?.intValue, 3, "nothing stored for the refused one")
+        XCTAssertNotNil(try tool.call("url.open", ["url": "appb://fine"])["eventID"], "another app is unaffected")
+        // Acking frees the app's quota, also across a restart (the bytes are recounted at replay).
+        let app = try h.connect()
+        try app.hello(role: "app", bundleID: "com.a")
+        _ = try app.call("app.ack", ["ids": .array([ids[0]])])
+        XCTAssertNotNil(try tool.call("url.open", ["url": .string(long)])["eventID"])
+        XCTAssertEqual(rpcError { try tool.call("url.open", ["url": .string(long)]) }?.code, -32005)
+        h.stop()
+        try h.start { $0.maxPendingEventBytesPerApp = 8192 }
+        let again = try h.tool()
+        XCTAssertEqual(rpcError { try again.call("url.open", ["url": .string(long)]) }?.code, -32005, "still full after a restart")
+        h.stop()
+    }
+
     func testRequestsInFlightPerConnectionAreCapped() throws {
         let h = BrokerHarness(manifests: ["a.json": #"{"bundleID": "com.a", "urlSchemes": ["appa"]}"#])
         try h.start { $0.maxRequestsInFlight = 3 }
