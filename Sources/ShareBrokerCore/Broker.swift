@@ -76,7 +76,7 @@ public final class Broker {
     let wakeRead: Int32
     let wakeWrite: Int32
     var connections: [UInt64: Connection] = [:]
-    /// Sessions a manifest reload no longer admits, closed at the end of the turn.
+    /// Sessions a manifest reload ended this turn: closed once their replies are out.
     var revokedSessions: [Connection] = []
     var nextConnectionID = Broker.firstConnectionID
     var dirty: [Connection] = []
@@ -417,16 +417,54 @@ public final class Broker {
             Broker.dropQueuedEvents(conn)
             subscribers[app] = nil
         }
-        // Sessions the manifests no longer admit (a uid or executable taken out of them) end:
-        // identity is checked at hello, and a reload must not leave a revoked caller acting as
-        // the app or extension.
-        for conn in Array(connections.values) where !conn.closed {
-            guard let bundle = conn.bundleID, registry.lookup(bundle) != nil else { continue }
-            if case .failure(let e) = Result(catching: { () throws(RPCError) in try checkIdentity(conn, bundle) }) {
-                log.log(.warning, "\(bundle): \(e.message) after the reload; closing its session", connection: conn.id)
-                revokedSessions.append(conn)  // closed at the end of this turn (it may be the caller)
+        // Sessions whose bundle's identity rule changed are checked again: one the manifest no
+        // longer admits (a uid or executable taken out, a token changed) ends; one newly pinned
+        // to an executable has its writers checked from now on. An unchanged rule is not checked
+        // again (the program's file may have been replaced since: /proc then says "(deleted)").
+        for conn in Array(connections.values) where !conn.closed && !conn.closing {
+            guard let bundle = conn.bundleID, let was = conn.admitted, registry.lookup(bundle) != nil else { continue }
+            let now = admittedIdentity(bundle)
+            if now == was { continue }
+            if now.token != was.token {
+                revokeSession(conn, "its manifest's token changed")
+            } else if case .failure(let e) = Result(catching: { () throws(RPCError) in try checkIdentity(conn, bundle) }) {
+                revokeSession(conn, e.message)
+            } else {
+                conn.admitted = now
+                if now.executable != nil && !conn.checksWriter {
+                    UnixSocket.startNamingWriters(conn.fd)
+                    conn.checksWriter = true
+                }
             }
         }
+    }
+
+    /// What a session of `bundleID` was admitted under (compared at each reload).
+    func admittedIdentity(_ bundleID: String) -> AdmittedIdentity {
+        let rule = registry.identityRule(for: bundleID)
+        return AdmittedIdentity(uids: rule.uids, executable: rule.executable, token: registry.requiredToken(for: bundleID) ?? nil)
+    }
+
+    /// Ends a session a reload no longer admits: it stops acting as its bundle at once (requests
+    /// already read after the reload are not run: they would need a hello), its replies so far
+    /// still go out, then the connection closes.
+    func revokeSession(_ conn: Connection, _ why: String) {
+        log.log(.warning, "\(conn.identity): \(why) after the reload; ending the session", connection: conn.id)
+        subscriberGone(conn)
+        if conn.subscribedApp != nil {
+            conn.subscribedApp = nil
+            Broker.dropQueuedEvents(conn)
+        }
+        defaultsConnectionClosed(conn)
+        if let role = conn.role { sessionCounts.adjust(role, by: -1) }
+        conn.role = nil
+        conn.bundleID = nil
+        conn.admitted = nil
+        // Nothing more is read or run; the replies it has (the reload's own, when it asked for
+        // it) go out at the end of the turn, then it closes.
+        conn.closing = true
+        updateInterest(conn)
+        revokedSessions.append(conn)
     }
 
     // MARK: The loop
@@ -499,12 +537,15 @@ public final class Broker {
     /// that one is done), then writes every connection's output. Replies that wait for a commit
     /// go out when it is durable (as -32005 if it failed), and new events are delivered then.
     func endOfTurn() {
-        if !revokedSessions.isEmpty {
-            for c in revokedSessions { closeNow(c, reason: "identity revoked by a manifest reload") }
-            revokedSessions.removeAll()
-        }
         if inflight == nil { startCommitUnlessPaced() }
         flushDirty()
+        if !revokedSessions.isEmpty {
+            for c in revokedSessions where !c.closed {
+                c.closing = false
+                beginClosing(c)  // now, or once its output is written
+            }
+            revokedSessions.removeAll()
+        }
         requestsAtTurnStart = totalRequests
     }
 
@@ -776,7 +817,8 @@ public final class Broker {
                 if conn.checksWriter {
                     let (r, writer) = try FD.readWithWriter(conn.fd, into: scratch)
                     result = r
-                    if writer > 0, let peer = conn.peer, peer.pid > 0, writer != peer.pid, conn.foreignWriter == nil {
+                    // (pid 0: a writer the kernel cannot name in this pid namespace: foreign too)
+                    if writer >= 0, let peer = conn.peer, peer.pid > 0, writer != peer.pid, conn.foreignWriter == nil {
                         conn.foreignWriter = writer
                         if conn.role != nil {  // a pinned session: another process is speaking in it
                             log.log(

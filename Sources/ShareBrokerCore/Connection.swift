@@ -86,6 +86,9 @@ final class Connection {
     var stalledSince: UInt64 = 0
     /// Listed in `Broker.stallWatch` (its output waits and it may be dropped for not reading).
     var inStallWatch = false
+    /// The identity rule and token the session's bundle had when it was admitted (nil: no app
+    /// or extension session); a reload that changes them checks the session again.
+    var admitted: AdmittedIdentity? = nil
     /// Whether reads learn the writing process (SO_PASSCRED): until hello, and for the whole of a
     /// session whose bundle is pinned to an executable.
     var checksWriter = true
@@ -211,4 +214,11 @@ final class CommitTicket {
         self.compensations = compensations
         self.events = events
     }
+}
+
+/// An app or extension session's admission terms: its manifest's uids, executable and token.
+struct AdmittedIdentity: Equatable {
+    var uids: [UInt32]?
+    var executable: String?
+    var token: String?
 }

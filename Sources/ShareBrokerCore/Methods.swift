@@ -217,6 +217,7 @@ extension Broker {
         }
         conn.role = role
         conn.bundleID = acceptedBundle
+        conn.admitted = acceptedBundle.map { admittedIdentity($0) }
         // A session pinned to an executable keeps checking that every write comes from the process
         // that connected (and was checked); others read plainly from now on.
         conn.checksWriter = acceptedBundle.map { registry.identityRule(for: $0).executable != nil } ?? false

@@ -53,6 +53,9 @@ public enum UnixSocket {
     /// (`FD.readWithWriter` then reports no writer). Best effort.
     public static func stopNamingWriters(_ fd: Int32) { _ = sb_disable_passcred(fd) }
 
+    /// Turns the per-write credentials on again for one connection (a session newly pinned).
+    public static func startNamingWriters(_ fd: Int32) { _ = sb_enable_passcred(fd) }
+
     /// Largest path length `sun_path` holds (without the NUL).
     public static var maxPathLength: Int {
         MemoryLayout.size(ofValue: sockaddr_un().sun_path) - 1

@@ -119,6 +119,65 @@ final class IdentityTests: XCTestCase {
         h.stop()
     }
 
+    /// A reload that changes a bundle's token ends its sessions: the reload's own reply still
+    /// reaches the caller, requests it sent after it are not run, and the connection closes.
+    func testAReloadThatChangesATokenEndsItsSessions() throws {
+        let h = BrokerHarness(manifests: ["s.json": #"{"bundleID": "com.secret", "token": "old"}"#])
+        try h.start()
+        defer { h.stop() }
+        let raw = try RawClient(h.socket)
+        raw.send(#"{"jsonrpc":"2.0","id":1,"method":"hello","params":{"role":"app","bundleID":"com.secret","token":"old"}}"# + "\n")
+        XCTAssertNotNil(raw.readJSON()?["result"])
+        h.dir.write("state/apps/s.json", #"{"bundleID": "com.secret", "token": "new"}"#)
+        raw.send(#"{"jsonrpc":"2.0","id":2,"method":"apps.reload"}"# + "\n" + #"{"jsonrpc":"2.0","id":3,"method":"app.subscribe"}"# + "\n")
+        let reload = raw.readJSON()
+        XCTAssertEqual(reload?["id"]?.intValue, 2)
+        XCTAssertNotNil(reload?["result"], "the reload's own reply arrives: \(String(describing: reload))")
+        XCTAssertTrue(raw.waitForClose(), "the session opened under the old token ends")
+        XCTAssertEqual(try h.tool().call("broker.status")["subscribers"]?.intValue, 0, "the request after the reload was not run")
+    }
+
+    /// A reload that leaves a pinned bundle's rule as it was does not check its sessions again:
+    /// the program's file may have been replaced since (an upgrade), and /proc then names it
+    /// "(deleted)".
+    func testAnUnrelatedReloadKeepsAPinnedSessionWhoseProgramWasReplaced() throws {
+        #if os(Linux)
+            let dir = TempDir()
+            let python = URL(fileURLWithPath: "/usr/bin/python3").resolvingSymlinksInPath().path
+            let pinned = dir.path + "/app-python"
+            try FileManager.default.copyItem(atPath: python, toPath: pinned)
+            let h = BrokerHarness(manifests: ["p.json": JSONValue.object(["bundleID": "com.pinned", "executable": .string(pinned)]).compactText])
+            try h.start()
+            defer { h.stop() }
+            let script = """
+                import socket, sys, time
+                s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); f = s.makefile()
+                s.sendall(b'{"jsonrpc":"2.0","id":1,"method":"hello","params":{"role":"app","bundleID":"com.pinned"}}\\n')
+                print(f.readline(), flush=True)
+                s.sendall(b'{"jsonrpc":"2.0","id":2,"method":"app.subscribe"}\\n')
+                print(f.readline(), flush=True)
+                print("closed" if f.readline() == "" else "event", flush=True)
+                """
+            let app = Process()
+            app.executableURL = URL(fileURLWithPath: pinned)
+            app.arguments = ["-c", script, h.socket]
+            let out = Pipe()
+            app.standardOutput = out
+            try app.run()
+            defer { if app.isRunning { app.terminate() } }
+            let tool = try h.tool()
+            XCTAssertTrue(waitUntil(timeout: 10) { (try? tool.call("broker.status"))?["subscribers"]?.intValue == 1 }, "the pinned app subscribed")
+            // An upgrade replaces the program's file; another app's manifest arrives; reload.
+            try FileManager.default.copyItem(atPath: python, toPath: pinned + ".new")
+            XCTAssertEqual(rename(pinned + ".new", pinned), 0)
+            h.dir.write("state/apps/q.json", #"{"bundleID": "com.other", "urlSchemes": ["other"]}"#)
+            _ = try tool.call("apps.reload")
+            usleep(200_000)
+            XCTAssertTrue(app.isRunning, "the pinned session was ended")
+            XCTAssertEqual(try tool.call("broker.status")["subscribers"]?.intValue, 1)
+        #endif
+    }
+
     func testACallerOfAnotherUserCannotSharePathItems() throws {
         guard getuid() == 0 else { throw XCTSkip("needs root to run a client as another user") }
         let h = BrokerHarness(manifests: [
