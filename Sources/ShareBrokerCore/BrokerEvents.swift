@@ -254,7 +254,16 @@ extension Broker {
     }
 
     func subscriberGone(_ conn: Connection) {
-        if let app = conn.subscribedApp, subscribers[app] === conn { subscribers[app] = nil }
+        if let app = conn.subscribedApp, subscribers[app] === conn {
+            subscribers[app] = nil
+            // A launched app that goes away (or hangs and is dropped) while its process runs is
+            // watched again: it must subscribe again within the launch timeout while events wait.
+            if var l = launches[app], l.pid != nil, l.subscribed {
+                l.subscribed = false
+                l.startedAt = Clock.monotonicNanos()
+                launches[app] = l
+            }
+        }
     }
 
     // MARK: Launch on demand
@@ -336,6 +345,10 @@ extension Broker {
     /// launch command that hangs cannot keep its app's events from ever being delivered.
     func stopIfLaunchTimedOut(_ app: String, pid: Int32, _ l: inout LaunchState, now: UInt64) {
         guard !l.subscribed, config.launchTimeoutSeconds > 0 else { return }
+        if l.stopSentAt == nil && (store?.pendingCount(for: app) ?? 0) == 0 {
+            l.startedAt = now  // nothing waits for it: it may take its time (the clock starts again)
+            return
+        }
         if let sent = l.stopSentAt {
             guard now - sent >= UInt64(config.launchStopGraceSeconds * 1e9) else { return }
             log.log(.warning, "\(app) (pid \(pid)) still runs \(config.launchStopGraceSeconds) s after SIGTERM; sending SIGKILL")

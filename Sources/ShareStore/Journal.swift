@@ -200,8 +200,10 @@ public final class Journal {
     /// True when records are waiting for `commit()`.
     public var hasPending: Bool { !pending.isEmpty }
 
-    /// Whether this replay copied anything into `quarantine/` (then it is pruned).
+    /// Whether this replay copied anything into `quarantine/` (then it is pruned), and the files
+    /// it wrote (never pruned by it, whatever their clock says).
     var quarantinedThisReplay = false
+    var quarantinedFiles: Set<String> = []
 
     /// The active segment's number (after `replay`).
     public var activeSegment: Int { segments.last ?? 0 }
@@ -255,7 +257,7 @@ public final class Journal {
         let dir = directory + "/quarantine"
         guard let names = FileIO.listDirectory(dir), names.count > Journal.quarantineKeep else { return }
         var aged: [(mtime: Int, name: String)] = []
-        for name in names {
+        for name in names where !quarantinedFiles.contains(name) {
             var st = stat()
             guard lstat(dir + "/" + name, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else { continue }
             #if canImport(Darwin)
@@ -265,7 +267,8 @@ public final class Journal {
             #endif
         }
         aged.sort { $0.mtime != $1.mtime ? $0.mtime < $1.mtime : $0.name < $1.name }
-        for old in aged.dropLast(Journal.quarantineKeep) { _ = unlink(dir + "/" + old.name) }
+        let keepOld = max(0, Journal.quarantineKeep - quarantinedFiles.count)
+        for old in aged.dropLast(keepOld) { _ = unlink(dir + "/" + old.name) }
     }
 
     /// Scans one segment's bytes; returns the end offset of the last valid record.
@@ -328,6 +331,7 @@ public final class Journal {
         let file = dir + "/\(name)-\(segment)@\(offset).bad"
         try? FileIO.writeAtomically(file, Array(bytes))
         quarantinedThisReplay = true
+        quarantinedFiles.insert(String(file.split(separator: "/").last ?? ""))
         if counted {
             report.quarantined += 1
             report.notes.append("\(path(of: segment)): \(bytes.count) damaged bytes at offset \(offset) failed their checksum; copied to \(file)")

@@ -214,6 +214,7 @@ final class ConformanceSessionTests: XCTestCase {
                 if let e = code(conn, m, .array([1])) { seen.append(("\(who), params [1]", e)) }
                 if let e = code(conn, m, [:]) { seen.append(("\(who), params {}", e)) }
             }
+            XCTAssertFalse(seen.isEmpty, "\(m) answered no wrong call with an error")
             for (how, e) in seen {
                 XCTAssertTrue(declared[m]?.contains(e) ?? false, "\(m) answers \(e) (\(how)) but its OpenRPC errors list \(declared[m]?.sorted() ?? [])")
             }

@@ -194,6 +194,34 @@ final class DurabilityTests: XCTestCase {
         h.stop()
     }
 
+    func testALaunchedAppThatStopsListeningWhileEventsWaitIsStoppedAndLaunchedAgain() throws {
+        let dir = TempDir()
+        let pidFile = dir.path + "/pids"
+        // Takes one event, then keeps running without a subscription (the same process).
+        let h = launchHarness([
+            "/bin/sh", "-c", "echo $$ >> \(pidFile); \"\(Products.shareclient)\" listen --ack --count 1 --timeout 20; exec sleep 60",
+        ])
+        try h.start {
+            $0.launchTimeoutSeconds = 0.5
+            $0.launchStopGraceSeconds = 0.3
+            $0.launchRetryBase = 0.2
+        }
+        defer { for pid in launchedPIDs(pidFile) { kill(pid, SIGKILL) } }
+        let tool = try h.tool()
+        _ = try tool.call("url.open", ["url": "deeplinkmyapp://one"])
+        XCTAssertTrue(waitUntil(timeout: 15) { (try? tool.call("broker.status"))?["pendingEvents"]?.intValue == 0 }, "the first was acked")
+        usleep(1_200_000)  // idle without a subscription and nothing waiting: not stopped
+        XCTAssertEqual(try tool.call("broker.status")["launches"]?["com.mycompany.myapp"]?["timeouts"]?.intValue, 0)
+        _ = try tool.call("url.open", ["url": "deeplinkmyapp://two"])
+        XCTAssertTrue(
+            waitUntil(timeout: 20) { (try? tool.call("broker.status"))?["pendingEvents"]?.intValue == 0 },
+            "stopped and launched again, and the second event delivered: \((try? tool.call("broker.status"))?.compactText ?? "")")
+        let launch = try tool.call("broker.status")["launches"]?["com.mycompany.myapp"]
+        XCTAssertEqual(launch?["timeouts"]?.intValue, 1, launch?.compactText ?? "")
+        XCTAssertEqual(launch?["launches"]?.intValue, 2)
+        h.stop()
+    }
+
     func testLaunchedAppThatSubscribedIsNotStopped() throws {
         let dir = TempDir()
         let pidFile = dir.path + "/pids"
