@@ -46,6 +46,7 @@ int sb_random(void *buf, size_t len) {
 
 #ifdef __linux__
 #include <sys/epoll.h>
+#include <sys/vfs.h>
 
 int sb_poller_create(void) { return epoll_create1(EPOLL_CLOEXEC); }
 
@@ -295,6 +296,17 @@ long sb_read_with_writer(int fd, void *buf, unsigned long len, pid_t *writer_pid
     return (long)n;
 #else
     return (long)read(fd, buf, len);
+#endif
+}
+
+long sb_fs_type(int fd) {
+#ifdef __linux__
+    struct statfs fs;
+    if (fstatfs(fd, &fs) != 0) return -1;
+    return (long)fs.f_type;
+#else
+    (void)fd;
+    return -1;
 #endif
 }
 

@@ -234,6 +234,12 @@ extension Broker {
             guard (st.st_mode & S_IFMT) == S_IFREG else {
                 throw .invalidParams("Invalid params: items[\(i)].path '\(path)' is not a regular file")
             }
+            if let kind = Broker.pseudoFileSystem(fd) {
+                // Their files say a size they do not have (0 for /proc's, 4096 for sysfs's), and
+                // some block a read forever (trace_pipe): the loop would hang on the copy.
+                throw .invalidParams(
+                    "Invalid params: items[\(i)].path '\(path)' is on \(kind), whose files have no trustworthy size; send its bytes as a data item")
+            }
             var head = [UInt8](repeating: 0, count: 4096)
             let n = head.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, 0) }
             head = Array(head.prefix(max(0, n)))
@@ -256,6 +262,29 @@ extension Broker {
     /// Whether the broker may read a path item with its own rights for this caller: the caller runs
     /// as the broker's user (or as root), so whatever the broker can open the caller could too.
     /// Otherwise no path item is read (the caller sends the bytes as a data item).
+    /// The name of the pseudo file system `fd` is on (proc, sysfs, debugfs, tracefs, ...), if it
+    /// is on one (Linux; nil elsewhere).
+    static func pseudoFileSystem(_ fd: Int32) -> String? {
+        #if os(Linux)
+            let type = FileIO.fileSystemType(fd)
+            guard type >= 0 else { return nil }
+            switch UInt64(truncatingIfNeeded: type) & 0xFFFF_FFFF {
+            case 0x9fa0: return "procfs"
+            case 0x6265_6572: return "sysfs"
+            case 0x6462_6720: return "debugfs"
+            case 0x7472_6163: return "tracefs"
+            case 0x7363_6673: return "securityfs"
+            case 0x6367_7270, 0x0027_e0eb: return "a cgroup file system"
+            case 0x6265_6570: return "configfs"
+            case 0xcafe_4a11: return "bpffs"
+            case 0xde5e_81e4: return "efivarfs"
+            default: return nil
+            }
+        #else
+            return nil
+        #endif
+    }
+
     static func readsAsCaller(_ peer: PeerCredentials, brokerUID: UInt32) -> Bool {
         peer.uid == brokerUID || peer.uid == 0
     }

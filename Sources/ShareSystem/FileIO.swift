@@ -1,5 +1,6 @@
 // Small blocking file helpers for configuration files (manifests, association documents).
 
+import CShareSystem
 #if canImport(Glibc)
     @preconcurrency import Glibc
 #elseif canImport(Darwin)
@@ -60,6 +61,10 @@ public enum FileIO {
     }
 
     /// True when `path` exists (without following a final symlink).
+    /// The file system type (`statfs` f_type) of what `fd` is open on; -1 when unknown (and
+    /// everywhere but Linux).
+    public static func fileSystemType(_ fd: Int32) -> Int { sb_fs_type(fd) }
+
     /// True when `path` is a directory itself, not a symlink to one (`lstat`).
     public static func isPlainDirectory(_ path: String) -> Bool {
         var st = stat()

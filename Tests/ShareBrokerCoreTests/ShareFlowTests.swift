@@ -347,6 +347,12 @@ final class ShareFlowTests: XCTestCase {
         let directory = rpcError { try tool.call("share.send", ["items": [["path": .string(dir.path)]]]) }
         XCTAssertEqual(directory?.code, -32602, "a directory is not a regular file")
         XCTAssertTrue(directory?.message.contains(dir.path) ?? false, "\(String(describing: directory))")
+        #if os(Linux)
+            // Pseudo file systems: their files' sizes are not what they hold (0 for /proc's).
+            let proc = rpcError { try tool.call("share.send", ["items": [["path": "/proc/self/status"]]]) }
+            XCTAssertEqual(proc?.code, -32602)
+            XCTAssertTrue(proc?.message.contains("procfs") ?? false, "\(String(describing: proc))")
+        #endif
         // A symlink is followed: the file it names is what is read (and checked).
         let target = dir.path + "/real.pdf"
         _ = FileManager.default.createFile(atPath: target, contents: Data(pdfBytes))

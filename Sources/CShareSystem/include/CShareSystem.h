@@ -57,6 +57,9 @@ int sb_disable_passcred(int fd);
 /// when none came with them (or elsewhere than Linux). Returns what read(2) would.
 long sb_read_with_writer(int fd, void *buf, unsigned long len, pid_t *writer_pid);
 
+/// The file system type (statfs f_type) of what `fd` is open on; -1 when unknown or not Linux.
+long sb_fs_type(int fd);
+
 /// Raises the soft RLIMIT_NOFILE to the hard limit; returns the new soft limit or -1.
 long sb_raise_nofile_limit(void);
 
