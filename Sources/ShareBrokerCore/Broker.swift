@@ -289,20 +289,27 @@ public final class Broker {
                             + "remove it or pass --socket PATH")
                 }
             }
-            // Any socket directory: another user who may write in it could replace the socket
-            // with one of their own and hear the next client's hello (its token too). A directory
-            // of this user or root, not writable by others, or sticky (as /tmp: there nobody
-            // removes or renames another's file) is safe.
-            var ds = stat()
-            if stat(dir.isEmpty ? "/" : dir, &ds) == 0 {
+            // The socket directory and every directory above it: another user who may write in
+            // one could replace the socket (or a directory on its path) with their own and hear
+            // the next client's hello, token included. Each must belong to this user or root and
+            // not be writable by group or others, unless sticky (as /tmp: there nobody removes or
+            // renames another's file).
+            var resolved = dir.isEmpty ? "/" : dir
+            if let r = realpath(resolved, nil) {
+                resolved = String(cString: r)
+                free(r)
+            }
+            var path = ""
+            for part in [""] + resolved.split(separator: "/").map(String.init) {
+                path = part.isEmpty ? "/" : (path == "/" ? "/" + part : path + "/" + part)
+                var ds = stat()
+                guard stat(path, &ds) == 0 else { continue }
                 let foreignOwner = ds.st_uid != getuid() && ds.st_uid != 0
-                // (group-writable is fine for this user's own group, as with user-private groups)
-                let writable = (ds.st_mode & 0o002) != 0 || ((ds.st_mode & 0o020) != 0 && ds.st_gid != getgid())
-                let othersWrite = writable && (ds.st_mode & S_ISVTX) == 0
+                let othersWrite = (ds.st_mode & 0o022) != 0 && (ds.st_mode & S_ISVTX) == 0
                 if foreignOwner || othersWrite {
                     throw BrokerStartError(
-                        "the socket directory \(dir) "
-                            + (foreignOwner ? "belongs to uid \(ds.st_uid)" : "is writable by other users (mode \(String(ds.st_mode & 0o7777, radix: 8)))")
+                        "the socket's directory \(path) "
+                            + (foreignOwner ? "belongs to uid \(ds.st_uid)" : "is writable by group or others (mode \(String(ds.st_mode & 0o7777, radix: 8)))")
                             + ": another user could replace the socket and hear clients' hellos; use a directory of your own (--socket PATH)")
                 }
             }

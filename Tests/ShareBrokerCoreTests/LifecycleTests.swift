@@ -279,18 +279,25 @@ final class LifecycleTests: XCTestCase {
         let open = dir.path + "/open"
         let sticky = dir.path + "/sticky"
         let foreign = dir.path + "/foreign"
-        for d in [open, sticky, foreign] { try FileManager.default.createDirectory(atPath: d, withIntermediateDirectories: true) }
+        let under = open + "/mine"  // a private directory under one anyone may write in
+        let groupWritable = dir.path + "/group"
+        for d in [open, sticky, foreign, under, groupWritable] {
+            try FileManager.default.createDirectory(atPath: d, withIntermediateDirectories: true)
+        }
         chmod(open, 0o777)
+        chmod(under, 0o700)
         chmod(sticky, 0o1777)
-        var cases = [(open, "writable by other users")]
+        chmod(groupWritable, 0o770)
+        var cases = [(open, open, "writable by group or others"), (under, open, "writable by group or others"),
+                     (groupWritable, groupWritable, "writable by group or others")]
         if getuid() == 0 {
             XCTAssertEqual(chown(foreign, 65534, 65534), 0)
-            cases.append((foreign, "belongs to uid 65534"))
+            cases.append((foreign, foreign, "belongs to uid 65534"))
         }
-        for (d, why) in cases {
+        for (d, named, why) in cases {
             let r = try runProcess(Products.sharebroker, ["serve", "--socket", d + "/s.sock", "--state", dir.path + "/state"], timeout: 10)
             XCTAssertEqual(r.status, 1, r.err)
-            XCTAssertTrue(r.err.contains(why) && r.err.contains(d), r.err)
+            XCTAssertTrue(r.err.contains(why) && r.err.contains(named + " "), r.err)
             XCTAssertFalse(FileManager.default.fileExists(atPath: d + "/s.sock"))
         }
         // A sticky directory (as /tmp) is fine: nobody can remove or rename another's socket there.
