@@ -318,14 +318,19 @@ public final class ShareRecordStore: TurnParticipant {
         return true
     }
 
+    /// True when `groups/`, the group's directory and its `files/` are all directories themselves,
+    /// none replaced by a symlink (that would lead writes and deletions outside the state directory).
+    var plainPath: Bool {
+        let parent = directory.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")
+        return FileIO.isPlainDirectory(directory + "/files") && FileIO.isPlainDirectory(directory)
+            && (parent.isEmpty || FileIO.isPlainDirectory(parent))
+    }
+
     /// Writes each file with O_EXCL|O_NOFOLLOW relative to the new share directory, then fsyncs.
     func writeFiles(_ files: [ShareFile], into dir: String) throws(StoreError) {
-        // Never write through a symlink planted in the group directory.
-        var st = stat()
+        // Never write through a symlink planted in the group directory (or for it).
         let filesDir = directory + "/files"
-        if lstat(filesDir, &st) != 0 || (st.st_mode & S_IFMT) != S_IFDIR || lstat(directory, &st) != 0
-            || (st.st_mode & S_IFMT) != S_IFDIR
-        {
+        if !plainPath {
             for f in files { if case .descriptor(let fd, _) = f.source { FD.close(fd) } }
             throw StoreError("\(filesDir) is not a plain directory (a symlink?); refusing to write shares there")
         }
@@ -507,7 +512,7 @@ public final class ShareRecordStore: TurnParticipant {
             // Their completions are durable: the files go, unless `files/` or the group's own
             // directory was replaced by a symlink meanwhile (deleting through it would reach
             // outside the state directory).
-            if !inflightCompletedDirs.isEmpty && FileIO.isPlainDirectory(directory) && FileIO.isPlainDirectory(directory + "/files") {
+            if !inflightCompletedDirs.isEmpty && plainPath {
                 for d in inflightCompletedDirs { ShareRecordStore.removeTree(d) }
             }
         }

@@ -62,4 +62,20 @@ final class SymlinkTests: XCTestCase {
             FileManager.default.fileExists(atPath: outside + "/victim/\(id)/precious.txt"), "a file outside the state directory was deleted")
         h.stop()
     }
+
+    func testGroupsSwappedForASymlinkWhileRunningAreNotWrittenThrough() throws {
+        let h = BrokerHarness(manifests: ["20-pdf.json": pdfApp])
+        try h.start()
+        defer { h.stop() }
+        let tool = try h.tool()
+        _ = try tool.call("share.send", ["items": [["data": .string(base64(pdfBytes)), "name": "a.pdf"]]])
+        // groups/ moves away and a symlink to a look-alike outside the state directory takes its place.
+        let outside = outsideDirectory()
+        try FileManager.default.moveItem(atPath: h.state + "/groups", toPath: outside + "/moved")
+        try FileManager.default.createDirectory(atPath: outside + "/fake/group.com.example.pdf/files", withIntermediateDirectories: true)
+        XCTAssertEqual(symlink(outside + "/fake", h.state + "/groups"), 0)
+        let e = rpcError { _ = try tool.call("share.send", ["items": [["data": .string(base64(pdfBytes)), "name": "b.pdf"]]]) }
+        XCTAssertEqual(e?.code, -32005, "\(String(describing: e))")
+        XCTAssertEqual(contents(outside + "/fake/group.com.example.pdf/files"), [], "nothing was written through the symlink")
+    }
 }
