@@ -247,24 +247,15 @@ int sb_peer_credentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid) {
 #endif
 }
 
-int sb_enable_passcred(int fd) {
+int sb_set_passcred(int fd, int on) {
 #ifdef __linux__
-    int one = 1;
-    return setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof one);
+    int value = on != 0;
+    return setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &value, sizeof value);
 #else
     (void)fd;
+    if (!on) return 0;
     errno = ENOTSUP;
     return -1;
-#endif
-}
-
-int sb_disable_passcred(int fd) {
-#ifdef __linux__
-    int zero = 0;
-    return setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &zero, sizeof zero);
-#else
-    (void)fd;
-    return 0;
 #endif
 }
 

@@ -51,10 +51,10 @@ public enum UnixSocket {
 
     /// Turns off, for one accepted connection, the per-write credentials its listener asked for
     /// (`FD.readWithWriter` then reports no writer). Best effort.
-    public static func stopNamingWriters(_ fd: Int32) { _ = sb_disable_passcred(fd) }
+    public static func stopNamingWriters(_ fd: Int32) { _ = sb_set_passcred(fd, 0) }
 
     /// Turns the per-write credentials on again for one connection (a session newly pinned).
-    public static func startNamingWriters(_ fd: Int32) { _ = sb_enable_passcred(fd) }
+    public static func startNamingWriters(_ fd: Int32) { _ = sb_set_passcred(fd, 1) }
 
     /// Largest path length `sun_path` holds (without the NUL).
     public static var maxPathLength: Int {
@@ -144,7 +144,7 @@ public enum UnixSocket {
         do { fd = try newSocket() } catch { throw .system(error, path: path) }
         // Accepted connections inherit it: each read can name the process that wrote the bytes
         // (see `FD.readWithWriter`). Best effort (Linux only).
-        _ = sb_enable_passcred(fd)
+        _ = sb_set_passcred(fd, 1)
         // Bind with a restrictive umask so the socket never exists with looser permissions.
         let oldMask = umask(0o777 & ~mode)
         let r = withAddress(path) { addr, len in bind(fd, addr, len) } ?? -1

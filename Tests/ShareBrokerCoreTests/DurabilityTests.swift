@@ -160,6 +160,15 @@ final class DurabilityTests: XCTestCase {
         ])
     }
 
+    /// Starts `h` with a launch timeout of 0.5 s, 0.4 s between SIGTERM and SIGKILL, retries from 0.2 s.
+    private func startWithAShortLaunchWatchdog(_ h: BrokerHarness) throws {
+        try h.start {
+            $0.launchTimeoutSeconds = 0.5
+            $0.launchStopGraceSeconds = 0.4
+            $0.launchRetryBase = 0.2
+        }
+    }
+
     /// The pids a launch script wrote to `file`, one per line.
     private func launchedPIDs(_ file: String) -> [Int32] {
         ((try? String(contentsOfFile: file, encoding: .utf8)) ?? "").split(separator: "\n").compactMap { Int32($0) }
@@ -170,11 +179,7 @@ final class DurabilityTests: XCTestCase {
         let pidFile = dir.path + "/pids"
         // Ignores SIGTERM (inherited through exec), so only the SIGKILL after the grace period stops it.
         let h = launchHarness(["/bin/sh", "-c", "echo $$ >> \(pidFile); trap '' TERM; exec sleep 60"])
-        try h.start {
-            $0.launchTimeoutSeconds = 0.4
-            $0.launchStopGraceSeconds = 0.4
-            $0.launchRetryBase = 0.2
-        }
+        try startWithAShortLaunchWatchdog(h)
         defer { for pid in launchedPIDs(pidFile) { kill(pid, SIGKILL) } }
         let tool = try h.tool()
         XCTAssertEqual(try tool.call("url.open", ["url": "deeplinkmyapp://hung"])["queued"], true)
@@ -201,11 +206,7 @@ final class DurabilityTests: XCTestCase {
         let h = launchHarness([
             "/bin/sh", "-c", "echo $$ >> \(pidFile); \"\(Products.shareclient)\" listen --ack --count 1 --timeout 20; exec sleep 60",
         ])
-        try h.start {
-            $0.launchTimeoutSeconds = 0.5
-            $0.launchStopGraceSeconds = 0.3
-            $0.launchRetryBase = 0.2
-        }
+        try startWithAShortLaunchWatchdog(h)
         defer { for pid in launchedPIDs(pidFile) { kill(pid, SIGKILL) } }
         let tool = try h.tool()
         _ = try tool.call("url.open", ["url": "deeplinkmyapp://one"])

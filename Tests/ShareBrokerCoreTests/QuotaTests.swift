@@ -8,6 +8,12 @@ import ShareProtocol
 import XCTest
 
 final class QuotaTests: XCTestCase {
+    /// Two apps, com.a (scheme appa) and com.b (appb).
+    static let twoApps = [
+        "a.json": #"{"bundleID": "com.a", "urlSchemes": ["appa"]}"#,
+        "b.json": #"{"bundleID": "com.b", "urlSchemes": ["appb"]}"#,
+    ]
+
     func testConnectionsPerUserAreCapped() throws {
         let h = BrokerHarness()
         try h.start { $0.maxConnectionsPerUID = 3 }
@@ -29,10 +35,7 @@ final class QuotaTests: XCTestCase {
     }
 
     func testPendingEventsPerAppAreCapped() throws {
-        let h = BrokerHarness(manifests: [
-            "a.json": #"{"bundleID": "com.a", "urlSchemes": ["appa"]}"#,
-            "b.json": #"{"bundleID": "com.b", "urlSchemes": ["appb"]}"#,
-        ])
+        let h = BrokerHarness(manifests: Self.twoApps)
         try h.start { $0.maxPendingEventsPerApp = 2 }
         let tool = try h.tool()
         let first = try tool.call("url.open", ["url": "appa://1"])["eventID"]!
@@ -50,10 +53,7 @@ final class QuotaTests: XCTestCase {
     }
 
     func testPendingEventBytesPerAppAreCapped() throws {
-        let h = BrokerHarness(manifests: [
-            "a.json": #"{"bundleID": "com.a", "urlSchemes": ["appa"]}"#,
-            "b.json": #"{"bundleID": "com.b", "urlSchemes": ["appb"]}"#,
-        ])
+        let h = BrokerHarness(manifests: Self.twoApps)
         try h.start { $0.maxPendingEventBytesPerApp = 8192 }
         let tool = try h.tool()
         let long = "appa://x?" + String(repeating: "q", count: 3000)

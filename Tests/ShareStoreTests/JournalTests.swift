@@ -287,7 +287,9 @@ final class JournalTests: XCTestCase {
         XCTAssertEqual(reopened.pendingBytes(for: "com.b"), s.pendingBytes(for: "com.b"))
     }
 
-    func testCorruptRecordIsQuarantinedAndTheRestKept() throws {
+    /// Three events x://0..2 committed, then a byte of the second's payload flipped on disk
+    /// ("x://1" → "x://q"), so its checksum fails at the next replay.
+    func writeThreeEventsAndDamageTheSecond() throws {
         do {
             let s = try EventStore(directory: dir)
             for i in 0..<3 { _ = try s.enqueue(app: "com.a", fields: ["kind": "openURL", "url": .string("x://\(i)")]) }
@@ -295,11 +297,14 @@ final class JournalTests: XCTestCase {
         }
         let file = dir + "/" + segmentFiles().last!
         var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: file)))
-        // Flip a byte inside the second event's payload ("x://1" → "x://q").
         let needle = Array("x://1".utf8)
         let at = (0..<(bytes.count - needle.count)).first { Array(bytes[$0..<($0 + needle.count)]) == needle }!
         bytes[at + 4] = UInt8(ascii: "q")
         try Data(bytes).write(to: URL(fileURLWithPath: file))
+    }
+
+    func testCorruptRecordIsQuarantinedAndTheRestKept() throws {
+        try writeThreeEventsAndDamageTheSecond()
         let s = try EventStore(directory: dir)
         XCTAssertEqual(s.pending(for: "com.a").map { $0.body["url"]?.stringValue }, ["x://0", "x://2"])
         XCTAssertEqual(s.recovery.quarantined, 1)
@@ -317,17 +322,7 @@ final class JournalTests: XCTestCase {
             var times = [timespec(tv_sec: 1_000_000 + i, tv_nsec: 0), timespec(tv_sec: 1_000_000 + i, tv_nsec: 0)]
             XCTAssertEqual(utimensat(AT_FDCWD, path, &times, 0), 0)
         }
-        do {
-            let s = try EventStore(directory: dir)
-            for i in 0..<3 { _ = try s.enqueue(app: "com.a", fields: ["kind": "openURL", "url": .string("x://\(i)")]) }
-            try s.commit()
-        }
-        let file = dir + "/" + segmentFiles().last!
-        var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: file)))
-        let needle = Array("x://1".utf8)
-        let at = (0..<(bytes.count - needle.count)).first { Array(bytes[$0..<($0 + needle.count)]) == needle }!
-        bytes[at + 4] = UInt8(ascii: "q")
-        try Data(bytes).write(to: URL(fileURLWithPath: file))
+        try writeThreeEventsAndDamageTheSecond()
         let s = try EventStore(directory: dir)
         XCTAssertEqual(s.recovery.quarantined, 1)
         let kept = Set((try? FileManager.default.contentsOfDirectory(atPath: q)) ?? [])

@@ -45,12 +45,10 @@ void sb_signal_default(const int *signals, int count);
 /// Peer credentials of a connected Unix socket. Returns 0 or -1/errno. pid may be -1 if unknown.
 int sb_peer_credentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid);
 
-/// Asks the kernel to attach the writing process's credentials to what is sent to this socket (and,
-/// on a listening socket, to the connections it accepts): SO_PASSCRED on Linux. 0, or -1/errno;
-/// -1/ENOTSUP where there is no such option.
-int sb_enable_passcred(int fd);
-/// Turns SO_PASSCRED off again (a connection whose writers no longer matter). 0 or -1/errno.
-int sb_disable_passcred(int fd);
+/// on != 0: asks the kernel to attach the writing process's credentials to what is sent to this
+/// socket (and, on a listening socket, to the connections it accepts); 0: stops it. SO_PASSCRED on
+/// Linux. 0, or -1/errno; -1/ENOTSUP elsewhere when turning it on.
+int sb_set_passcred(int fd, int on);
 
 /// read(2) on a socket with SO_PASSCRED: *writer_pid gets the pid of the process that wrote the
 /// bytes read (SCM_CREDENTIALS; the kernel never returns bytes of two writers in one call), -1
