@@ -305,7 +305,10 @@ public final class Broker {
                 var ds = stat()
                 guard stat(path, &ds) == 0 else { continue }
                 let foreignOwner = ds.st_uid != getuid() && ds.st_uid != 0
-                let othersWrite = (ds.st_mode & 0o022) != 0 && (ds.st_mode & S_ISVTX) == 0
+                // Group-writable is safe only for a group of this user alone (user private groups,
+                // as with umask 002); sticky directories are safe whatever their mode.
+                let unsafeGroupWrite = (ds.st_mode & 0o020) != 0 && !Broker.groupIsThisUsersAlone(ds.st_gid)
+                let othersWrite = ((ds.st_mode & 0o002) != 0 || unsafeGroupWrite) && (ds.st_mode & S_ISVTX) == 0
                 if foreignOwner || othersWrite {
                     throw BrokerStartError(
                         "the socket's directory \(path) "
@@ -314,6 +317,26 @@ public final class Broker {
                 }
             }
         }
+    }
+
+    /// True when `gid` is this user's primary group and no other user belongs to it (as primary or
+    /// supplementary group): writable by that group means writable by this user only.
+    public static func groupIsThisUsersAlone(_ gid: gid_t) -> Bool {
+        guard gid == getgid() else { return false }
+        let me = getuid()
+        if let g = getgrgid(gid), var member = g.pointee.gr_mem {
+            let myName = getpwuid(me).map { String(cString: $0.pointee.pw_name) }
+            while let m = member.pointee {
+                if String(cString: m) != myName { return false }
+                member += 1
+            }
+        }
+        setpwent()
+        defer { endpwent() }
+        while let pw = getpwent() {
+            if pw.pointee.pw_gid == gid && pw.pointee.pw_uid != me { return false }
+        }
+        return true
     }
 
     /// Takes `STATE/broker.lock` (an exclusive flock, held for the broker's life and released by

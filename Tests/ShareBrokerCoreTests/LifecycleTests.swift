@@ -3,6 +3,7 @@
 // selection; plus in-process checks of slow-client dropping and many concurrent connections.
 
 import Foundation
+import ShareBrokerCore
 import ShareClient
 import ShareProtocol
 import ShareSystem
@@ -288,11 +289,12 @@ final class LifecycleTests: XCTestCase {
         chmod(under, 0o700)
         chmod(sticky, 0o1777)
         chmod(groupWritable, 0o770)
-        var cases = [(open, open, "writable by group or others"), (under, open, "writable by group or others"),
-                     (groupWritable, groupWritable, "writable by group or others")]
+        var cases = [(open, open, "writable by group or others"), (under, open, "writable by group or others")]
         if getuid() == 0 {
             XCTAssertEqual(chown(foreign, 65534, 65534), 0)
             cases.append((foreign, foreign, "belongs to uid 65534"))
+            XCTAssertEqual(chown(groupWritable, 0, 65534), 0)  // writable by a group other users are in
+            cases.append((groupWritable, groupWritable, "writable by group or others"))
         }
         for (d, named, why) in cases {
             let r = try runProcess(Products.sharebroker, ["serve", "--socket", d + "/s.sock", "--state", dir.path + "/state"], timeout: 10)
@@ -301,10 +303,18 @@ final class LifecycleTests: XCTestCase {
             XCTAssertFalse(FileManager.default.fileExists(atPath: d + "/s.sock"))
         }
         // A sticky directory (as /tmp) is fine: nobody can remove or rename another's socket there.
-        let p = try BrokerProcess(socket: sticky + "/s.sock", state: dir.path + "/state", logDir: dir.path)
-        XCTAssertTrue(p.waitReady(), p.stderrText)
-        p.signal(SIGTERM)
-        XCTAssertTrue(p.waitExit())
+        // So is one writable by this user's own group when nobody else is in it (umask 002).
+        let ownGroup = dir.path + "/own-group"
+        try FileManager.default.createDirectory(atPath: ownGroup, withIntermediateDirectories: true)
+        chmod(ownGroup, 0o770)
+        var fine = [sticky]
+        if Broker.groupIsThisUsersAlone(getgid()) { fine.append(ownGroup) }
+        for d in fine {
+            let p = try BrokerProcess(socket: d + "/s.sock", state: dir.path + "/state", logDir: dir.path)
+            XCTAssertTrue(p.waitReady(), "\(d): \(p.stderrText)")
+            p.signal(SIGTERM)
+            XCTAssertTrue(p.waitExit())
+        }
     }
 
     func testBadOptionsExit64WithMessageOnStderr() throws {
