@@ -76,8 +76,6 @@ public final class Broker {
     let wakeRead: Int32
     let wakeWrite: Int32
     var connections: [UInt64: Connection] = [:]
-    /// Sessions a manifest reload ended this turn: closed once their replies are out.
-    var revokedSessions: [Connection] = []
     var nextConnectionID = Broker.firstConnectionID
     var dirty: [Connection] = []
     let scratch: UnsafeMutableRawBufferPointer
@@ -457,14 +455,16 @@ public final class Broker {
             if now == was { continue }
             if now.token != was.token {
                 revokeSession(conn, "its manifest's token changed")
-            } else if case .failure(let e) = Result(catching: { () throws(RPCError) in try checkIdentity(conn, bundle) }) {
-                revokeSession(conn, e.message)
-            } else {
-                conn.admitted = now
-                if now.executable != nil && !conn.checksWriter {
-                    UnixSocket.startNamingWriters(conn.fd)
-                    conn.checksWriter = true
-                }
+                continue
+            }
+            do { try checkIdentity(conn, bundle) } catch {
+                revokeSession(conn, error.message)
+                continue
+            }
+            conn.admitted = now
+            if now.executable != nil && !conn.checksWriter {
+                UnixSocket.startNamingWriters(conn.fd)
+                conn.checksWriter = true
             }
         }
     }
@@ -480,21 +480,19 @@ public final class Broker {
     /// still go out, then the connection closes.
     func revokeSession(_ conn: Connection, _ why: String) {
         log.log(.warning, "\(conn.identity): \(why) after the reload; ending the session", connection: conn.id)
-        subscriberGone(conn)
+        endSession(conn)
+        conn.role = nil  // (counted out once: closing it later does not count it again)
         if conn.subscribedApp != nil {
             conn.subscribedApp = nil
             Broker.dropQueuedEvents(conn)
         }
-        defaultsConnectionClosed(conn)
-        if let role = conn.role { sessionCounts.adjust(role, by: -1) }
-        conn.role = nil
         conn.bundleID = nil
         conn.admitted = nil
         // Nothing more is read or run; the replies it has (the reload's own, when it asked for
-        // it) go out at the end of the turn, then it closes.
+        // it) go out at the end of the turn, and the flush closes it once they are written.
         conn.closing = true
         updateInterest(conn)
-        revokedSessions.append(conn)
+        markDirty(conn)
     }
 
     // MARK: The loop
@@ -569,13 +567,6 @@ public final class Broker {
     func endOfTurn() {
         if inflight == nil { startCommitUnlessPaced() }
         flushDirty()
-        if !revokedSessions.isEmpty {
-            for c in revokedSessions where !c.closed {
-                c.closing = false
-                beginClosing(c)  // now, or once its output is written
-            }
-            revokedSessions.removeAll()
-        }
         requestsAtTurnStart = totalRequests
     }
 
@@ -887,9 +878,8 @@ public final class Broker {
                 }
                 if conn.framer.bufferedByteCount >= Broker.partialWatchBytes {
                     if conn.partialSince == 0 || totalRequests != requestsBefore { watchPartial(conn) }
-                } else if conn.partialSince != 0 {
-                    conn.partialSince = 0
-                    partialWatch[conn.id] = nil
+                } else {
+                    unwatchPartial(conn)
                 }
                 if conn.closing { return }
                 if n < Broker.readChunk { return }
@@ -1112,10 +1102,7 @@ public final class Broker {
             conn.outOffset = 0
             conn.largestMessage = 0
             conn.stalledSince = 0
-            if conn.inStallWatch {
-                conn.inStallWatch = false
-                stallWatch[conn.id] = nil
-            }
+            unwatchStall(conn)
             if conn.out.capacity > 64 * 1024 { conn.out = [] } else { conn.out.removeAll(keepingCapacity: true) }
             if conn.wantsWrite {
                 conn.wantsWrite = false
@@ -1169,6 +1156,18 @@ public final class Broker {
     /// Drops the watched connections that have not read for the stall limit (`runTimers`).
     /// Unfinished messages at least this large are timed (`Connection.partialSince`).
     static let partialWatchBytes = 64 * 1024
+
+    func unwatchPartial(_ conn: Connection) {
+        guard conn.partialSince != 0 else { return }
+        conn.partialSince = 0
+        partialWatch[conn.id] = nil
+    }
+
+    func unwatchStall(_ conn: Connection) {
+        guard conn.inStallWatch else { return }
+        conn.inStallWatch = false
+        stallWatch[conn.id] = nil
+    }
 
     func watchPartial(_ conn: Connection) {
         conn.partialSince = Clock.monotonicNanos()
@@ -1232,21 +1231,21 @@ public final class Broker {
     /// Session clean-up (counters; later subscriptions and watches).
     func connectionClosed(_ conn: Connection) {
         pacer.closed(conn)
-        if let role = conn.role { sessionCounts.adjust(role, by: -1) }
+        endSession(conn)
         if let uid = conn.peer?.uid {
             let left = (connectionsByUID[uid] ?? 1) - 1
             connectionsByUID[uid] = left > 0 ? left : nil
         }
+        unwatchStall(conn)
+        unwatchPartial(conn)
+    }
+
+    /// The session's end (the connection closed, or a reload revoked it): its role stops
+    /// counting, its subscription and its defaults watches go.
+    func endSession(_ conn: Connection) {
+        if let role = conn.role { sessionCounts.adjust(role, by: -1) }
         subscriberGone(conn)
         defaultsConnectionClosed(conn)
-        if conn.inStallWatch {
-            conn.inStallWatch = false
-            stallWatch[conn.id] = nil
-        }
-        if conn.partialSince != 0 {
-            conn.partialSince = 0
-            partialWatch[conn.id] = nil
-        }
     }
 
     // MARK: Signals and shutdown

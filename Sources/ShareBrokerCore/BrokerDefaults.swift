@@ -164,11 +164,7 @@ extension Broker {
     /// The group's store, opened (and recovered) on first use; -32005 when it cannot be opened.
     func defaultsStore(_ group: String) throws(RPCError) -> DefaultsStore {
         if let s = defaults.stores[group] { return s }
-        let directory = config.stateDirectory + "/groups/" + group
-        let groups = config.stateDirectory + "/groups"
-        if FileIO.exists(groups) && !FileIO.isPlainDirectory(groups) {
-            throw RPCError(.storageFailure, "Storage failure: \(groups) is not a plain directory (a symlink?); nothing was stored")
-        }
+        let directory = try checkedGroupDirectory(group)
         do {
             let s = try DefaultsStore(
                 directory: directory, group: group, segmentLimit: config.journalSegmentLimit, turn: turn)

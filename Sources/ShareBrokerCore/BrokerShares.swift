@@ -47,13 +47,10 @@ extension Broker {
     func shareStore(_ group: String) throws(RPCError) -> ShareRecordStore {
         if let s = shareStores[group] { return s }
         guard Broker.isSafeGroupName(group) else { throw .invalidParams("Invalid params: '\(group)' is not a valid group name") }
-        let groups = config.stateDirectory + "/groups"
-        if FileIO.exists(groups) && !FileIO.isPlainDirectory(groups) {
-            throw RPCError(.storageFailure, "Storage failure: \(groups) is not a plain directory (a symlink?); nothing was stored")
-        }
+        let directory = try checkedGroupDirectory(group)
         do {
             let s = try ShareRecordStore(
-                group: group, directory: groupDirectory(group), segmentLimit: config.journalSegmentLimit, turn: turn,
+                group: group, directory: directory, segmentLimit: config.journalSegmentLimit, turn: turn,
                 counter: shareCounter)
             if let f = config.storeFaults { s.faultInjector = f }
             shareStores[group] = s
@@ -67,6 +64,16 @@ extension Broker {
 
     /// STATE/groups/GROUP: the group's container.
     func groupDirectory(_ group: String) -> String { config.stateDirectory + "/groups/" + group }
+
+    /// The group's directory, for a store about to be opened there: -32005 when `groups/` has been
+    /// replaced by a symlink (nothing is written through one).
+    func checkedGroupDirectory(_ group: String) throws(RPCError) -> String {
+        let groups = config.stateDirectory + "/groups"
+        if FileIO.exists(groups) && !FileIO.isPlainDirectory(groups) {
+            throw RPCError(.storageFailure, "Storage failure: \(groups) is not a plain directory (a symlink?); nothing was stored")
+        }
+        return groupDirectory(group)
+    }
 
     /// Opens every group that has a directory, so recovery runs at start and counts are right.
     func openExistingGroups() {
@@ -217,9 +224,9 @@ extension Broker {
             // the path with its own rights, through directories that caller may not search, and
             // opening it could have effects (a FIFO's writer released) or tell what exists there.
             // Such a caller sends the file's bytes as a `data` item.
-            if let peer = conn.peer, !Broker.readsAsCaller(peer, brokerUID: geteuid()) {
+            if let peer = conn.peer, !Broker.isBrokersOwnUser(peer) {
                 throw .invalidParams(
-                    "Invalid params: items[\(i)].path: this broker runs as another user (uid \(geteuid())) and does not open "
+                    "Invalid params: items[\(i)].path: this broker runs as another user (uid \(ProcessInfoLite.uid)) and does not open "
                         + "files for uid \(peer.uid); send the file's bytes as a data item ({\"data\": BASE64, \"name\": ...})")
             }
             let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
@@ -259,9 +266,6 @@ extension Broker {
     /// The members that say what an item is (exactly one per item).
     static let itemKinds = ["url", "text", "data", "path"]
 
-    /// Whether the broker may read a path item with its own rights for this caller: the caller runs
-    /// as the broker's user (or as root), so whatever the broker can open the caller could too.
-    /// Otherwise no path item is read (the caller sends the bytes as a data item).
     /// The name of the pseudo file system `fd` is on (proc, sysfs, debugfs, tracefs, ...), if it
     /// is on one (Linux; nil elsewhere).
     static func pseudoFileSystem(_ fd: Int32) -> String? {
@@ -285,9 +289,6 @@ extension Broker {
         #endif
     }
 
-    static func readsAsCaller(_ peer: PeerCredentials, brokerUID: UInt32) -> Bool {
-        peer.uid == brokerUID || peer.uid == 0
-    }
 
     // MARK: Targets
 

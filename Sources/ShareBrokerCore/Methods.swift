@@ -142,8 +142,8 @@ extension Broker {
                 let verbose = try p.optionalBool("verbose") == true
                 // Every connection's pid, uid and bundle ID: only for the broker's own user (and
                 // root), whatever the socket's mode lets connect.
-                if verbose, let peer = c.peer, !Broker.readsAsCaller(peer, brokerUID: geteuid()) {
-                    throw RPCError(.unauthorized, "Unauthorized: broker.status {verbose: true} is for the broker's own user (uid \(geteuid())), not uid \(peer.uid)")
+                if verbose, let peer = c.peer, !Broker.isBrokersOwnUser(peer) {
+                    throw RPCError(.unauthorized, "Unauthorized: broker.status {verbose: true} is for the broker's own user (uid \(ProcessInfoLite.uid)), not uid \(peer.uid)")
                 }
                 return .encoded(b.encodedStatus(verbose: verbose))
             }),
@@ -220,12 +220,16 @@ extension Broker {
         conn.admitted = acceptedBundle.map { admittedIdentity($0) }
         // A session pinned to an executable keeps checking that every write comes from the process
         // that connected (and was checked); others read plainly from now on.
-        conn.checksWriter = acceptedBundle.map { registry.identityRule(for: $0).executable != nil } ?? false
+        conn.checksWriter = conn.admitted?.executable != nil
         if !conn.checksWriter { UnixSocket.stopNamingWriters(conn.fd) }  // (no credentials per message from now on)
         sessionCounts.adjust(role, by: 1)
         log.log(.debug, "hello: \(conn.identity)", connection: conn.id)
         return helloResult(conn)
     }
+
+    /// A caller of the broker's own user, or root: the default of a manifest's `uids`, and who may
+    /// have path items read and see every connection in `broker.status`.
+    static func isBrokersOwnUser(_ peer: PeerCredentials) -> Bool { peer.uid == ProcessInfoLite.uid || peer.uid == 0 }
 
     /// `token` must match the one the bundle's manifest sets, if it sets one (compared in constant time).
     func checkToken(_ conn: Connection, _ bundleID: String, _ token: String?) throws(RPCError) {
@@ -249,7 +253,7 @@ extension Broker {
                 log.log(.warning, "hello refused for \(bundleID): uid \(peer.uid) is not in its manifest's uids", connection: conn.id)
                 throw RPCError(.unauthorized, "Unauthorized: uid \(peer.uid) may not act as '\(bundleID)'")
             }
-        } else if peer.uid != ProcessInfoLite.uid && peer.uid != 0 {
+        } else if !Broker.isBrokersOwnUser(peer) {
             log.log(.warning, "hello refused for \(bundleID): uid \(peer.uid) is another user", connection: conn.id)
             throw RPCError(.unauthorized, "Unauthorized: uid \(peer.uid) is not the broker's user; list it in the manifest's uids to allow it")
         }

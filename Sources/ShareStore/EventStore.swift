@@ -388,9 +388,6 @@ public final class EventStore: TurnParticipant {
     /// Events not yet acked, across apps.
     public var pendingCount: Int { pendingTotal }
 
-    /// The journal bytes of `app`'s pending events (its byte quota counts these).
-    public func pendingBytes(for app: String) -> Int { queues[app]?.bytes ?? 0 }
-
     /// `app`'s pending events and their journal bytes (one lookup: on every url.open).
     public func pendingLoad(for app: String) -> (count: Int, bytes: Int) {
         guard let q = queues[app] else { return (0, 0) }
@@ -430,13 +427,11 @@ public final class EventStore: TurnParticipant {
             for m in body where m.key != "id" { members.append(m) }  // the store owns `id`
             body = JSONObject(uniqueMembers: members)
         }
-        let mark = journal.pendingMark
-        try journal.append(type: RecordType.event.rawValue) { out in
+        let size = try journal.append(type: RecordType.event.rawValue) { out in
             EventStore.writeEventRecord(app: app, id: id, seq: seq, body: body, to: &out)
         }
         nextSeq += 1
-        let event = StoredEvent(
-            id: id, seq: seq, app: app, body: body, segment: journal.activeSegment, size: journal.pendingMark - mark - Journal.headerSize)
+        let event = StoredEvent(id: id, seq: seq, app: app, body: body, segment: journal.activeSegment, size: size)
         queues[app, default: AppQueue()].append(canonical: event)
         pendingTotal += 1
         ledger.live[event.segment, default: 0] += 1
@@ -540,12 +535,10 @@ public final class EventStore: TurnParticipant {
     /// and its event): same id and sequence number.
     public func restore(app: String, id: String, seq: UInt64, body: JSONObject) throws(StoreError) {
         guard !isPending(app: app, id: id) else { return }
-        let mark = journal.pendingMark
-        try journal.append(type: RecordType.event.rawValue) { out in
+        let size = try journal.append(type: RecordType.event.rawValue) { out in
             EventStore.writeEventRecord(app: app, id: id, seq: seq, body: body, to: &out)
         }
-        let event = StoredEvent(
-            id: id, seq: seq, app: app, body: body, segment: journal.activeSegment, size: journal.pendingMark - mark - Journal.headerSize)
+        let event = StoredEvent(id: id, seq: seq, app: app, body: body, segment: journal.activeSegment, size: size)
         // Out of order (many shares' events re-created at start): sorted once, when next read.
         queues[app, default: AppQueue()].append(event)
         pendingTotal += 1
@@ -662,10 +655,7 @@ public final class EventStore: TurnParticipant {
             }
             guard let target = written else { return }
             // The copies are durable: re-home them, then the old segment can go.
-            for e in carried {
-                guard let pos = queues[e.app]?.position(of: e.id) else { continue }
-                queues[e.app]?.slots[pos]?.segment = target
-            }
+            for e in carried { e.segment = target }  // (the queues hold these very objects)
             if ledger.moved(carried.count, from: oldest, to: target) { forgetSegments(through: oldest) }
         }
     }

@@ -200,9 +200,8 @@ public final class Journal {
     /// True when records are waiting for `commit()`.
     public var hasPending: Bool { !pending.isEmpty }
 
-    /// Whether this replay copied anything into `quarantine/` (then it is pruned), and the files
-    /// it wrote (never pruned by it, whatever their clock says).
-    var quarantinedThisReplay = false
+    /// The files this replay copied into `quarantine/` (then it is pruned, never of these,
+    /// whatever their clock says).
     var quarantinedFiles: Set<String> = []
 
     /// The active segment's number (after `replay`).
@@ -239,7 +238,7 @@ public final class Journal {
                 }
             }
         }
-        if quarantinedThisReplay { pruneQuarantine() }
+        if !quarantinedFiles.isEmpty { pruneQuarantine() }
         if segments.isEmpty {
             try startSegment(1)
         } else {
@@ -328,10 +327,10 @@ public final class Journal {
             if counted { report.quarantined += 1 }
             return
         }
-        let file = dir + "/\(name)-\(segment)@\(offset).bad"
+        let fileName = "\(name)-\(segment)@\(offset).bad"
+        let file = dir + "/" + fileName
         try? FileIO.writeAtomically(file, Array(bytes))
-        quarantinedThisReplay = true
-        quarantinedFiles.insert(String(file.split(separator: "/").last ?? ""))
+        quarantinedFiles.insert(fileName)
         if counted {
             report.quarantined += 1
             report.notes.append("\(path(of: segment)): \(bytes.count) damaged bytes at offset \(offset) failed their checksum; copied to \(file)")
@@ -343,8 +342,10 @@ public final class Journal {
     // MARK: Appending
 
     /// Appends a record to the pending batch. The payload is written by `body`. Space is reserved
-    /// on disk first, so a full disk fails here (nothing appended) rather than at commit.
-    public func append(type: UInt8, freeing: Bool = false, _ body: (inout [UInt8]) -> Void) throws(StoreError) {
+    /// on disk first, so a full disk fails here (nothing appended) rather than at commit. Returns
+    /// the payload's length.
+    @discardableResult
+    public func append(type: UInt8, freeing: Bool = false, _ body: (inout [UInt8]) -> Void) throws(StoreError) -> Int {
         let start = pending.count
         pending.append(contentsOf: Journal.headerTemplate)
         pending[start + 2] = type
@@ -375,6 +376,7 @@ public final class Journal {
             reservedEnd += want
         }
         appendCount += 1
+        return len
     }
 
     /// Drops the pending batch (used when a turn is rolled back).

@@ -321,10 +321,12 @@ public final class ShareRecordStore: TurnParticipant {
     /// True when `groups/`, the group's directory and its `files/` are all directories themselves,
     /// none replaced by a symlink (that would lead writes and deletions outside the state directory).
     var plainPath: Bool {
-        let parent = directory.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")
-        return FileIO.isPlainDirectory(directory + "/files") && FileIO.isPlainDirectory(directory)
-            && (parent.isEmpty || FileIO.isPlainDirectory(parent))
+        FileIO.isPlainDirectory(directory + "/files") && FileIO.isPlainDirectory(directory)
+            && (parentDirectory.isEmpty || FileIO.isPlainDirectory(parentDirectory))
     }
+
+    /// `directory` without its last component (`STATE/groups`).
+    lazy var parentDirectory = String(directory[..<(directory.lastIndex(of: "/") ?? directory.startIndex)])
 
     /// Writes each file with O_EXCL|O_NOFOLLOW relative to the new share directory, then fsyncs.
     func writeFiles(_ files: [ShareFile], into dir: String) throws(StoreError) {
@@ -372,7 +374,7 @@ public final class ShareRecordStore: TurnParticipant {
 
     /// Copies exactly `size` bytes of `src` into `dst`.
     static func copy(from src: Int32, to dst: Int32, size: Int) throws(SystemError) {
-        var buf = [UInt8](repeating: 0, count: 256 * 1024)
+        var buf = [UInt8](repeating: 0, count: max(1, min(size, 256 * 1024)))
         var left = size
         while left > 0 {
             let want = min(left, buf.count)

@@ -60,7 +60,6 @@ public enum FileIO {
         return names.sorted()
     }
 
-    /// True when `path` exists (without following a final symlink).
     /// The file system type (`statfs` f_type) of what `fd` is open on; -1 when unknown (and
     /// everywhere but Linux).
     public static func fileSystemType(_ fd: Int32) -> Int { sb_fs_type(fd) }
@@ -71,6 +70,7 @@ public enum FileIO {
         return lstat(path, &st) == 0 && (st.st_mode & S_IFMT) == S_IFDIR
     }
 
+    /// True when `path` exists (without following a final symlink).
     public static func exists(_ path: String) -> Bool {
         var st = stat()
         return lstat(path, &st) == 0

@@ -268,23 +268,23 @@ final class JournalTests: XCTestCase {
         for i in 0..<5 { _ = try s.enqueue(app: "com.a", fields: ["kind": "openURL", "url": .string("x://" + String(repeating: "y", count: 100 * i))]) }
         _ = try s.enqueue(app: "com.b", fields: ["kind": "openURL", "url": "x://b"])
         try s.commit()
-        let all = s.pendingBytes(for: "com.a")
+        let all = s.pendingLoad(for: "com.a").bytes
         let sizes = s.pending(for: "com.a").map(\.size)
         XCTAssertEqual(sizes.reduce(0, +), all)
         XCTAssertTrue(sizes.allSatisfy { $0 > 0 } && sizes == sizes.sorted(), "\(sizes)")
         let ids = s.pending(for: "com.a").map(\.id)
         _ = try s.ack(app: "com.a", ids: [ids[4]])
-        XCTAssertEqual(s.pendingBytes(for: "com.a"), all - sizes[4])
+        XCTAssertEqual(s.pendingLoad(for: "com.a").bytes, all - sizes[4])
         s.rollback()  // the ack is undone
-        XCTAssertEqual(s.pendingBytes(for: "com.a"), all)
+        XCTAssertEqual(s.pendingLoad(for: "com.a").bytes, all)
         _ = try s.ack(app: "com.a", ids: [ids[1], ids[3]])
         try s.commit()
         let left = all - sizes[1] - sizes[3]
-        XCTAssertEqual(s.pendingBytes(for: "com.a"), left)
+        XCTAssertEqual(s.pendingLoad(for: "com.a").bytes, left)
         XCTAssertEqual(s.pendingLoad(for: "com.a").count, 3)
         let reopened = try EventStore(directory: dir)
-        XCTAssertEqual(reopened.pendingBytes(for: "com.a"), left, "recounted at replay")
-        XCTAssertEqual(reopened.pendingBytes(for: "com.b"), s.pendingBytes(for: "com.b"))
+        XCTAssertEqual(reopened.pendingLoad(for: "com.a").bytes, left, "recounted at replay")
+        XCTAssertEqual(reopened.pendingLoad(for: "com.b").bytes, s.pendingLoad(for: "com.b").bytes)
     }
 
     /// Three events x://0..2 committed, then a byte of the second's payload flipped on disk
