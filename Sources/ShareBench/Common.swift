@@ -356,3 +356,13 @@ struct BrokerCPU {
         return " broker-cpu/request: loop=\(per(loop))us others=\(per(others))us" + commitText(requests: requests)
     }
 }
+
+/// Errors the scenarios met (failed requests, a broker that did not start): the bench exits 1
+/// when there were any, so a script (CI's smoke run) notices.
+nonisolated(unsafe) var benchErrors = 0
+
+/// Prints the first `limit` of `errors` and counts `count` of them (default: all).
+func reportErrors(_ errors: [String], limit: Int, count: Int? = nil) {
+    benchErrors += count ?? errors.count
+    for e in errors.prefix(limit) { print("  error: \(e)") }
+}

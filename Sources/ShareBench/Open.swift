@@ -293,7 +293,7 @@ func openScenario(socket: String, brokerPID: Int32, openers: Int, opens: Int, pa
             "open-sink  openers=\(openers) opens=\(r.latencies.count) rate=\(fmt(rate))/s durable url.open, no subscriber "
                 + latencyText("url.open reply", r.latencies) + (r.errorCount > 0 ? " errors=\(r.errorCount)" : "")
                 + cpu.text(requests: r.latencies.count) + r.driverText)
-        for e in r.errors.prefix(3) { print("  error: \(e)") }
+        reportErrors(r.errors, limit: 3, count: max(r.errorCount, r.errors.count))
         lines.append([
             "scenario": "url.open durable append (no subscriber)", "openers": .int(openers), "opens": .int(r.latencies.count),
             "perSecond": .double(rate.rounded()), "reply": latencyJSON(r.latencies), "errors": .int(r.errorCount),
@@ -323,11 +323,17 @@ private func report(_ f: OpenFigures) {
     let r = f.results
     var notes: [String] = []
     if r.notDelivered > 0 { notes.append("\(r.notDelivered) url.open answers said delivered: false") }
-    if r.duplicates > 0 { notes.append("\(r.duplicates) duplicate events") }
+    if r.duplicates > 0 {
+        notes.append("\(r.duplicates) duplicate events")
+        benchErrors += 1
+    }
     if r.stale > 0 { notes.append("\(r.stale) events from earlier runs acked") }
-    if f.acked.count < f.opens { notes.append("only \(f.acked.count) of \(f.opens) acked") }
+    if f.acked.count < f.opens {
+        notes.append("only \(f.acked.count) of \(f.opens) acked")
+        benchErrors += 1
+    }
     if !notes.isEmpty { print("  note: " + notes.joined(separator: "; ")) }
-    for e in r.errors.prefix(5) { print("  error: \(e)") }
+    reportErrors(r.errors, limit: 5)
 }
 
 private func openJSON(_ name: String, _ f: OpenFigures) -> JSONValue {

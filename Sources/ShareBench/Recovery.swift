@@ -101,7 +101,7 @@ func recoveryScenario(binary: String, baseDirectory: String, pending: Int, timeo
                 + "(first answer \(f.firstAnswerMs.map { fmt($0, 1) + "ms" } ?? "n/a")) "
                 + "fill=\(fmt(f.fillSeconds, 2))s (\(fmt(f.fillPerSecond))/s pipelined) stop_took=\(fmt(f.stopMs, 1))ms "
                 + "state=\(mib(f.stateBytes)) rss_filled=\(mib(f.rssFilled)) rss_recovered=\(mib(f.rssRecovered))")
-        for e in f.errors.prefix(5) { print("  error: \(e)") }
+        reportErrors(f.errors, limit: 5)
         var o: JSONObject = [
             "scenario": "recovery", "signal": .string(name), "pending": .int(pending),
             "fillSeconds": .double((f.fillSeconds * 1000).rounded() / 1000), "fillPerSecond": .double(f.fillPerSecond.rounded()),

@@ -64,6 +64,7 @@ func concurrentCalls(
 func shareScenario(binary: String, directory: String, clients: Int, urlShares: Int, fileShares: Int) -> [JSONValue] {
     guard let broker = try? BenchGroupApp.start(binary: binary, directory: directory) else {
         print("share      broker did not start")
+        benchErrors += 1
         return []
     }
     defer { _ = broker.stop() }
@@ -97,7 +98,7 @@ func shareScenario(binary: String, directory: String, clients: Int, urlShares: I
     print(
         "share      item=url clients=\(clients) shares=\(urlRun.latencies.count) rate=\(fmt(urlRate))/s "
             + latencyText("send", urlRun.latencies) + cpu.text(requests: urlRun.latencies.count) + urlRun.driverText)
-    for e in urlRun.errors.prefix(3) { print("  error: \(e)") }
+    reportErrors(urlRun.errors, limit: 3)
     out.append([
         "scenario": "share.send url", "clients": .int(clients), "shares": .int(urlRun.latencies.count),
         "perSecond": .double(urlRate.rounded()), "latency": latencyJSON(urlRun.latencies),
@@ -112,7 +113,7 @@ func shareScenario(binary: String, directory: String, clients: Int, urlShares: I
         print(
             "share      item=1MiB-file clients=\(clients) shares=\(fileRun.latencies.count) rate=\(fmt(fileRate, 1))/s "
                 + "(\(fmt(fileRate, 1)) MiB/s) " + latencyText("send", fileRun.latencies))
-        for e in fileRun.errors.prefix(3) { print("  error: \(e)") }
+        reportErrors(fileRun.errors, limit: 3)
         out.append([
             "scenario": "share.send 1MiB file", "clients": .int(clients), "shares": .int(fileRun.latencies.count),
             "perSecond": .double((fileRate * 10).rounded() / 10), "latency": latencyJSON(fileRun.latencies),
@@ -124,6 +125,7 @@ func shareScenario(binary: String, directory: String, clients: Int, urlShares: I
 func defaultsScenario(binary: String, directory: String, writers: Int, sets: Int, watchers: Int, changes: Int) -> [JSONValue] {
     guard let broker = try? BenchGroupApp.start(binary: binary, directory: directory) else {
         print("defaults   broker did not start")
+        benchErrors += 1
         return []
     }
     defer { _ = broker.stop() }
@@ -145,7 +147,7 @@ func defaultsScenario(binary: String, directory: String, writers: Int, sets: Int
     print(
         "defaults   set writers=\(writers) sets=\(setRun.latencies.count) rate=\(fmt(setRate))/s "
             + latencyText("set", setRun.latencies))
-    for e in setRun.errors.prefix(3) { print("  error: \(e)") }
+    reportErrors(setRun.errors, limit: 3)
     out.append([
         "scenario": "defaults.set", "writers": .int(writers), "sets": .int(setRun.latencies.count),
         "perSecond": .double(setRate.rounded()), "latency": latencyJSON(setRun.latencies),
@@ -197,6 +199,7 @@ func defaultsScenario(binary: String, directory: String, writers: Int, sets: Int
         out.append(["scenario": "defaults fan-out", "watchers": .int(watchers), "changes": .int(changes), "latency": latencyJSON(sorted)])
     } catch {
         print("defaults   fan-out failed: \(error)")
+        benchErrors += 1
     }
     _ = conns
     return out

@@ -23,7 +23,7 @@ func statusScenario(socket: String, brokerPID: Int32, clients: Int, requests: In
         "status     clients=\(clients) requests=\(sorted.count) rate=\(fmt(rate))/s p50=\(fmt(percentile(sorted, 0.5)))us "
             + "p99=\(fmt(percentile(sorted, 0.99)))us max=\(fmt(Double(sorted.last ?? 0)))us errors=\(r.errorCount)"
             + cpu.text(requests: sorted.count) + r.driverText)
-    for e in r.errors.prefix(5) { print("  error: \(e)") }
+    reportErrors(r.errors, limit: 5, count: max(r.errorCount, r.errors.count))
     return [
         "scenario": "broker.status", "clients": .int(clients), "requests": .int(sorted.count),
         "perSecond": .double(rate.rounded()), "p50us": .double(percentile(sorted, 0.5)),

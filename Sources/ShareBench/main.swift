@@ -177,5 +177,9 @@ runMain(root: root, version: "sharebroker-bench \(SharebrokerVersion.string)") {
         }
     }
     if cmd.flag("json") { for l in jsonLines { print(l.compactText) } }
+    if benchErrors > 0 {
+        FileHandle.standardError.write(Data("sharebroker-bench: \(benchErrors) errors (see above)\n".utf8))
+        return 1
+    }
     return 0
 }

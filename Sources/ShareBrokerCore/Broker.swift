@@ -61,6 +61,7 @@ public final class Broker {
     static let signalToken: UInt64 = 2
     static let wakeToken: UInt64 = 3
     static let syncToken: UInt64 = 4
+    static let offLoopToken: UInt64 = 5
     static let firstConnectionID: UInt64 = 16
     static let readChunk = 64 * 1024
     static let readsPerWakeup = 4
@@ -169,6 +170,18 @@ public final class Broker {
     /// Stamps shares' `created` (keeps the date and time up to the second between calls).
     var shareClock = TimestampClock()
     let methods: [String: MethodSpec]
+    /// Threads for request work that may block (files a share names): see BrokerOffLoop.swift.
+    let workers: WorkerPool
+    /// Work handed to `workers` and not finished yet, by id.
+    var offLoop: [UInt64: OffLoopTask] = [:]
+    var nextOffLoopID: UInt64 = 1
+    /// Off-loop work finished and taken up by its request / dropped (its connection gone).
+    var offLoopFinished: UInt64 = 0
+    var offLoopAbandoned: UInt64 = 0
+    /// Set by a handler that continues off the loop (`suspendRequest`), taken by the caller.
+    var suspension: OffLoopTask? = nil
+    /// The path items' files read off the loop, while the handler that asked runs again.
+    var pathProbe: PathProbe? = nil
 
     /// A handle other threads may use to stop or reload this broker.
     public var control: BrokerControl { BrokerControl(wakeFD: wakeWrite) }
@@ -189,6 +202,7 @@ public final class Broker {
             poller = try Poller()
             (wakeRead, wakeWrite) = try FD.pipe()
             syncWorker = try SyncWorker()
+            workers = try WorkerPool(threads: Broker.offLoopThreads)
         } catch {
             throw BrokerStartError("cannot create the event loop: \(error)")
         }
@@ -216,6 +230,7 @@ public final class Broker {
             try poller.add(listenerFD, interest: .readable, token: Broker.listenerToken)
             try poller.add(wakeRead, interest: .readable, token: Broker.wakeToken)
             try poller.add(syncWorker.wakeDescriptor, interest: .readable, token: Broker.syncToken)
+            try poller.add(workers.wakeDescriptor, interest: .readable, token: Broker.offLoopToken)
             if config.handleSignals {
                 let sp = try SignalPipe(signals: [SIGTERM, SIGINT, SIGHUP])
                 signalPipe = sp
@@ -234,6 +249,7 @@ public final class Broker {
 
     deinit {
         syncWorker.stop()
+        workers.stop()
         scratch.deallocate()
         for c in connections.values { FD.close(c.fd) }
         closeListener()
@@ -537,6 +553,11 @@ public final class Broker {
         for c in Array(connections.values) { closeNow(c, reason: "broker stopped") }
         closeListener()
         syncWorker.stop()
+        // Work still running off the loop (the grace period ended first): what it wrote goes,
+        // or is removed at the next start as an orphan if it writes after this.
+        workers.stop()
+        for task in offLoop.values { task.cancel() }
+        offLoop.removeAll()
         unlockStateDirectory()
         log.log(.info, "stopped")
     }
@@ -547,8 +568,18 @@ public final class Broker {
         case Broker.signalToken: handleSignals()
         case Broker.wakeToken: handleWake()
         case Broker.syncToken: completeCommits(syncWorker.takeOutcomes())
+        case Broker.offLoopToken: handleOffLoopDone()
         default:
             guard let conn = connections[token] else { return }
+            if conn.suspended != nil {
+                // Not read while its request's work runs; a peer that hung up cannot read the reply.
+                if events.contains(.hangup) || events.contains(.error) {
+                    closeNow(conn, reason: "peer hung up while its request's work ran")
+                } else if events.contains(.writable) {
+                    flush(conn)
+                }
+                return
+            }
             if events.contains(.readable) || events.contains(.hangup) || events.contains(.error) {
                 if !conn.closing { readFrom(conn) } else if events.contains(.error) { closeNow(conn, reason: "socket error") }
             }
@@ -677,6 +708,7 @@ public final class Broker {
             }
         }
         for (_, e) in failed { log.log(.error, "commit failed: \(e.message)") }
+        if !offLoop.isEmpty { decideWaitingBatches(commit: ticket.id, failed: failed) }
         if !failed.isEmpty {
             // Undo, in other stores, what requests did whose own store failed (they join the next commit).
             for (participant, undo) in ticket.compensations where failed[participant] != nil { undo() }
@@ -719,6 +751,7 @@ public final class Broker {
             }
         }
         for c in heldConnections { c.held = c.held?.map(convert) }
+        if !offLoop.isEmpty { failWaitingBatches(store, error) }
         afterCommit.removeAll { $0.0 == store }
         let undo = compensations.filter { $0.0 == store }
         compensations.removeAll { $0.0 == store }
@@ -832,7 +865,7 @@ public final class Broker {
         for _ in 0..<Broker.readsPerWakeup {
             // Back-pressure: a connection at its in-flight quota is read again after this turn's
             // commit has released its replies (the poller is level-triggered).
-            if conn.inFlight >= config.maxRequestsInFlight { return }
+            if conn.inFlight >= config.maxRequestsInFlight || conn.suspended != nil { return }
             let result: IOResult<Int>
             do {
                 if conn.checksWriter {
@@ -870,12 +903,13 @@ public final class Broker {
                 do {
                     try conn.framer.feed(UnsafeRawBufferPointer(rebasing: scratch[0..<n])) { frame, mode in
                         conn.outputMode = mode
-                        if !conn.closing { self.handleFrame(conn, frame) }
+                        return conn.closing || self.handleFrame(conn, frame)
                     }
                 } catch {
                     framingFailed(conn, error)
                     return
                 }
+                if conn.suspended != nil { return }  // (the rest is read after its work)
                 if conn.framer.bufferedByteCount >= Broker.partialWatchBytes {
                     if conn.partialSince == 0 || totalRequests != requestsBefore { watchPartial(conn) }
                 } else {
@@ -903,7 +937,8 @@ public final class Broker {
         beginClosing(conn)
     }
 
-    func handleFrame(_ conn: Connection, _ frame: UnsafeRawBufferPointer) {
+    /// Runs one message; false when it suspended the connection (its work runs off the loop).
+    func handleFrame(_ conn: Connection, _ frame: UnsafeRawBufferPointer) -> Bool {
         if conn.releasedAt != 0 { pacer.requestArrived(from: conn) }
         switch RPCCodec.decode(frame, readingShareSend: true) {
         case .single(let item):
@@ -915,7 +950,17 @@ public final class Broker {
                     if let reply = refuseOverQuota(conn, request) { conn.emit { $0.append(contentsOf: reply) } }
                     break
                 }
-                guard let response = dispatch(conn, request) else { break }
+                let response = dispatch(conn, request)
+                if suspension != nil {
+                    if suspend(conn, id: request.id, batch: nil) {
+                        markDirty(conn)
+                        runAfterReply(conn)
+                        return false
+                    }
+                    if let id = request.id { conn.emit { RPCCodec.writeError(id: id, error: Broker.noWorkerError, to: &$0) } }
+                    break
+                }
+                guard let response else { break }
                 let id = request.id!
                 switch consume response {
                 case .success(let result) where !turn.requestTouched.isEmpty:
@@ -929,43 +974,9 @@ public final class Broker {
             markDirty(conn)
             runAfterReply(conn)
         case .batch(let items):
-            var parts: [HeldReply] = []
-            var waits = false
-            var batchBytes = 0  // this batch's replies so far count towards the output cap too
-            for item in items {
-                var part: [UInt8] = []
-                switch item {
-                case .failure(let reply):
-                    RPCCodec.writeError(id: reply.id, error: reply.error, to: &part)
-                case .success(let request):
-                    if conn.inFlight >= config.maxRequestsInFlight || conn.unreadOutput + batchBytes > config.effectiveMaxOutputBuffer {
-                        guard let reply = refuseOverQuota(conn, request) else { continue }
-                        part = reply
-                        break
-                    }
-                    guard let response = dispatch(conn, request) else { continue }
-                    switch response {
-                    case .success(let result) where !turn.requestTouched.isEmpty:
-                        parts.append(deferred(conn, request.id!, result))
-                        waits = true
-                        continue
-                    case .success(let result): result.writeResponse(id: request.id!, to: &part)
-                    case .failure(let error): RPCCodec.writeError(id: request.id!, error: error, to: &part)
-                    }
-                }
-                batchBytes += part.count
-                parts.append(.bytes(part))
-            }
-            if !parts.isEmpty {  // a batch of notifications gets no reply
-                if waits {
-                    hold(conn, .batch(parts))
-                } else {
-                    conn.emit { out in Broker.writeHeld(.batch(parts), failed: [:], to: &out) }
-                }
-                markDirty(conn)
-            }
-            runAfterReply(conn)
+            return runBatch(conn, SuspendedBatch(items: items))
         }
+        return true
     }
 
     /// -32007 for a request read while its connection is at its in-flight quota, or while more
@@ -1199,7 +1210,7 @@ public final class Broker {
 
     func updateInterest(_ conn: Connection) {
         var interest: Readiness = []
-        if !conn.closing { interest.insert(.readable) }
+        if !conn.closing && conn.suspended == nil { interest.insert(.readable) }
         if conn.wantsWrite { interest.insert(.writable) }
         do { try poller.modify(conn.fd, interest: interest, token: conn.id) } catch {
             closeNow(conn, reason: "poller: \(error)")

@@ -24,11 +24,62 @@ struct PreparedItem {
     var size: Int
 }
 
+/// The files of a request's `path` items, opened and looked at on a worker thread (opening or
+/// reading a file can block for long on a network or FUSE file system): each is opened
+/// read-only and must be a regular file not on a pseudo file system; its size and first 4 KiB
+/// (for typing) are read. The loop then takes each descriptor over (`outcomes`, by item index).
+final class PathProbe: @unchecked Sendable {  // run by one worker thread, then used by the loop
+    enum Outcome {
+        /// Open (blocking mode), its size when checked, its first bytes.
+        case opened(Int32, size: Int, head: [UInt8])
+        /// Why it cannot be shared (completes "items[i].path 'P' ...").
+        case failed(String)
+    }
+
+    let paths: [(index: Int, path: String)]
+    var outcomes: [Int: Outcome] = [:]
+
+    init(_ paths: [(index: Int, path: String)]) { self.paths = paths }
+
+    func run() {
+        for (i, path) in paths { outcomes[i] = PathProbe.look(at: path) }
+    }
+
+    static func look(at path: String) -> Outcome {
+        // O_NONBLOCK: a FIFO's open must not wait for a writer (it is refused below anyway).
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
+        guard fd >= 0 else { return .failed("cannot be read: \(String(cString: strerror(currentErrno())))") }
+        var st = stat()
+        fstat(fd, &st)
+        guard (st.st_mode & S_IFMT) == S_IFREG else {
+            FD.close(fd)
+            return .failed("is not a regular file")
+        }
+        if let kind = Broker.pseudoFileSystem(fd) {
+            // Their files say a size they do not have (0 for /proc's, 4096 for sysfs's), and
+            // some block a read forever (trace_pipe).
+            FD.close(fd)
+            return .failed("is on \(kind), whose files have no trustworthy size; send its bytes as a data item")
+        }
+        var head = [UInt8](repeating: 0, count: 4096)
+        let n = head.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, 0) }
+        head = Array(head.prefix(max(0, n)))
+        _ = fcntl(fd, F_SETFL, 0)
+        return .opened(fd, size: Int(st.st_size), head: head)
+    }
+
+    /// Closes the descriptors nobody took over.
+    func closeUnused() {
+        for case .opened(let fd, _, _) in outcomes.values { FD.close(fd) }
+        outcomes = [:]
+    }
+}
+
 extension Broker {
     /// The share.* methods.
     static func shareMethods() -> [MethodSpec] {
         [
-            MethodSpec("share.targets") { b, c, p throws(RPCError) in try b.shareTargets(c, p) },
+            MethodSpec("share.targets", encoding: { b, c, p throws(RPCError) in try b.shareTargets(c, p) }),
             MethodSpec("share.send", roles: [.extension, .tool], encoding: { b, c, p throws(RPCError) in try b.shareSend(c, p) }),
             MethodSpec("share.list", roles: [.app, .extension]) { b, c, p throws(RPCError) in try b.shareList(c, p) },
             MethodSpec("share.get", roles: [.app, .extension]) { b, c, p throws(RPCError) in try b.shareGet(c, p) },
@@ -229,33 +280,21 @@ extension Broker {
                     "Invalid params: items[\(i)].path: this broker runs as another user (uid \(ProcessInfoLite.uid)) and does not open "
                         + "files for uid \(peer.uid); send the file's bytes as a data item ({\"data\": BASE64, \"name\": ...})")
             }
-            let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
-            guard fd >= 0 else {
-                let e = currentErrno()
-                throw .invalidParams("Invalid params: items[\(i)].path '\(path)' cannot be read: \(String(cString: strerror(e)))")
+            // Opened and looked at off the loop (`PathProbe`, before the handler ran again).
+            guard let outcome = pathProbe?.outcomes.removeValue(forKey: i) else {
+                throw RPCError(.internalError, "Internal error: items[\(i)].path '\(path)' was not read")
+            }
+            let fd: Int32, size: Int, head: [UInt8]
+            switch outcome {
+            case .failed(let why): throw .invalidParams("Invalid params: items[\(i)].path '\(path)' \(why)")
+            case .opened(let f, let n, let h): (fd, size, head) = (f, n, h)
             }
             var keep = false
             defer { if !keep { FD.close(fd) } }
-            var st = stat()
-            fstat(fd, &st)
-            guard (st.st_mode & S_IFMT) == S_IFREG else {
-                throw .invalidParams("Invalid params: items[\(i)].path '\(path)' is not a regular file")
-            }
-            if let kind = Broker.pseudoFileSystem(fd) {
-                // Their files say a size they do not have (0 for /proc's, 4096 for sysfs's), and
-                // some block a read forever (trace_pipe): the loop would hang on the copy.
-                throw .invalidParams(
-                    "Invalid params: items[\(i)].path '\(path)' is on \(kind), whose files have no trustworthy size; send its bytes as a data item")
-            }
-            var head = [UInt8](repeating: 0, count: 4096)
-            let n = head.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, 0) }
-            head = Array(head.prefix(max(0, n)))
-            _ = fcntl(fd, F_SETFL, 0)
             let base = String(path.split(separator: "/").last ?? "file")
             var a = ShareTyping.fileAttachment(name: base, head: head, given: givenType)
             a.kind = .file
             let fileName = ShareTyping.uniqueName(ShareTyping.safeFileName(base, type: a.primaryType), used: &usedNames)
-            let size = Int(st.st_size)
             keep = forStoring
             return PreparedItem(
                 stored: ["file": .string(fileName), "name": .string(base), "type": .string(a.primaryType), "size": .int(size)],
@@ -305,14 +344,54 @@ extension Broker {
         ["extension": .string(t.ext.bundleID), "app": .string(t.app.bundleID), "name": .string(t.ext.name)]
     }
 
-    func shareTargets(_ conn: Connection, _ p: Params) throws(RPCError) -> JSONValue {
+    func shareTargets(_ conn: Connection, _ p: Params) throws(RPCError) -> MethodResult {
+        if let later = readPathsFirst(conn, p, then: { b, c throws(RPCError) in try b.shareTargets(c, p) }) { return later }
         let items = try prepareItems(p, conn: conn, forStoring: false)
-        return ["targets": .array(acceptingTargets(items).map(Broker.targetJSON))]
+        return .value(["targets": .array(acceptingTargets(items).map(Broker.targetJSON))])
+    }
+
+    // MARK: Path items, off the loop
+
+    /// When `p` has `path` items and their files have not been read yet: reads them off the loop
+    /// (`PathProbe`), then runs `handler` again with what was read (`pathProbe`). Opening or
+    /// reading a file may block for long (a hung network or FUSE file system).
+    func readPathsFirst(
+        _ conn: Connection, _ p: Params, then handler: @escaping (Broker, Connection) throws(RPCError) -> MethodResult
+    ) -> MethodResult? {
+        guard pathProbe == nil, p.shareSend == nil, case .array(let list)? = p["items"], list.count <= config.maxFilesPerShare
+        else { return nil }
+        // (another user's caller gets no path items at all: prepareItem says so)
+        if let peer = conn.peer, !Broker.isBrokersOwnUser(peer) { return nil }
+        var paths: [(index: Int, path: String)] = []
+        for (i, v) in list.enumerated() {
+            // Only an item that is a path item and nothing else (prepareItem refuses the others
+            // before they would need their file).
+            guard case .object(let o) = v, case .string(let path)? = o["path"], path.hasPrefix("/"), !path.utf8.contains(0),
+                o["url"] == nil, o["text"] == nil, o["data"] == nil
+            else { continue }
+            paths.append((i, path))
+        }
+        if paths.isEmpty { return nil }
+        let probe = PathProbe(paths)
+        let method = p.method
+        return suspendRequest(
+            work: { probe.run() },
+            finish: { b, c throws(RPCError) in
+                b.pathProbe = probe
+                defer {
+                    b.pathProbe = nil
+                    probe.closeUnused()
+                }
+                try b.methods[method]?.authorize(c)  // (a reload may have ended the session meanwhile)
+                return try handler(b, c)
+            },
+            cancel: { probe.closeUnused() })
     }
 
     // MARK: share.send
 
     func shareSend(_ conn: Connection, _ p: Params) throws(RPCError) -> MethodResult {
+        if let later = readPathsFirst(conn, p, then: { b, c throws(RPCError) in try b.shareSend(c, p) }) { return later }
         let named: String?
         let groupParam: String?
         var openURL: String? = nil
@@ -451,8 +530,57 @@ extension Broker {
             }
             conn.lastShareStore = store
         }
-        var pendingRoute: (app: String, fields: JSONObject)? = nil
         let files = items.compactMap(\.file)
+        if files.isEmpty {
+            return try storeShare(
+                conn, chosen: chosen, group: group, store: store, shareID: shareID, items: items.map(\.stored), files: [],
+                route: route, filesWritten: false)
+        }
+        // The files are written (and fsynced) off the loop; the share is stored once they are.
+        let writer = store.filesWriter(id: shareID, files: files)
+        let stored = items.map(\.stored)
+        let generation = registryGeneration
+        return suspendRequest(
+            work: { writer.run() },
+            finish: { b, c throws(RPCError) in
+                if let e = writer.error { throw RPCError(.storageFailure, "Storage failure: \(e.message); nothing was stored") }
+                do throws(RPCError) {
+                    try b.methods["share.send"]?.authorize(c)  // (a reload may have ended the session)
+                    if b.registryGeneration != generation { try b.recheckSender(chosen, group: group, routeApp: route?.app) }
+                    if let route, let events = b.store { try b.checkEventQuota(events, route.app) }
+                    return try b.storeShare(
+                        c, chosen: chosen, group: group, store: store, shareID: shareID, items: stored, files: files,
+                        route: route, filesWritten: true)
+                } catch {
+                    writer.discard()
+                    throw error
+                }
+            },
+            cancel: { writer.discard() })
+    }
+
+    /// After a manifest reload while a share's files were written: its extension must still be
+    /// there, in the same app, entitled to the group, and the app its event is for still known.
+    func recheckSender(_ chosen: ExtensionTarget, group: String, routeApp: String?) throws(RPCError) {
+        guard let now = registry.appExtension(chosen.ext.bundleID), now.app.bundleID == chosen.app.bundleID,
+            now.ext.appGroups.contains(group)
+        else {
+            throw RPCError(
+                .notFound,
+                "Not found: a manifest reload changed \(chosen.ext.bundleID) while the share's files were written (it is no longer registered in \(chosen.app.bundleID) and entitled to '\(group)'); nothing was stored")
+        }
+        if let routeApp, registry.app(routeApp) == nil {
+            throw RPCError(.noHandler, "No handler: a manifest reload removed \(routeApp) while the share's files were written; nothing was stored")
+        }
+    }
+
+    /// Stores a validated share (its files written already when `filesWritten`) and queues the
+    /// event `open` asked for; the reply waits for the commit.
+    func storeShare(
+        _ conn: Connection, chosen: ExtensionTarget, group: String, store: ShareRecordStore, shareID: String,
+        items storedItems: [JSONObject], files: [ShareFile], route: (app: String, fields: JSONObject)?, filesWritten: Bool
+    ) throws(RPCError) -> MethodResult {
+        var pendingRoute: (app: String, fields: JSONObject)? = nil
         // The event `open` queues is written into the share's record too (its id is known in
         // advance: the loop is single-threaded), so recovery can re-create it if a crash lands
         // between the share's commit and the event's (the share commits first).
@@ -471,7 +599,7 @@ extension Broker {
         do {
             stored = try store.add(
                 id: shareID, extensionID: chosen.ext.bundleID, app: chosen.app.bundleID, created: shareClock.now(),
-                items: items.map(\.stored), files: files, openEvent: openEvent)
+                items: storedItems, files: files, openEvent: openEvent, filesWritten: filesWritten)
         } catch {
             throw RPCError(.storageFailure, "Storage failure: \(error.message); nothing was stored")
         }
@@ -500,7 +628,7 @@ extension Broker {
             if subscribers[route.app] == nil { launchIfNeeded(route.app) }
             result.string("eventID", event.id)
         }
-        log.log(.debug, "share \(stored.id) from \(chosen.ext.bundleID) stored in \(group) (\(items.count) items)", connection: conn.id)
+        log.log(.debug, "share \(stored.id) from \(chosen.ext.bundleID) stored in \(group) (\(storedItems.count) items)", connection: conn.id)
         return .encoded(result.finishInPlace())
     }
 

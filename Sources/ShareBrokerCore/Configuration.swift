@@ -61,6 +61,9 @@ public struct BrokerConfiguration: Sendable {
     public var launchStopGraceSeconds: Double = 5
     /// Test seam: injects failures into the event journal (see `JournalFaultPoint`).
     public var storeFaults: (@Sendable (JournalFaultPoint) -> Int32?)? = nil
+    /// Test seam: runs on a worker thread before each piece of off-loop work (reading the files
+    /// of `path` items, writing a share's files), so a test can hold that work back.
+    public var offLoopGate: (@Sendable () -> Void)? = nil
 
     /// Settings with the contract's defaults (environment, then XDG, then the temporary directory).
     public init(socketPath: String? = nil, stateDirectory: String? = nil) {

@@ -98,6 +98,8 @@ final class Connection {
     /// without a message completing (monotonic ns; 0 otherwise): such a connection is dropped
     /// after `stalledReaderSeconds`, so a client cannot pin megabytes by never ending a message.
     var partialSince: UInt64 = 0
+    /// The request whose work runs off the loop: nothing more is read or run until it is done.
+    var suspended: SuspendedRequest? = nil
     /// Events for the subscribed app not yet in `out`: written as the app reads (`Broker.eventWindow`),
     /// so a large backlog never piles up as output. References to the store's events, no copies.
     var queuedEvents: [StoredEvent] = []

@@ -374,6 +374,11 @@ extension Broker {
             w.value("launches", launchStatus)
         }
         w.object("defaults") { writeDefaultsStatus(&$0) }
+        w.object("fileWork") { f in
+            f.int("running", offLoop.count)
+            f.uint("finished", offLoopFinished)
+            f.uint("abandoned", offLoopAbandoned)
+        }
         if verbose { w.value("clients", clientsJSON()) }
         return w.finishInPlace()
     }

@@ -310,6 +310,21 @@ let openRPCDocumentText = ####"""
               "type": "object",
               "description": "Group defaults: groupsOpen, watches, notificationsSent, droppedWatchers, compactionErrors."
             },
+            "fileWork": {
+              "type": "object",
+              "description": "Work on the files of share items, done off the event loop: running (requests waiting for it), finished (taken up by their requests), abandoned (its connection closed first; what it wrote was removed).",
+              "properties": {
+                "running": {
+                  "type": "integer"
+                },
+                "finished": {
+                  "type": "integer"
+                },
+                "abandoned": {
+                  "type": "integer"
+                }
+              }
+            },
             "clients": {
               "type": "array",
               "description": "With verbose: true, one object per connection: session, role, bundleID, pid, uid, gid, subscribedTo, requests, pendingOutput.",

@@ -49,6 +49,8 @@ public struct Framer: Sendable {
     /// arriving in many small reads is searched once, not once per read (which was quadratic).
     /// Always 0 outside newline mode and when `pending` is empty; never more than `pending.count`.
     private var newlineSearched = 0
+    /// The last feed or resume stopped at a frame its handler refused to go past.
+    private var stopped = false
     /// Bytes memchr has looked at so far, up to and including each '\n' found (a counting seam for
     /// the tests: each byte of a stream is looked at once, however it is cut into reads).
     private(set) var newlineSearchBytes = 0
@@ -70,7 +72,20 @@ public struct Framer: Sendable {
     public mutating func feed(
         _ chunk: UnsafeRawBufferPointer, onFrame: (UnsafeRawBufferPointer, FramingMode) -> Void
     ) throws(FramingError) {
-        if chunk.isEmpty { return }
+        _ = try feed(chunk, onFrameUntil: { frame, mode in
+            onFrame(frame, mode)
+            return true
+        })
+    }
+
+    /// Like `feed(_:onFrame:)`, but `onFrame` returns false to stop after that frame: the frames
+    /// after it stay buffered, unread, until `resume(onFrameUntil:)`. Returns false when stopped.
+    @discardableResult
+    public mutating func feed(
+        _ chunk: UnsafeRawBufferPointer, onFrameUntil onFrame: (UnsafeRawBufferPointer, FramingMode) -> Bool
+    ) throws(FramingError) -> Bool {
+        stopped = false
+        if chunk.isEmpty { return true }
         if pending.isEmpty {
             let used = try consume(chunk, searched: 0, onFrame: onFrame)
             if used < chunk.count {
@@ -78,21 +93,45 @@ public struct Framer: Sendable {
             }
         } else {
             Framer.append(chunk, to: &pending)
-            var p = pending
-            pending = []
-            let searched = newlineSearched
-            newlineSearched = 0  // matches the empty `pending` if consume throws
-            let used = try p.withUnsafeBytes { buf in
-                Result { () throws(FramingError) -> Int in try consume(buf, searched: searched, onFrame: onFrame) }
-            }.get()
-            if used < p.count {
-                if used > 0 { p.removeSubrange(0..<used) }
-                pending = p
-            } else if p.capacity <= 4096 {
-                p.removeAll(keepingCapacity: true)
-                pending = p
-            }
-            // Otherwise `p` is released: an idle connection keeps no large buffer.
+            try consumePending(onFrame)
+        }
+        return try settle()
+    }
+
+    /// Hands over the complete frames buffered when `onFrame` stopped (`feed(_:onFrameUntil:)`),
+    /// in order, until it stops again. Returns false when stopped again.
+    @discardableResult
+    public mutating func resume(onFrameUntil onFrame: (UnsafeRawBufferPointer, FramingMode) -> Bool) throws(FramingError) -> Bool {
+        stopped = false
+        if pending.isEmpty { return true }
+        try consumePending(onFrame)
+        return try settle()
+    }
+
+    private mutating func consumePending(_ onFrame: (UnsafeRawBufferPointer, FramingMode) -> Bool) throws(FramingError) {
+        var p = pending
+        pending = []
+        let searched = newlineSearched
+        newlineSearched = 0  // matches the empty `pending` if consume throws
+        let used = try p.withUnsafeBytes { buf in
+            Result { () throws(FramingError) -> Int in try consume(buf, searched: searched, onFrame: onFrame) }
+        }.get()
+        if used < p.count {
+            if used > 0 { p.removeSubrange(0..<used) }
+            pending = p
+        } else if p.capacity <= 4096 {
+            p.removeAll(keepingCapacity: true)
+            pending = p
+        }
+        // Otherwise `p` is released: an idle connection keeps no large buffer.
+    }
+
+    private mutating func settle() throws(FramingError) -> Bool {
+        if stopped {
+            // What is kept may hold whole frames not yet searched for, and is bounded by what
+            // was read before the stop: the reader reads nothing more until it resumes.
+            newlineSearched = 0
+            return false
         }
         // In newline mode consume stops short only at a line without its '\n', having searched
         // all of it: what is kept (moved to the front of `pending`) has been searched.
@@ -100,12 +139,13 @@ public struct Framer: Sendable {
         if pending.count > maxMessage + Framer.maxHeaderBytes {
             throw .tooLarge(limit: maxMessage)
         }
+        return true
     }
 
     /// Consumes as many complete frames as `buf` holds; returns the number of bytes used.
     /// `searched`: the first bytes of `buf` hold no '\n' (searched by an earlier read in newline mode).
     private mutating func consume(
-        _ buf: UnsafeRawBufferPointer, searched: Int, onFrame: (UnsafeRawBufferPointer, FramingMode) -> Void
+        _ buf: UnsafeRawBufferPointer, searched: Int, onFrame: (UnsafeRawBufferPointer, FramingMode) -> Bool
     ) throws(FramingError) -> Int {
         var pos = 0
         var skip = searched  // applies to the first line only
@@ -133,7 +173,10 @@ public struct Framer: Sendable {
                 if end - pos > maxMessage { throw .tooLarge(limit: maxMessage) }
                 let frame = UnsafeRawBufferPointer(rebasing: buf[pos..<end])
                 pos += len + 1
-                if !Framer.isBlank(frame) { onFrame(frame, .newline) }
+                if !Framer.isBlank(frame), !onFrame(frame, .newline) {
+                    stopped = true
+                    return pos
+                }
             case .contentLength:
                 if bodyLength == nil {
                     guard let (length, headerEnd) = try parseHeader(UnsafeRawBufferPointer(rebasing: buf[pos...])) else {
@@ -144,9 +187,13 @@ public struct Framer: Sendable {
                 }
                 let length = bodyLength!
                 guard buf.count - pos >= length else { return pos }
-                onFrame(UnsafeRawBufferPointer(rebasing: buf[pos..<(pos + length)]), .contentLength)
+                let go = onFrame(UnsafeRawBufferPointer(rebasing: buf[pos..<(pos + length)]), .contentLength)
                 pos += length
                 bodyLength = nil
+                if !go {
+                    stopped = true
+                    return pos
+                }
             case .undetermined:
                 return pos
             }

@@ -84,6 +84,58 @@ public struct ShareFile {
     }
 }
 
+/// Writes a new share's files (and fsyncs them and their directory) on whatever thread runs it,
+/// so a large copy never holds up the broker's loop. Made by `ShareRecordStore.filesWriter`.
+public final class ShareFilesWriter: @unchecked Sendable {  // run by one thread, then read by the loop
+    /// The share's file directory (`GROUP/files/ID`).
+    public let directory: String
+    let files: [ShareFile]
+    let groupDirectory: String
+    let parentDirectory: String
+    /// Why writing failed (nothing is left behind then), after `run`.
+    public private(set) var error: StoreError? = nil
+    private var ran = false
+
+    init(directory: String, files: [ShareFile], groupDirectory: String, parentDirectory: String) {
+        self.directory = directory
+        self.files = files
+        self.groupDirectory = groupDirectory
+        self.parentDirectory = parentDirectory
+    }
+
+    /// Writes the files (closing their source descriptors).
+    public func run() {
+        ran = true
+        do {
+            try ShareRecordStore.writeFiles(files, into: directory, groupDirectory: groupDirectory, parentDirectory: parentDirectory)
+        } catch {
+            self.error = error
+            removeDirectory()
+        }
+    }
+
+    /// Removes `directory` unless a directory above it has been replaced by a symlink meanwhile
+    /// (removing through it would reach outside the state directory; an orphan left behind is
+    /// removed at the next start).
+    private func removeDirectory() {
+        if FileIO.isPlainDirectory(groupDirectory + "/files") && FileIO.isPlainDirectory(groupDirectory)
+            && (parentDirectory.isEmpty || FileIO.isPlainDirectory(parentDirectory))
+        {
+            ShareRecordStore.removeTree(directory)
+        }
+    }
+
+    /// Takes back what `run` wrote (the share will not be stored), or closes the sources when it
+    /// never ran. Call it once `run` has returned, or when it never will.
+    public func discard() {
+        if ran {
+            removeDirectory()
+        } else {
+            for f in files { if case .descriptor(let fd, _) = f.source { FD.close(fd) } }
+        }
+    }
+}
+
 /// Pending shares across the stores that share it (the broker's `pendingShares`, without a walk
 /// over every group). Loop thread only.
 public final class ShareCounter {
@@ -235,14 +287,22 @@ public final class ShareRecordStore: TurnParticipant {
     /// The absolute path of a stored file of a share.
     public func path(of share: String, file: String) -> String { directory + "/files/" + share + "/" + file }
 
-    /// Stores a share: writes and fsyncs its files now, appends its record (durable at the turn's
-    /// commit). On any failure nothing is left behind. `items` reference files by `file` name.
+    /// Stores a share: writes and fsyncs its files now (unless `filesWritten`: a
+    /// `filesWriter(id:files:)` wrote them off the loop), appends its record (durable at the turn's
+    /// commit). On any failure nothing is left behind (files written are removed). `items`
+    /// reference files by `file` name.
     public func add(
         id: String, extensionID: String, app: String, created: String, items: [JSONObject], files: [ShareFile],
-        openEvent: JSONObject? = nil
+        openEvent: JSONObject? = nil, filesWritten: Bool = false
     ) throws(StoreError) -> StoredShare {
         let dir = files.isEmpty ? "" : directory + "/files/" + id  // (a URL or text share has none)
-        if !files.isEmpty {
+        if filesWritten {
+            // (written by the worker; the path is checked again: a symlink may have replaced a
+            // directory meanwhile, and the record must not point through it)
+            if !plainPath {
+                throw StoreError("\(directory)/files is not a plain directory (a symlink?); refusing to store shares there")
+            }
+        } else if !files.isEmpty {
             do { try writeFiles(files, into: dir) } catch {
                 ShareRecordStore.removeTree(dir)
                 throw error
@@ -330,9 +390,23 @@ public final class ShareRecordStore: TurnParticipant {
 
     /// Writes each file with O_EXCL|O_NOFOLLOW relative to the new share directory, then fsyncs.
     func writeFiles(_ files: [ShareFile], into dir: String) throws(StoreError) {
+        try ShareRecordStore.writeFiles(files, into: dir, groupDirectory: directory, parentDirectory: parentDirectory)
+    }
+
+    /// A writer of a new share's files that runs on any thread (`ShareFilesWriter.run`); the
+    /// share is then stored with `add(..., filesWritten: true)`.
+    public func filesWriter(id: String, files: [ShareFile]) -> ShareFilesWriter {
+        ShareFilesWriter(directory: directory + "/files/" + id, files: files, groupDirectory: directory, parentDirectory: parentDirectory)
+    }
+
+    /// `writeFiles` for any thread: touches no store state.
+    static func writeFiles(_ files: [ShareFile], into dir: String, groupDirectory: String, parentDirectory: String) throws(StoreError) {
         // Never write through a symlink planted in the group directory (or for it).
-        let filesDir = directory + "/files"
-        if !plainPath {
+        let filesDir = groupDirectory + "/files"
+        let plain =
+            FileIO.isPlainDirectory(filesDir) && FileIO.isPlainDirectory(groupDirectory)
+            && (parentDirectory.isEmpty || FileIO.isPlainDirectory(parentDirectory))
+        if !plain {
             for f in files { if case .descriptor(let fd, _) = f.source { FD.close(fd) } }
             throw StoreError("\(filesDir) is not a plain directory (a symlink?); refusing to write shares there")
         }

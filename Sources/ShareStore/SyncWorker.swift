@@ -44,9 +44,19 @@ public final class SyncWorker: @unchecked Sendable {  // state guarded by `mutex
     /// What happened to a commit: one error (or nil) per job, in order.
     public typealias Outcome = (id: UInt64, errors: [StoreError?])
 
-    private var mutex = pthread_mutex_t()
+    /// On the heap, as `cond`: a C lock must not move, and `&property` would be an inout access
+    /// lasting the whole call (a lock call waiting while the next one begins: see WorkerPool).
+    private let mutex: UnsafeMutablePointer<pthread_mutex_t> = {
+        let m = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+        m.initialize(to: pthread_mutex_t())
+        return m
+    }()
     /// Signalled for waitForOutcomes (shutdown) when an outcome is ready.
-    private var cond = pthread_cond_t()
+    private let cond: UnsafeMutablePointer<pthread_cond_t> = {
+        let c = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
+        c.initialize(to: pthread_cond_t())
+        return c
+    }()
     /// One count per commit handed over (and one for stop): the worker's only wake-up. A
     /// semaphore costs one futex wake and one futex wait per hand-over; a condition variable
     /// took three (glibc's signal, wait and a wake of its own after waking).
@@ -64,8 +74,8 @@ public final class SyncWorker: @unchecked Sendable {  // state guarded by `mutex
     /// Starts the worker thread.
     public init() throws(SystemError) {
         (wakeRead, wakeWrite) = try FD.pipe()  // non-blocking, close-on-exec
-        pthread_mutex_init(&mutex, nil)
-        pthread_cond_init(&cond, nil)
+        pthread_mutex_init(mutex, nil)
+        pthread_cond_init(cond, nil)
         let unmanaged = Unmanaged.passRetained(self)
         #if canImport(Darwin)
             var t: pthread_t? = nil
@@ -97,9 +107,9 @@ public final class SyncWorker: @unchecked Sendable {  // state guarded by `mutex
 
     /// Hands a commit to the worker.
     public func submit(_ commit: Commit) {
-        pthread_mutex_lock(&mutex)
+        pthread_mutex_lock(mutex)
         queue.append(commit)
-        pthread_mutex_unlock(&mutex)
+        pthread_mutex_unlock(mutex)
         work.signal()
     }
 
@@ -108,18 +118,18 @@ public final class SyncWorker: @unchecked Sendable {  // state guarded by `mutex
         // One byte per finished commit, and one commit is in flight at a time: one read (into
         // the stack) drains it; a byte left over only causes a wake that finds no outcome.
         withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 64) { _ = read(wakeRead, $0.baseAddress, $0.count) }
-        pthread_mutex_lock(&mutex)
+        pthread_mutex_lock(mutex)
         let out = done
         done.removeAll()
-        pthread_mutex_unlock(&mutex)
+        pthread_mutex_unlock(mutex)
         return out
     }
 
     /// Blocks until the worker has an outcome ready (used at shutdown), then returns them.
     public func waitForOutcomes() -> [Outcome] {
-        pthread_mutex_lock(&mutex)
-        while done.isEmpty && !(queue.isEmpty && !busy) { pthread_cond_wait(&cond, &mutex) }
-        pthread_mutex_unlock(&mutex)
+        pthread_mutex_lock(mutex)
+        while done.isEmpty && !(queue.isEmpty && !busy) { pthread_cond_wait(cond, mutex) }
+        pthread_mutex_unlock(mutex)
         return takeOutcomes()
     }
 
@@ -154,29 +164,31 @@ public final class SyncWorker: @unchecked Sendable {  // state guarded by `mutex
     deinit {
         FD.close(wakeRead)
         FD.close(wakeWrite)
-        pthread_cond_destroy(&cond)
-        pthread_mutex_destroy(&mutex)
+        pthread_cond_destroy(cond)
+        pthread_mutex_destroy(mutex)
+        cond.deallocate()
+        mutex.deallocate()
     }
 
     private func loop() {
         while true {
             work.wait()
-            pthread_mutex_lock(&mutex)
+            pthread_mutex_lock(mutex)
             if queue.isEmpty {  // stop()
-                pthread_mutex_unlock(&mutex)
+                pthread_mutex_unlock(mutex)
                 return
             }
             let commit = queue.removeFirst()
             busy = true
-            pthread_mutex_unlock(&mutex)
+            pthread_mutex_unlock(mutex)
 
             let errors = SyncWorker.run(commit.jobs)
 
-            pthread_mutex_lock(&mutex)
+            pthread_mutex_lock(mutex)
             done.append((commit.id, errors))
             busy = false
-            pthread_cond_broadcast(&cond)  // for waitForOutcomes (without a waiter, no system call)
-            pthread_mutex_unlock(&mutex)
+            pthread_cond_broadcast(cond)  // for waitForOutcomes (without a waiter, no system call)
+            pthread_mutex_unlock(mutex)
             var b: UInt8 = 1
             _ = write(wakeWrite, &b, 1)
         }

@@ -447,3 +447,88 @@ struct FramerChunkingTests {
         }
     }
 }
+
+@Suite("Framer: stopping at a frame and resuming")
+struct FramerStopTests {
+    /// Feeds `chunks`, stopping after every frame whose body is in `stopAfter`; resumes after
+    /// each stop until the frames run out. Returns the frames in order and the number of stops.
+    private func run(_ f: inout Framer, _ chunks: [[UInt8]], stopAfter: Set<String>) throws -> ([String], Int) {
+        var got: [String] = []
+        var stops = 0
+        let handler: (UnsafeRawBufferPointer, FramingMode) -> Bool = { frame, _ in
+            let s = String(decoding: frame, as: UTF8.self)
+            got.append(s)
+            return !stopAfter.contains(s)
+        }
+        for c in chunks {
+            var going = try c.withUnsafeBytes { try f.feed($0, onFrameUntil: handler) }
+            while !going {
+                stops += 1
+                going = try f.resume(onFrameUntil: handler)
+            }
+        }
+        return (got, stops)
+    }
+
+    @Test func newlineFramesAfterAStopWaitForResume() throws {
+        var f = Framer(maxMessage: 1024)
+        var got: [String] = []
+        let stopped = try utf8("[1]\n[2]\n[3]\n[4").withUnsafeBytes { buf in
+            try f.feed(buf) { frame, _ in
+                got.append(String(decoding: frame, as: UTF8.self))
+                return got.count != 2
+            }
+        }
+        #expect(!stopped)
+        #expect(got == ["[1]", "[2]"])
+        #expect(f.bufferedByteCount == utf8("[3]\n[4").count, "the rest stays buffered, unread")
+        let done = try f.resume { frame, _ in
+            got.append(String(decoding: frame, as: UTF8.self))
+            return true
+        }
+        #expect(done)
+        #expect(got == ["[1]", "[2]", "[3]"])
+        #expect(try f.feedBytes(utf8("]\n")) == nl(["[4]"]), "the partial frame completes as usual")
+    }
+
+    @Test func everyChunkingAndStopGivesTheSameFrames() throws {
+        let stream = utf8("[1]\n\n[2]\r\n[3]\n[4]\n[5]\n")
+        for size in 1...stream.count {
+            var f = Framer(maxMessage: 1024)
+            let chunks = stride(from: 0, to: stream.count, by: size).map { Array(stream[$0..<min($0 + size, stream.count)]) }
+            let (got, stops) = try run(&f, chunks, stopAfter: ["[2]", "[3]", "[5]"])
+            #expect(got == ["[1]", "[2]", "[3]", "[4]", "[5]"], "chunks of \(size)")
+            #expect(stops == 3)
+            #expect(f.bufferedByteCount == 0)
+        }
+    }
+
+    @Test func contentLengthFramesStopAndResumeToo() throws {
+        var f = Framer(maxMessage: 1024)
+        let stream = utf8("Content-Length: 3\r\n\r\n[1]Content-Length: 3\r\n\r\n[2]Content-Length: 3\r\n\r\n[3]")
+        let (got, stops) = try run(&f, [stream], stopAfter: ["[1]"])
+        #expect(got == ["[1]", "[2]", "[3]"])
+        #expect(stops == 1)
+        #expect(f.mode == .contentLength)
+    }
+
+    @Test func stoppedFramesDoNotCountAsAnOversizedMessage() throws {
+        // Complete frames kept after a stop may add up to more than one message's limit.
+        var f = Framer(maxMessage: 8)
+        let stream = utf8("[1]\n[22222]\n[33333]\n[44444]\n")
+        var got: [String] = []
+        let stopped = try stream.withUnsafeBytes { buf in
+            try f.feed(buf) { frame, _ in
+                got.append(String(decoding: frame, as: UTF8.self))
+                return false
+            }
+        }
+        #expect(!stopped)
+        #expect(f.bufferedByteCount > 8)
+        while try !f.resume(onFrameUntil: { frame, _ in
+            got.append(String(decoding: frame, as: UTF8.self))
+            return false
+        }) {}
+        #expect(got == ["[1]", "[22222]", "[33333]", "[44444]"])
+    }
+}

@@ -1,0 +1,323 @@
+// Requests whose work may block (reading the files a share names, copying and fsyncing them)
+// run it on the worker pool, never on the loop: a 256-MiB copy, or a read from a hung network
+// file system, would otherwise stall every client. The request's connection is suspended
+// meanwhile: nothing more of what it sent is read or run (its replies keep their order), while
+// every other connection goes on. When the work is done the loop finishes the request (its
+// reply, durable like any other, at the next commit) and reads on.
+
+import ShareProtocol
+import ShareStore
+import ShareSystem
+
+#if canImport(Glibc)
+    @preconcurrency import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// Work a request hands to the worker pool, and what the loop does with its outcome.
+final class OffLoopTask: @unchecked Sendable {  // `work` runs on a pool thread, the rest on the loop
+    /// Assigned when submitted.
+    var id: UInt64 = 0
+    /// The connection whose request it is (set when it suspends).
+    weak var conn: Connection? = nil
+    /// Runs on a pool thread; keeps its result in what it captured.
+    let work: @Sendable () -> Void
+    /// Runs on the loop once the work is done, as the rest of the request's handler.
+    let finish: (Broker, Connection) throws(RPCError) -> MethodResult
+    /// Runs on the loop instead of `finish` when the request will not be finished (its connection
+    /// closed): releases what the work made (files written, descriptors opened).
+    let cancel: () -> Void
+
+    init(
+        work: @escaping @Sendable () -> Void, finish: @escaping (Broker, Connection) throws(RPCError) -> MethodResult,
+        cancel: @escaping () -> Void
+    ) {
+        self.work = work
+        self.finish = finish
+        self.cancel = cancel
+    }
+}
+
+/// A request of a connection that waits for its off-loop work.
+final class SuspendedRequest {
+    /// Its id (nil for a notification: it is run but not answered).
+    let id: RequestID?
+    /// The work it waits for.
+    var task: OffLoopTask
+    /// The batch it belongs to (what was answered before it, what follows).
+    let batch: SuspendedBatch?
+
+    init(id: RequestID?, task: OffLoopTask, batch: SuspendedBatch?) {
+        self.id = id
+        self.task = task
+        self.batch = batch
+    }
+}
+
+/// A batch stopped at a member that waits for off-loop work: its replies so far and the members
+/// still to run.
+final class SuspendedBatch {
+    let items: [Result<RPCRequest, RPCErrorReply>]
+    /// The next member to run.
+    var next = 0
+    var parts: [HeldReply] = []
+    var waits = false
+    var batchBytes = 0
+    /// The first part made since the batch last (re)started running.
+    var runStart = 0
+    /// Deferred parts counted out of the connection's held requests while the batch waits (they
+    /// count in again when it runs on; a part decided meanwhile leaves the in-flight count then).
+    var heldRequests = 0
+    /// The commit each still-deferred part waits for (part index, commit id): a commit that ends
+    /// while the batch waits decides those parts there and then (a later commit's failure must
+    /// not turn an earlier durable change into an error, nor the reverse).
+    var awaiting: [(index: Int, commit: UInt64)] = []
+
+    init(items: [Result<RPCRequest, RPCErrorReply>]) { self.items = items }
+}
+
+extension Broker {
+    /// Threads for off-loop work (started with the first job).
+    static let offLoopThreads = 2
+
+    /// Called by a handler: the request continues off the loop with `work`, then with `finish`
+    /// on the loop (which may hand over again). Returns the placeholder the handler returns.
+    func suspendRequest(
+        work: @escaping @Sendable () -> Void, finish: @escaping (Broker, Connection) throws(RPCError) -> MethodResult,
+        cancel: @escaping () -> Void
+    ) -> MethodResult {
+        suspension = OffLoopTask(work: work, finish: finish, cancel: cancel)
+        return .value(.null)
+    }
+
+    /// Submits `task` to the pool; false when the pool cannot run it (then it was cancelled).
+    func submitOffLoop(_ task: OffLoopTask) -> Bool {
+        task.id = nextOffLoopID
+        nextOffLoopID += 1
+        var work = task.work
+        if let gate = config.offLoopGate {
+            let run = work
+            work = {
+                gate()
+                run()
+            }
+        }
+        guard workers.submit((task.id, work)) else {
+            task.cancel()
+            return false
+        }
+        offLoop[task.id] = task
+        return true
+    }
+
+    /// Suspends `conn` on the request the handler just handed over (`suspension`). False when
+    /// the work could not be handed over (the request then answers -32603 at once).
+    func suspend(_ conn: Connection, id: RequestID?, batch: SuspendedBatch?) -> Bool {
+        guard let task = suspension else { return false }
+        suspension = nil
+        guard submitOffLoop(task) else {
+            log.log(.error, "cannot start a worker thread for \(conn.identity)'s request", connection: conn.id)
+            return false
+        }
+        task.conn = conn
+        conn.suspended = SuspendedRequest(id: id, task: task, batch: batch)
+        conn.inFlight += 1  // (a connection with work in flight closes only after it)
+        unwatchPartial(conn)  // (what it holds unread waits for the work, not for the peer)
+        updateInterest(conn)
+        return true
+    }
+
+    /// The error a request gets when its work could not be handed to a thread.
+    static let noWorkerError = RPCError(.internalError, "Internal error: no thread to do this request's file work; nothing was stored")
+
+    /// The pool reported finished work: each request finishes on the loop, and its connection
+    /// reads on.
+    func handleOffLoopDone() {
+        for id in workers.takeFinished() {
+            guard let task = offLoop.removeValue(forKey: id) else { continue }
+            // (the connection may have closed meanwhile, or moved on)
+            let conn = task.conn
+            guard let conn, !conn.closed, let s = conn.suspended, s.task === task else {
+                task.cancel()
+                offLoopAbandoned += 1
+                continue
+            }
+            offLoopFinished += 1
+            resume(conn, s)
+        }
+    }
+
+    func resume(_ conn: Connection, _ s: SuspendedRequest) {
+        turn.beginRequest()
+        var outcome: Result<MethodResult, RPCError>
+        do { outcome = .success(try s.task.finish(self, conn)) } catch { outcome = .failure(error) }
+        if let next = suspension {  // more work off the loop (the copy, after reading the files)
+            suspension = nil
+            next.conn = conn
+            if submitOffLoop(next) {
+                s.task = next
+                return
+            }
+            outcome = .failure(Broker.noWorkerError)
+        }
+        conn.suspended = nil
+        conn.inFlight -= 1
+        if let b = s.batch {
+            conn.heldRequests += b.heldRequests
+            b.heldRequests = 0
+            if let id = s.id {
+                switch outcome {
+                case .success(let result) where !turn.requestTouched.isEmpty:
+                    b.parts.append(deferred(conn, id, result))
+                    b.waits = true
+                case .success(let result):
+                    var part: [UInt8] = []
+                    result.writeResponse(id: id, to: &part)
+                    b.batchBytes += part.count
+                    b.parts.append(.bytes(part))
+                case .failure(let error):
+                    var part: [UInt8] = []
+                    RPCCodec.writeError(id: id, error: error, to: &part)
+                    b.batchBytes += part.count
+                    b.parts.append(.bytes(part))
+                }
+            }
+            _ = runBatch(conn, b)
+        } else if let id = s.id {
+            switch outcome {
+            case .success(let result) where !turn.requestTouched.isEmpty:
+                hold(conn, deferred(conn, id, result))
+            case .success(let result):
+                conn.emit { result.writeResponse(id: id, to: &$0) }
+            case .failure(let error):
+                conn.emit { RPCCodec.writeError(id: id, error: error, to: &$0) }
+            }
+            markDirty(conn)
+            runAfterReply(conn)
+        }
+        if conn.suspended == nil, !conn.closed { readOn(conn) }
+    }
+
+    /// After a suspension: the frames read before it are run, then the connection is read again.
+    func readOn(_ conn: Connection) {
+        if !conn.closing {
+            do {
+                try conn.framer.resume { frame, mode in
+                    conn.outputMode = mode
+                    return conn.closing || self.handleFrame(conn, frame)
+                }
+            } catch {
+                framingFailed(conn, error)
+                return
+            }
+        }
+        if conn.suspended == nil {
+            if conn.closing {
+                if conn.pendingOutput == 0 && !conn.dirty && conn.inFlight == 0 { closeNow(conn, reason: "closed") }
+            } else {
+                updateInterest(conn)
+                if conn.framer.bufferedByteCount >= Broker.partialWatchBytes { watchPartial(conn) }
+            }
+        }
+    }
+
+    /// A commit ended while batches wait for off-loop work: their parts that waited for it are
+    /// decided now (an error when a store they changed failed).
+    func decideWaitingBatches(commit: UInt64, failed: [ObjectIdentifier: StoreError]) {
+        for task in offLoop.values {
+            guard let conn = task.conn, let b = conn.suspended?.batch, !b.awaiting.isEmpty else { continue }
+            b.awaiting.removeAll { a in
+                guard a.commit == commit else { return false }
+                var out: [UInt8] = []
+                Broker.writeHeld(b.parts[a.index], failed: failed, to: &out)
+                b.parts[a.index] = .bytes(out)
+                b.heldRequests -= 1
+                conn.inFlight -= 1
+                return true
+            }
+        }
+    }
+
+    /// A commit of `store` failed: the waiting batches' parts that were to join the next commit
+    /// and changed `store` answer -32005 (see `failAccumulated`).
+    func failWaitingBatches(_ store: ObjectIdentifier, _ error: StoreError) {
+        for task in offLoop.values {
+            guard let conn = task.conn, let b = conn.suspended?.batch, !b.awaiting.isEmpty else { continue }
+            b.awaiting.removeAll { a in
+                guard a.commit == nextCommitID, case .deferred(let id, _, let touched) = b.parts[a.index], touched.contains(store)
+                else { return false }
+                var out: [UInt8] = []
+                RPCCodec.writeError(
+                    id: id, error: RPCError(.storageFailure, "Storage failure: \(error.message); nothing was stored"), to: &out)
+                b.parts[a.index] = .bytes(out)
+                b.heldRequests -= 1
+                conn.inFlight -= 1
+                return true
+            }
+        }
+    }
+
+    /// Runs a batch's members from `b.next`; false when one of them suspended the connection
+    /// (the batch goes on when its work is done). Otherwise its reply is queued or held.
+    @discardableResult
+    func runBatch(_ conn: Connection, _ b: SuspendedBatch) -> Bool {
+        while b.next < b.items.count {
+            let item = b.items[b.next]
+            b.next += 1
+            var part: [UInt8] = []
+            switch item {
+            case .failure(let reply):
+                RPCCodec.writeError(id: reply.id, error: reply.error, to: &part)
+            case .success(let request):
+                if conn.inFlight >= config.maxRequestsInFlight || conn.unreadOutput + b.batchBytes > config.effectiveMaxOutputBuffer {
+                    guard let reply = refuseOverQuota(conn, request) else { continue }
+                    part = reply
+                    break
+                }
+                let response = dispatch(conn, request)
+                if suspension != nil {
+                    if suspend(conn, id: request.id, batch: b) {
+                        // Its parts so far wait for the commit that takes this turn's changes.
+                        var n = 0
+                        for i in b.runStart..<b.parts.count {
+                            if case .deferred = b.parts[i] {
+                                b.awaiting.append((i, nextCommitID))
+                                n += 1
+                            }
+                        }
+                        conn.heldRequests -= n
+                        b.heldRequests += n
+                        b.runStart = b.parts.count
+                        return false
+                    }
+                    guard let id = request.id else { continue }
+                    RPCCodec.writeError(id: id, error: Broker.noWorkerError, to: &part)
+                    break
+                }
+                guard let response else { continue }
+                switch response {
+                case .success(let result) where !turn.requestTouched.isEmpty:
+                    b.parts.append(deferred(conn, request.id!, result))
+                    b.waits = true
+                    continue
+                case .success(let result): result.writeResponse(id: request.id!, to: &part)
+                case .failure(let error): RPCCodec.writeError(id: request.id!, error: error, to: &part)
+                }
+            }
+            b.batchBytes += part.count
+            b.parts.append(.bytes(part))
+        }
+        if !b.parts.isEmpty {  // a batch of notifications gets no reply
+            // (parts a commit decided while the batch waited are plain bytes now)
+            if b.waits && b.parts.contains(where: { if case .deferred = $0 { return true } else { return false } }) {
+                hold(conn, .batch(b.parts))
+            } else {
+                conn.emit { out in Broker.writeHeld(.batch(b.parts), failed: [:], to: &out) }
+            }
+            markDirty(conn)
+        }
+        runAfterReply(conn)
+        return true
+    }
+}

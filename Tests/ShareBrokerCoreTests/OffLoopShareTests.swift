@@ -1,0 +1,273 @@
+// Files a share names are read, copied and fsynced off the event loop: while that work runs,
+// every other connection is served, the sending connection reads nothing more (its replies keep
+// their order), and a request that will not be answered (its connection gone, its extension
+// removed by a reload) leaves no file behind. `offLoopGate` holds the work back deterministically.
+
+import Foundation
+import ShareBrokerCore
+import ShareClient
+import ShareProtocol
+import ShareStore
+import XCTest
+
+/// Holds each piece of off-loop work at its start until the test lets it go.
+final class WorkGate: @unchecked Sendable {
+    let entered = DispatchSemaphore(value: 0)
+    let permits = DispatchSemaphore(value: 0)
+    var gate: @Sendable () -> Void {
+        { [self] in
+            entered.signal()
+            permits.wait()
+        }
+    }
+    /// Waits until a piece of work is held at the gate.
+    func waitForWork(_ what: String, file: StaticString = #filePath, line: UInt = #line) {
+        XCTAssertEqual(entered.wait(timeout: .now() + 10 * sanitizerSlowdown), .success, "\(what) never started", file: file, line: line)
+    }
+    func release() { permits.signal() }
+}
+
+final class OffLoopShareTests: XCTestCase {
+    let group = "group.com.example.pdf"
+
+    func start(_ gate: WorkGate, _ configure: @escaping (inout BrokerConfiguration) -> Void = { _ in }) throws -> BrokerHarness {
+        let h = BrokerHarness(manifests: ["10-myapp.json": youtubeApp, "20-pdf.json": pdfApp])
+        try h.start { c in
+            c.offLoopGate = gate.gate
+            configure(&c)
+        }
+        return h
+    }
+
+    func pdfFile(_ dir: TempDir, _ name: String = "Report.pdf", bytes: [UInt8] = pdfBytes) -> String {
+        let path = dir.path + "/" + name
+        XCTAssertTrue(FileManager.default.createFile(atPath: path, contents: Data(bytes)))
+        return path
+    }
+
+    func raw(_ h: BrokerHarness) throws -> RawClient {
+        let c = try RawClient(h.socket)
+        c.send(#"{"jsonrpc":"2.0","id":0,"method":"hello","params":{"role":"tool"}}"# + "\n")
+        XCTAssertNotNil(c.readJSON()?["result"])
+        return c
+    }
+
+    func sendLine(_ c: RawClient, _ id: Int, _ method: String, _ params: JSONValue) {
+        c.send(request(id, method, params).compactText + "\n")
+    }
+
+    func request(_ id: Int, _ method: String, _ params: JSONValue) -> JSONValue {
+        ["jsonrpc": "2.0", "id": .int(id), "method": .string(method), "params": params]
+    }
+
+    func filesDirectoryEntries(_ h: BrokerHarness) -> [String] {
+        (try? FileManager.default.contentsOfDirectory(atPath: h.state + "/groups/" + group + "/files")) ?? []
+    }
+
+    func testOtherClientsAreServedWhileAShareIsCopiedAndTheSenderKeepsItsOrder() throws {
+        let gate = WorkGate()
+        let h = try start(gate)
+        let dir = TempDir()
+        let source = pdfFile(dir)
+        let sender = try raw(h)
+        // A share with a path item, then a status request pipelined behind it on the same connection.
+        sendLine(sender, 1, "share.send", ["items": [["path": .string(source)]], "extension": "com.example.pdfreader.share"])
+        sendLine(sender, 2, "broker.status", [:])
+        gate.waitForWork("reading the path item's file")
+
+        // The loop is free: another client's requests, durable ones included, are answered.
+        let other = try h.tool()
+        XCTAssertNotNil(try other.call("broker.status")["connections"])
+        let url = try other.call("share.send", ["items": [["url": "https://youtu.be/x"]], "extension": "com.mycompany.myapp.share"])
+        XCTAssertNotNil(url["shareID"]?.stringValue)
+        // The sender hears nothing yet: not even the status request it sent after the share.
+        XCTAssertNil(sender.readJSON(timeout: 0.3), "nothing is answered before the share's work is done")
+
+        gate.release()
+        gate.waitForWork("writing the share's file")
+        XCTAssertNotNil(try other.call("broker.status")["connections"])
+        XCTAssertNil(sender.readJSON(timeout: 0.2))
+        gate.release()
+
+        let first = try XCTUnwrap(sender.readJSON(timeout: 10))
+        XCTAssertEqual(first["id"], 1, "replies keep the order of their requests")
+        let shareID = try XCTUnwrap(first["result"]?["shareID"]?.stringValue, "\(first)")
+        let second = try XCTUnwrap(sender.readJSON(timeout: 10))
+        XCTAssertEqual(second["id"], 2)
+        XCTAssertNotNil(second["result"]?["connections"])
+
+        let app = try h.connect()
+        try app.hello(role: "app", bundleID: "com.example.pdfreader")
+        let item = try XCTUnwrap(app.call("share.get", ["shareID": .string(shareID)])["items"]?.arrayValue?.first)
+        XCTAssertEqual(item["type"], "com.adobe.pdf")
+        let path = try XCTUnwrap(item["path"]?.stringValue)
+        XCTAssertEqual([UInt8](try Data(contentsOf: URL(fileURLWithPath: path))), pdfBytes)
+
+        // The connection reads on afterwards: a later request is answered as usual.
+        sendLine(sender, 3, "broker.status", [:])
+        XCTAssertEqual(sender.readJSON(timeout: 10)?["id"], 3)
+        h.stop()
+    }
+
+    func testDataItemsAreWrittenOffTheLoopToo() throws {
+        let gate = WorkGate()
+        let h = try start(gate)
+        let sender = try raw(h)
+        sendLine(sender, 1, "share.send", ["items": [["data": .string(base64(pdfBytes)), "name": "a.pdf"]]])
+        gate.waitForWork("writing the data item")
+        XCTAssertNotNil(try h.tool().call("broker.status")["connections"], "the loop is not blocked by the write")
+        gate.release()
+        let reply = try XCTUnwrap(sender.readJSON(timeout: 10))
+        XCTAssertNotNil(reply["result"]?["shareID"]?.stringValue, "\(reply)")
+        XCTAssertEqual(filesDirectoryEntries(h).count, 1)
+        h.stop()
+    }
+
+    func testASenderThatHangsUpDuringTheCopyLeavesNoShareAndNoFile() throws {
+        let gate = WorkGate()
+        let h = try start(gate)
+        let dir = TempDir()
+        let source = pdfFile(dir)
+        let observer = try h.tool()
+        var sender: RawClient? = try raw(h)
+        sendLine(sender!, 1, "share.send", ["items": [["path": .string(source)]], "extension": "com.example.pdfreader.share"])
+        gate.waitForWork("reading the file")
+        gate.release()
+        gate.waitForWork("writing the share's file")
+        sender = nil  // closed: it cannot hear the reply
+        XCTAssertTrue(
+            waitUntil(timeout: 10) { (try? observer.call("broker.status")["connections"]?.intValue) == 1 },
+            "the broker notices the hang-up while the copy runs")
+        gate.release()  // the copy is written, then taken back
+        XCTAssertTrue(
+            waitUntil(timeout: 10) { (try? observer.call("broker.status")["fileWork"]?["abandoned"]?.intValue) == 1 },
+            "the copy finishes and is dropped")
+        let work = try observer.call("broker.status")["fileWork"]
+        XCTAssertEqual(work?["finished"], 1, "the read was taken up by the request: \(String(describing: work))")
+        XCTAssertEqual(work?["running"], 0)
+        XCTAssertEqual(filesDirectoryEntries(h), [], "no file is left")
+        let app = try h.connect()
+        try app.hello(role: "app", bundleID: "com.example.pdfreader")
+        XCTAssertEqual(try app.call("share.list")["shares"]?.arrayValue?.count, 0, "nothing unanswered is stored")
+        h.stop()
+    }
+
+    func testAReloadThatRemovesTheExtensionDuringTheCopyStoresNothing() throws {
+        let gate = WorkGate()
+        let h = try start(gate)
+        let dir = TempDir()
+        let source = pdfFile(dir)
+        let sender = try raw(h)
+        sendLine(sender, 1, "share.send", ["items": [["path": .string(source)]], "extension": "com.example.pdfreader.share"])
+        gate.waitForWork("reading the file")
+        gate.release()
+        gate.waitForWork("writing the share's file")
+        // The PDF app goes (its manifest removed) while the file is written.
+        try FileManager.default.removeItem(atPath: h.state + "/apps/20-pdf.json")
+        _ = try h.tool().call("apps.reload")
+        gate.release()
+        let reply = try XCTUnwrap(sender.readJSON(timeout: 10))
+        XCTAssertEqual(reply["error"]?["code"], -32002, "\(reply)")
+        XCTAssertTrue(reply["error"]?["message"]?.stringValue?.contains("reload") == true, "\(reply)")
+        XCTAssertTrue(waitUntil { self.filesDirectoryEntries(h).isEmpty }, "no file is left: \(filesDirectoryEntries(h))")
+        h.stop()
+    }
+
+    func testAFailedReadOffTheLoopIsTheRequestsError() throws {
+        let gate = WorkGate()
+        let h = try start(gate)
+        let sender = try raw(h)
+        sendLine(sender, 1, "share.send", ["items": [["path": "/nonexistent/x.pdf"]], "extension": "com.example.pdfreader.share"])
+        sendLine(sender, 2, "share.targets", ["items": [["path": "/"]]])
+        gate.waitForWork("reading the missing file")
+        gate.release()
+        let first = try XCTUnwrap(sender.readJSON(timeout: 10))
+        XCTAssertEqual(first["id"], 1)
+        XCTAssertEqual(first["error"]?["code"], -32602)
+        XCTAssertTrue(first["error"]?["message"]?.stringValue?.contains("'/nonexistent/x.pdf' cannot be read") == true, "\(first)")
+        gate.waitForWork("looking at /")
+        gate.release()
+        let second = try XCTUnwrap(sender.readJSON(timeout: 10))
+        XCTAssertEqual(second["id"], 2)
+        XCTAssertTrue(second["error"]?["message"]?.stringValue?.contains("is not a regular file") == true, "\(second)")
+        h.stop()
+    }
+
+    func testANotificationWithAPathItemIsStoredAndTheNextRequestWaitsForIt() throws {
+        let gate = WorkGate()
+        let h = try start(gate)
+        let dir = TempDir()
+        let source = pdfFile(dir)
+        let sender = try raw(h)
+        sender.send(
+            (["jsonrpc": "2.0", "method": "share.send", "params": ["items": [["path": .string(source)]]]] as JSONValue).compactText + "\n")
+        sendLine(sender, 7, "broker.status", [:])
+        gate.waitForWork("reading")
+        gate.release()
+        gate.waitForWork("writing")
+        XCTAssertNil(sender.readJSON(timeout: 0.2))
+        gate.release()
+        let reply = try XCTUnwrap(sender.readJSON(timeout: 10))
+        XCTAssertEqual(reply["id"], 7, "a notification gets no reply; the request after it is run once it is done")
+        XCTAssertEqual(reply["result"]?["pendingShares"], 1, "\(reply)")
+        h.stop()
+    }
+
+    func testABatchWaitsForItsFileWorkAndKeepsItsRepliesInOrder() throws {
+        let gate = WorkGate()
+        let h = try start(gate)
+        let dir = TempDir()
+        let source = pdfFile(dir)
+        let sender = try raw(h)
+        let batch: JSONValue = .array([
+            request(1, "share.send", ["items": [["url": "https://youtu.be/a"]], "extension": "com.mycompany.myapp.share"]),
+            request(2, "share.send", ["items": [["path": .string(source)]], "extension": "com.example.pdfreader.share"]),
+            request(3, "share.send", ["items": [["url": "https://youtu.be/b"]], "extension": "com.mycompany.myapp.share"]),
+            request(4, "broker.status", [:]),
+        ])
+        sender.send(batch.compactText + "\n")
+        gate.waitForWork("reading")
+        // The first member's share commits while the batch waits.
+        let other = try h.tool()
+        XCTAssertTrue(waitUntil { (try? other.call("broker.status")["pendingShares"]?.intValue) == 1 })
+        XCTAssertNil(sender.readJSON(timeout: 0.2), "a batch is answered as a whole")
+        gate.release()
+        gate.waitForWork("writing")
+        gate.release()
+        let reply = try XCTUnwrap(sender.readJSON(timeout: 10)?.arrayValue)
+        XCTAssertEqual(reply.map { $0["id"] }, [1, 2, 3, 4])
+        for r in reply.prefix(3) { XCTAssertNotNil(r["result"]?["shareID"]?.stringValue, "\(r)") }
+        XCTAssertEqual(reply[3]["result"]?["pendingShares"], 3)
+        h.stop()
+    }
+
+    func testABatchMemberWhoseCommitFailsWhileTheBatchWaitsAnswersStorageFailure() throws {
+        let gate = WorkGate()
+        let faults = SyncCounter()
+        let h = try start(gate) { $0.storeFaults = faults.injector }
+        let dir = TempDir()
+        let source = pdfFile(dir)
+        let sender = try raw(h)
+        faults.arm(passing: 0, failing: 1)
+        let batch: JSONValue = .array([
+            request(1, "share.send", ["items": [["url": "https://youtu.be/a"]], "extension": "com.mycompany.myapp.share"]),
+            request(2, "share.send", ["items": [["path": .string(source)]], "extension": "com.example.pdfreader.share"]),
+        ])
+        sender.send(batch.compactText + "\n")
+        gate.waitForWork("reading")
+        // The first member's commit fails while the batch waits (its share is rolled back).
+        let other = try h.tool()
+        XCTAssertTrue(waitUntil { faults.lock.withLock { faults.failing == 0 } })
+        XCTAssertTrue(waitUntil { (try? other.call("broker.status")["pendingShares"]?.intValue) == 0 })
+        faults.disarm()
+        gate.release()
+        gate.waitForWork("writing")
+        gate.release()
+        let reply = try XCTUnwrap(sender.readJSON(timeout: 10)?.arrayValue)
+        XCTAssertEqual(reply.map { $0["id"] }, [1, 2])
+        XCTAssertEqual(reply[0]["error"]?["code"], -32005, "the failed commit decides the first member: \(reply[0])")
+        XCTAssertNotNil(reply[1]["result"]?["shareID"]?.stringValue, "a later, durable member is not spoiled: \(reply[1])")
+        XCTAssertEqual(try other.call("broker.status")["pendingShares"], 1)
+        h.stop()
+    }
+}
