@@ -270,4 +270,37 @@ final class OffLoopShareTests: XCTestCase {
         XCTAssertEqual(try other.call("broker.status")["pendingShares"], 1)
         h.stop()
     }
+
+    func testAStopWaitsForFileWorkAndAnswersTheShare() throws {
+        let gate = WorkGate()
+        let h = try start(gate)
+        let dir = TempDir()
+        let source = pdfFile(dir)
+        let sender = try raw(h)
+        sendLine(sender, 1, "share.send", ["items": [["path": .string(source)]], "extension": "com.example.pdfreader.share"])
+        gate.waitForWork("reading")
+        gate.release()
+        gate.waitForWork("writing")
+        let stopped = DispatchSemaphore(value: 0)
+        let harness = Box(h)
+        Thread.detachNewThread {
+            harness.value.stop()
+            stopped.signal()
+        }
+        XCTAssertEqual(stopped.wait(timeout: .now() + 0.3), .timedOut, "the broker waits for the request's file work")
+        gate.release()
+        let reply = try XCTUnwrap(sender.readJSON(timeout: 10))
+        let shareID = try XCTUnwrap(reply["result"]?["shareID"]?.stringValue, "answered before stopping: \(reply)")
+        XCTAssertEqual(stopped.wait(timeout: .now() + 10), .success)
+        // Durable: a new broker on the same state has it.
+        let again = BrokerHarness()
+        try? FileManager.default.removeItem(atPath: again.state)
+        try FileManager.default.copyItem(atPath: h.state, toPath: again.state)
+        try again.start()
+        let app = try again.connect()
+        try app.hello(role: "app", bundleID: "com.example.pdfreader")
+        let item = try XCTUnwrap(app.call("share.get", ["shareID": .string(shareID)])["items"]?.arrayValue?.first)
+        XCTAssertEqual([UInt8](try Data(contentsOf: URL(fileURLWithPath: try XCTUnwrap(item["path"]?.stringValue)))), pdfBytes)
+        again.stop()
+    }
 }
