@@ -180,6 +180,8 @@ public final class Broker {
     var offLoopAbandoned: UInt64 = 0
     /// Set by a handler that continues off the loop (`suspendRequest`), taken by the caller.
     var suspension: OffLoopTask? = nil
+    /// Bytes of shares whose files are being written, per group (they count for its quota).
+    var shareBytesInFlight: [String: Int] = [:]
     /// The path items' files read off the loop, while the handler that asked runs again.
     var pathProbe: PathProbe? = nil
 
@@ -553,10 +555,10 @@ public final class Broker {
         for c in Array(connections.values) { closeNow(c, reason: "broker stopped") }
         closeListener()
         syncWorker.stop()
-        // Work still running off the loop (the grace period ended first): what it wrote goes,
-        // or is removed at the next start as an orphan if it writes after this.
-        workers.stop()
-        for task in offLoop.values { task.cancel() }
+        // Work left off the loop (the grace period ended first): what finished or never ran is
+        // taken back; what still runs is left to end (its files are removed at the next start,
+        // as orphans without a record).
+        for id in workers.stop() + workers.takeFinished() { offLoop.removeValue(forKey: id)?.cancel(self) }
         offLoop.removeAll()
         unlockStateDirectory()
         log.log(.info, "stopped")

@@ -27,11 +27,11 @@ final class OffLoopTask: @unchecked Sendable {  // `work` runs on a pool thread,
     let finish: (Broker, Connection) throws(RPCError) -> MethodResult
     /// Runs on the loop instead of `finish` when the request will not be finished (its connection
     /// closed): releases what the work made (files written, descriptors opened).
-    let cancel: () -> Void
+    let cancel: (Broker) -> Void
 
     init(
         work: @escaping @Sendable () -> Void, finish: @escaping (Broker, Connection) throws(RPCError) -> MethodResult,
-        cancel: @escaping () -> Void
+        cancel: @escaping (Broker) -> Void
     ) {
         self.work = work
         self.finish = finish
@@ -85,7 +85,7 @@ extension Broker {
     /// on the loop (which may hand over again). Returns the placeholder the handler returns.
     func suspendRequest(
         work: @escaping @Sendable () -> Void, finish: @escaping (Broker, Connection) throws(RPCError) -> MethodResult,
-        cancel: @escaping () -> Void
+        cancel: @escaping (Broker) -> Void
     ) -> MethodResult {
         suspension = OffLoopTask(work: work, finish: finish, cancel: cancel)
         return .value(.null)
@@ -104,7 +104,7 @@ extension Broker {
             }
         }
         guard workers.submit((task.id, work)) else {
-            task.cancel()
+            task.cancel(self)
             return false
         }
         offLoop[task.id] = task
@@ -139,7 +139,7 @@ extension Broker {
             // (the connection may have closed meanwhile, or moved on)
             let conn = task.conn
             guard let conn, !conn.closed, let s = conn.suspended, s.task === task else {
-                task.cancel()
+                task.cancel(self)
                 offLoopAbandoned += 1
                 continue
             }

@@ -385,7 +385,7 @@ extension Broker {
                 try b.methods[method]?.authorize(c)  // (a reload may have ended the session meanwhile)
                 return try handler(b, c)
             },
-            cancel: { probe.closeUnused() })
+            cancel: { _ in probe.closeUnused() })
     }
 
     // MARK: share.send
@@ -530,19 +530,31 @@ extension Broker {
             }
             conn.lastShareStore = store
         }
+        // The group's quota on what its pending shares hold (shares being written count too).
+        var shareBytes = 0
+        for item in items { shareBytes += item.size }
+        let held = store.pendingBytes + (shareBytesInFlight[group] ?? 0)
+        if shareBytes > config.maxGroupShareBytes - held {
+            closeFiles(items)
+            throw RPCError(
+                .storageFailure,
+                "Storage failure: the pending shares of \(group) hold \(held) bytes and this one \(shareBytes) more, over the group's quota of \(config.maxGroupShareBytes) bytes (--max-group-share-bytes); nothing was stored. Its app makes room by completing the shares it has handled (share.complete)")
+        }
         let files = items.compactMap(\.file)
         if files.isEmpty {
             return try storeShare(
                 conn, chosen: chosen, group: group, store: store, shareID: shareID, items: items.map(\.stored), files: [],
-                route: route, filesWritten: false)
+                route: route, filesWritten: false, bytes: shareBytes)
         }
         // The files are written (and fsynced) off the loop; the share is stored once they are.
         let writer = store.filesWriter(id: shareID, files: files)
         let stored = items.map(\.stored)
         let generation = registryGeneration
+        shareBytesInFlight[group, default: 0] += shareBytes
         return suspendRequest(
             work: { writer.run() },
             finish: { b, c throws(RPCError) in
+                b.releaseShareBytes(group, shareBytes)
                 if let e = writer.error { throw RPCError(.storageFailure, "Storage failure: \(e.message); nothing was stored") }
                 do throws(RPCError) {
                     try b.methods["share.send"]?.authorize(c)  // (a reload may have ended the session)
@@ -550,13 +562,23 @@ extension Broker {
                     if let route, let events = b.store { try b.checkEventQuota(events, route.app) }
                     return try b.storeShare(
                         c, chosen: chosen, group: group, store: store, shareID: shareID, items: stored, files: files,
-                        route: route, filesWritten: true)
+                        route: route, filesWritten: true, bytes: shareBytes)
                 } catch {
                     writer.discard()
                     throw error
                 }
             },
-            cancel: { writer.discard() })
+            cancel: { b in
+                b.releaseShareBytes(group, shareBytes)
+                writer.discard()
+            })
+    }
+
+    /// A share whose files were being written is stored or dropped: its bytes stop counting as
+    /// in flight for its group's quota.
+    func releaseShareBytes(_ group: String, _ bytes: Int) {
+        let left = (shareBytesInFlight[group] ?? 0) - bytes
+        shareBytesInFlight[group] = left > 0 ? left : nil
     }
 
     /// After a manifest reload while a share's files were written: its extension must still be
@@ -578,7 +600,8 @@ extension Broker {
     /// event `open` asked for; the reply waits for the commit.
     func storeShare(
         _ conn: Connection, chosen: ExtensionTarget, group: String, store: ShareRecordStore, shareID: String,
-        items storedItems: [JSONObject], files: [ShareFile], route: (app: String, fields: JSONObject)?, filesWritten: Bool
+        items storedItems: [JSONObject], files: [ShareFile], route: (app: String, fields: JSONObject)?, filesWritten: Bool,
+        bytes: Int
     ) throws(RPCError) -> MethodResult {
         var pendingRoute: (app: String, fields: JSONObject)? = nil
         // The event `open` queues is written into the share's record too (its id is known in
@@ -599,7 +622,8 @@ extension Broker {
         do {
             stored = try store.add(
                 id: shareID, extensionID: chosen.ext.bundleID, app: chosen.app.bundleID, created: shareClock.now(),
-                items: storedItems, files: files, openEvent: openEvent, filesWritten: filesWritten)
+                items: storedItems, files: files, openEvent: openEvent, filesWritten: filesWritten,
+                bytes: bytes)
         } catch {
             throw RPCError(.storageFailure, "Storage failure: \(error.message); nothing was stored")
         }

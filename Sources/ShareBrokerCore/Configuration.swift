@@ -51,6 +51,9 @@ public struct BrokerConfiguration: Sendable {
     public var maxShareBytes: Int = 256 * 1024 * 1024
     /// Most items in one share.
     public var maxFilesPerShare: Int = 64
+    /// What one group's pending shares may hold together (files, URLs, texts), in bytes: one app
+    /// cannot fill the disk the others write to.
+    public var maxGroupShareBytes: Int = 4 * 1024 * 1024 * 1024
     /// First retry delay of a failed launch, in seconds; doubles per failure up to 60 s.
     public var launchRetryBase: Double = 5.0
     /// How long a child launched on demand may run without subscribing before it is stopped

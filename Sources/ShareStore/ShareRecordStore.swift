@@ -29,6 +29,9 @@ public final class StoredShare: @unchecked Sendable, Equatable {
     public let items: [JSONObject]
     /// The event `open` queued with it: `{app, id, seq, body}` (nil without `open`).
     public let openEvent: JSONObject?
+    /// What it holds, in bytes: its files' sizes and its URLs' and texts' lengths (what the
+    /// group's share quota counts).
+    public let bytes: Int
     /// The journal segment holding the share's record (the newest copy, once compaction carried it).
     var segment = 0
     /// Its place in its group's arrival order: where its first record lies in the journal
@@ -43,7 +46,7 @@ public final class StoredShare: @unchecked Sendable, Equatable {
     /// Creates a share record.
     public init(
         id: String, extensionID: String, app: String, group: String, created: String, items: [JSONObject],
-        openEvent: JSONObject? = nil
+        openEvent: JSONObject? = nil, bytes: Int? = nil
     ) {
         self.id = id
         self.extensionID = extensionID
@@ -52,6 +55,22 @@ public final class StoredShare: @unchecked Sendable, Equatable {
         self.created = created
         self.items = items
         self.openEvent = openEvent
+        self.bytes = bytes ?? StoredShare.bytes(of: items)
+    }
+
+    /// The bytes `items` hold: each file item's `size`, each URL's or text's length.
+    public static func bytes(of items: [JSONObject]) -> Int {
+        var n = 0
+        for item in items {
+            if case .number(let size)? = item["size"], let v = Int(size), v > 0 {
+                n += v
+            } else if case .string(let u)? = item["url"] {
+                n += u.utf8.count
+            } else if case .string(let t)? = item["text"] {
+                n += t.utf8.count
+            }
+        }
+        return n
     }
 
     /// Field by field (two records of the same share compare equal; where they lie does not count).
@@ -187,6 +206,8 @@ public final class ShareRecordStore: TurnParticipant {
     var completedDirs: [String] = []
     /// What recovery found.
     public private(set) var recovery = RecoveryReport()
+    /// What the pending shares hold (`StoredShare.bytes`), for the group's quota.
+    public private(set) var pendingBytes = 0
     /// Orphaned file directories removed at recovery (files of shares that never became durable).
     public private(set) var orphansRemoved = 0
 
@@ -245,6 +266,7 @@ public final class ShareRecordStore: TurnParticipant {
         var seen = Set<String>(minimumCapacity: shares.count)
         order.removeAll { shares[$0] == nil || !seen.insert($0).inserted }
         counter?.add(shares.count)
+        pendingBytes = shares.values.reduce(0) { $0 + $1.bytes }
         if zip(order, order.dropFirst()).contains(where: { shares[$0]!.n > shares[$1]!.n }) {
             // Copies sit in the journal after shares younger than them: arrival order again (the
             // journal's order among equal numbers, which only a foreign journal has).
@@ -293,7 +315,7 @@ public final class ShareRecordStore: TurnParticipant {
     /// reference files by `file` name.
     public func add(
         id: String, extensionID: String, app: String, created: String, items: [JSONObject], files: [ShareFile],
-        openEvent: JSONObject? = nil, filesWritten: Bool = false
+        openEvent: JSONObject? = nil, filesWritten: Bool = false, bytes: Int? = nil
     ) throws(StoreError) -> StoredShare {
         let dir = files.isEmpty ? "" : directory + "/files/" + id  // (a URL or text share has none)
         if filesWritten {
@@ -311,7 +333,8 @@ public final class ShareRecordStore: TurnParticipant {
             for f in files { if case .descriptor(let fd, _) = f.source { FD.close(fd) } }
         }
         let share = StoredShare(
-            id: id, extensionID: extensionID, app: app, group: group, created: created, items: items, openEvent: openEvent)
+            id: id, extensionID: extensionID, app: app, group: group, created: created, items: items, openEvent: openEvent,
+            bytes: bytes)
         share.n = ShareRecordStore.place(segment: journal.activeSegment, offset: journal.nextRecordOffset)
         let mark = journal.pendingMark
         do {
@@ -327,6 +350,7 @@ public final class ShareRecordStore: TurnParticipant {
         ledger.records.add(1, to: segment)
         shares[id] = share
         counter?.add(1)
+        pendingBytes += share.bytes
         order.append(id)
         undo.append(.removeShare(id))
         lastAdded = (id: id, mark: mark, hasFiles: !files.isEmpty)
@@ -473,6 +497,7 @@ public final class ShareRecordStore: TurnParticipant {
         }
         shares[id] = nil
         counter?.add(-1)
+        pendingBytes -= s.bytes
         ledger.live[s.segment, default: 0] -= 1
         ledger.records[journal.activeSegment, default: 0] += 1
         undo.append(.restoreShare(s))
@@ -487,6 +512,7 @@ public final class ShareRecordStore: TurnParticipant {
     func forget(_ id: String) {
         guard let s = shares.removeValue(forKey: id) else { return }
         counter?.add(-1)
+        pendingBytes -= s.bytes
         ledger.live[s.segment, default: 0] -= 1
         if order.last == id { order.removeLast() }  // (otherwise it stays behind as a removed id)
     }
@@ -546,6 +572,7 @@ public final class ShareRecordStore: TurnParticipant {
                 // Its id is still in `order`, in its place (compactOrder keeps restorable ids).
                 shares[s.id] = s
                 counter?.add(1)
+                pendingBytes += s.bytes
                 ledger.live[s.segment, default: 0] += 1
             }
         }

@@ -85,17 +85,20 @@ public final class WorkerPool: @unchecked Sendable {  // state guarded by `mutex
         return out
     }
 
-    /// Lets the threads end once the queue is empty; jobs not yet started are never run. Does
+    /// Lets the threads end; jobs not yet started are never run (their ids are returned). Does
     /// not wait for a job being run (it may be blocked on a hung file system): its thread ends
     /// after it. The pool object lives until its last thread has ended.
-    public func stop() {
+    @discardableResult
+    public func stop() -> [UInt64] {
         pthread_mutex_lock(mutex)
         stopped = true
+        let unrun = queue[queueHead...].map(\.id)
         queue.removeAll()
         queueHead = 0
         let n = started
         pthread_mutex_unlock(mutex)
         for _ in 0..<n { work.signal() }
+        return unrun
     }
 
     deinit {

@@ -46,6 +46,10 @@ let root = CommandSpec(
                     help: "Journal bytes one app's pending events may take (then url.open for it is -32005).",
                     default: "134217728"),
                 .option(
+                    "max-group-share-bytes", valueName: "bytes",
+                    help: "Bytes one app group's pending shares may hold together, files included (at least 4096; then share.send to it is -32005).",
+                    default: "4294967296"),
+                .option(
                     "max-requests-in-flight", valueName: "n",
                     help: "Requests one connection may have waiting for their replies (then -32007).", default: "4096"),
                 .option(
@@ -107,6 +111,10 @@ func serve(_ cmd: ParsedCommand) throws -> Int32 {
     if let n = try cmd.int("max-pending-event-bytes") {
         guard n >= 4096 else { throw cmd.usageError("option '--max-pending-event-bytes' must be at least 4096, got \(n)") }
         config.maxPendingEventBytesPerApp = n
+    }
+    if let n = try cmd.int("max-group-share-bytes") {
+        guard n >= 4096 else { throw cmd.usageError("option '--max-group-share-bytes' must be at least 4096, got \(n)") }
+        config.maxGroupShareBytes = n
     }
     if let n = try cmd.int("max-requests-in-flight") {
         guard n >= 1 else { throw cmd.usageError("option '--max-requests-in-flight' must be at least 1, got \(n)") }

@@ -303,4 +303,84 @@ final class OffLoopShareTests: XCTestCase {
         XCTAssertEqual([UInt8](try Data(contentsOf: URL(fileURLWithPath: try XCTUnwrap(item["path"]?.stringValue)))), pdfBytes)
         again.stop()
     }
+
+    // MARK: The group's share quota
+
+    func testAGroupsPendingSharesHaveAByteQuotaThatSparesOtherGroups() throws {
+        let gate = WorkGate()
+        for _ in 0..<16 { gate.release() }  // (work runs at once here: one permit per piece of work)
+        let h = try start(gate) { $0.maxGroupShareBytes = 100 }
+        let tool = try h.tool()
+        let ext = "com.mycompany.myapp.share"
+        let url40 = "https://example.com/" + String(repeating: "a", count: 20)  // 40 bytes
+        let first = try tool.call("share.send", ["items": [["url": .string(url40)]], "extension": .string(ext)])
+        _ = try tool.call("share.send", ["items": [["url": .string(url40)]], "extension": .string(ext)])
+        let refused = rpcError { try tool.call("share.send", ["items": [["url": .string(url40)]], "extension": .string(ext)]) }
+        XCTAssertEqual(refused?.code, -32005)
+        XCTAssertTrue(refused?.message.contains("--max-group-share-bytes") == true, refused?.message ?? "")
+        XCTAssertTrue(refused?.message.contains("group.com.mycompany.myapp") == true, refused?.message ?? "")
+        // Another group is not affected.
+        let dir = TempDir()
+        XCTAssertNotNil(
+            try tool.call("share.send", ["items": [["path": .string(pdfFile(dir))]], "extension": "com.example.pdfreader.share"])["shareID"])
+        // Completing a share makes room.
+        let app = try h.connect()
+        try app.hello(role: "app", bundleID: "com.mycompany.myapp")
+        _ = try app.call("share.complete", ["shareID": try XCTUnwrap(first["shareID"])])
+        XCTAssertNotNil(try tool.call("share.send", ["items": [["url": .string(url40)]], "extension": .string(ext)])["shareID"])
+        // After a restart the pending shares count again (from the journal).
+        h.stop()
+        let again = BrokerHarness()
+        try? FileManager.default.removeItem(atPath: again.state)
+        try FileManager.default.copyItem(atPath: h.state, toPath: again.state)
+        try again.start { $0.maxGroupShareBytes = 100 }
+        let tool2 = try again.tool()
+        XCTAssertEqual(
+            rpcError { try tool2.call("share.send", ["items": [["url": .string(url40)]], "extension": .string(ext)]) }?.code, -32005)
+        XCTAssertNotNil(
+            try tool2.call("share.send", ["items": [["url": "https://example.com/"]], "extension": .string(ext)])["shareID"],
+            "a smaller share still fits (exactly up to the quota)")
+        again.stop()
+    }
+
+    func testSharesBeingWrittenCountForTheGroupsQuota() throws {
+        let gate = WorkGate()
+        let h = try start(gate) { $0.maxGroupShareBytes = 100 }
+        let bytes60 = pdfBytes + [UInt8](repeating: 0x20, count: 60 - pdfBytes.count)
+        let sender = try raw(h)
+        sendLine(sender, 1, "share.send", ["items": [["data": .string(base64(bytes60)), "name": "a.pdf"]]])
+        gate.waitForWork("writing the first share")
+        let other = try raw(h)
+        sendLine(other, 2, "share.send", ["items": [["data": .string(base64(bytes60)), "name": "b.pdf"]]])
+        let refused = other.readJSON(timeout: 5)
+        XCTAssertEqual(refused?["error"]?["code"], -32005, "the share being written holds its bytes already: \(String(describing: refused))")
+        gate.release()
+        XCTAssertNotNil(sender.readJSON(timeout: 10)?["result"]?["shareID"])
+        sendLine(other, 3, "share.send", ["items": [["data": .string(base64(bytes60)), "name": "b.pdf"]]])
+        XCTAssertEqual(other.readJSON(timeout: 5)?["error"]?["code"], -32005)
+        for _ in 0..<4 { gate.release() }  // (work wrongly let in would wait here forever)
+        h.stop()
+    }
+
+    func testAShareThatIsNotStoredGivesItsBytesBack() throws {
+        let gate = WorkGate()
+        let h = try start(gate) { $0.maxGroupShareBytes = 100 }
+        let bytes60 = pdfBytes + [UInt8](repeating: 0x20, count: 60 - pdfBytes.count)
+        var sender: RawClient? = try raw(h)
+        sendLine(sender!, 1, "share.send", ["items": [["data": .string(base64(bytes60)), "name": "a.pdf"]]])
+        gate.waitForWork("writing")
+        sender = nil
+        let tool = try h.tool()
+        XCTAssertTrue(waitUntil(timeout: 10) { (try? tool.call("broker.status")["connections"]?.intValue) == 1 })
+        gate.release()
+        XCTAssertTrue(waitUntil(timeout: 10) { (try? tool.call("broker.status")["fileWork"]?["abandoned"]?.intValue) == 1 })
+        // The abandoned share's 60 bytes are free again.
+        let second = try raw(h)
+        sendLine(second, 2, "share.send", ["items": [["data": .string(base64(bytes60)), "name": "b.pdf"]]])
+        gate.waitForWork("writing the second")
+        gate.release()
+        let reply = second.readJSON(timeout: 10)
+        XCTAssertNotNil(reply?["result"]?["shareID"], "\(String(describing: reply))")
+        h.stop()
+    }
 }
