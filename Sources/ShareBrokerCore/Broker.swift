@@ -180,6 +180,8 @@ public final class Broker {
     var offLoopAbandoned: UInt64 = 0
     /// Set by a handler that continues off the loop (`suspendRequest`), taken by the caller.
     var suspension: OffLoopTask? = nil
+    /// Unwritten output of all connections (`--max-total-output`).
+    let outputMeter = OutputMeter()
     /// Bytes of shares whose files are being written, per group (they count for its quota).
     var shareBytesInFlight: [String: Int] = [:]
     /// The path items' files read off the loop, while the handler that asked runs again.
@@ -837,7 +839,7 @@ public final class Broker {
                 FD.close(fd)
                 continue
             }
-            let conn = Connection(id: id, fd: fd, peer: peer, maxMessage: config.maxMessage)
+            let conn = Connection(id: id, fd: fd, peer: peer, maxMessage: config.maxMessage, meter: outputMeter)
             do { try poller.add(fd, interest: .readable, token: id) } catch {
                 log.log(.error, "cannot watch new connection: \(error)")
                 FD.close(fd)
@@ -948,7 +950,9 @@ public final class Broker {
             case .failure(let reply):
                 conn.emit { RPCCodec.writeError(id: reply.id, error: reply.error, to: &$0) }
             case .success(let request):
-                if conn.inFlight >= config.maxRequestsInFlight || conn.unreadOutput > config.effectiveMaxOutputBuffer {
+                if conn.inFlight >= config.maxRequestsInFlight || conn.unreadOutput > config.effectiveMaxOutputBuffer
+                    || (outputMeter.bytes > config.maxTotalOutput && conn.unreadOutput > fairOutputShare)
+                {
                     if let reply = refuseOverQuota(conn, request) { conn.emit { $0.append(contentsOf: reply) } }
                     break
                 }
@@ -984,22 +988,34 @@ public final class Broker {
     /// -32007 for a request read while its connection is at its in-flight quota, or while more
     /// than the output cap of its replies wait unread; it is not run.
     /// Returns the error reply's bytes (nil for a notification: it has no reply).
-    func refuseOverQuota(_ conn: Connection, _ request: RPCRequest) -> [UInt8]? {
+    func refuseOverQuota(_ conn: Connection, _ request: RPCRequest, batchBytes: Int = 0, briefly: Bool = false) -> [UInt8]? {
         rejectedOverQuota += 1
         if log.enabled(.debug) { log.log(.debug, "refusing \(request.method): quota reached", connection: conn.id) }
         guard let id = request.id else { return nil }
+        let unread = conn.unreadOutput + batchBytes
         let error =
-            conn.inFlight >= config.maxRequestsInFlight
+            briefly
+            // (a batch's later refusals: each costs output too, so they are short)
+            ? RPCError(.tooManyRequests, "Over quota; not run")
+            : conn.inFlight >= config.maxRequestsInFlight
             ? RPCError(
                 .tooManyRequests,
                 "Too many requests in flight: this connection already has \(config.maxRequestsInFlight) requests waiting for their replies (the per-connection limit, --max-requests-in-flight); read the replies before sending more. This request was not run")
+            : unread > config.effectiveMaxOutputBuffer
+            ? RPCError(
+                .tooManyRequests,
+                "Too many unread replies: \(unread) bytes of output wait for this connection to read them (over the limit of \(config.effectiveMaxOutputBuffer), --max-output); read them before sending more. This request was not run")
             : RPCError(
                 .tooManyRequests,
-                "Too many unread replies: \(conn.unreadOutput) bytes of output wait for this connection to read them (over the limit of \(config.effectiveMaxOutputBuffer), --max-output); read them before sending more. This request was not run")
+                "Too many unread replies: the broker's connections hold more output than its budget of \(config.maxTotalOutput) bytes (--max-total-output), and this one \(unread) bytes of it; read them before sending more. This request was not run")
         var reply: [UInt8] = []
         RPCCodec.writeError(id: id, error: error, to: &reply)
         return reply
     }
+
+    /// What a connection may hold unread and still be served while all connections' output is
+    /// over the broker's budget (1 MiB with the default budget).
+    var fairOutputShare: Int { max(4096, min(1 << 20, config.maxTotalOutput / 1024)) }
 
     /// A success reply that waits for the commit of the stores its request changed; it counts
     /// towards the connection's requests in flight until it is released.
@@ -1109,6 +1125,7 @@ public final class Broker {
             }
             guard case .done(let n) = result else { break }
             conn.outOffset += n
+            outputMeter.bytes -= n
             if n > 0 { wrote = true }
         }
         if conn.pendingOutput == 0 {
@@ -1133,7 +1150,11 @@ public final class Broker {
         let now = Clock.monotonicNanos()
         if wrote || conn.stalledSince == 0 { conn.stalledSince = now }
         let watched = conn.hasQueuedEvents || conn.pendingOutput > config.effectiveMaxOutputBuffer
-        if conn.unreadOutput > config.effectiveMaxOutputBuffer + conn.largestMessage || (watched && now - conn.stalledSince > stallNanos) {
+        if conn.unreadOutput > config.effectiveMaxOutputBuffer + conn.largestMessage || (watched && now - conn.stalledSince > stallNanos)
+            || (conn.pendingOutput > config.effectiveMaxOutputBuffer && outputMeter.bytes > config.maxTotalOutput)
+        {
+            // (the last: all connections' output is over the broker's budget, and this one holds
+            // more than its cap unread: it goes now, not after the stall limit)
             dropSlowClient(conn)
             return
         }
@@ -1235,6 +1256,9 @@ public final class Broker {
     func closeNow(_ conn: Connection, reason: String) {
         guard connections.removeValue(forKey: conn.id) != nil else { return }
         conn.closed = true
+        outputMeter.bytes -= conn.pendingOutput
+        conn.out = []
+        conn.outOffset = 0
         poller.remove(conn.fd)
         FD.close(conn.fd)
         connectionClosed(conn)

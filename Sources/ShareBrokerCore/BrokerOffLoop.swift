@@ -64,6 +64,8 @@ final class SuspendedBatch {
     var parts: [HeldReply] = []
     var waits = false
     var batchBytes = 0
+    /// Members refused so far (-32007): the first refusal says why, the others are short.
+    var refused = 0
     /// The first part made since the batch last (re)started running.
     var runStart = 0
     /// Deferred parts counted out of the connection's held requests while the batch waits (they
@@ -270,8 +272,11 @@ extension Broker {
             case .failure(let reply):
                 RPCCodec.writeError(id: reply.id, error: reply.error, to: &part)
             case .success(let request):
-                if conn.inFlight >= config.maxRequestsInFlight || conn.unreadOutput + b.batchBytes > config.effectiveMaxOutputBuffer {
-                    guard let reply = refuseOverQuota(conn, request) else { continue }
+                if conn.inFlight >= config.maxRequestsInFlight || conn.unreadOutput + b.batchBytes > config.effectiveMaxOutputBuffer
+                    || (outputMeter.bytes > config.maxTotalOutput && conn.unreadOutput + b.batchBytes > fairOutputShare)
+                {
+                    guard let reply = refuseOverQuota(conn, request, batchBytes: b.batchBytes, briefly: b.refused > 0) else { continue }
+                    b.refused += 1
                     part = reply
                     break
                 }

@@ -13,6 +13,10 @@ public struct BrokerConfiguration: Sendable {
     public var maxMessage: Int = 4 * 1024 * 1024
     /// Largest output buffer per connection before the client is dropped as too slow.
     public var maxOutputBuffer: Int = 0
+    /// Unwritten output all connections together may hold before the broker pushes back: then a
+    /// connection holding more than a fair share (1/1024 of this, at most 1 MiB) unread gets
+    /// -32007 for new requests, and one over its own cap is dropped at once.
+    public var maxTotalOutput: Int = 1 << 30
     /// Permission bits of the socket file.
     public var socketMode: UInt32 = 0o600
     /// Lowest log level written.

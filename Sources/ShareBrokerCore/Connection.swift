@@ -109,10 +109,14 @@ final class Connection {
     /// subscribe's reply held behind a durable request goes out before its backlog.
     var eventsWaitForReleases = 0
 
-    init(id: UInt64, fd: Int32, peer: PeerCredentials?, maxMessage: Int) {
+    /// Unwritten output of every connection of the broker (its global output budget).
+    let meter: OutputMeter
+
+    init(id: UInt64, fd: Int32, peer: PeerCredentials?, maxMessage: Int, meter: OutputMeter = OutputMeter()) {
         self.id = id
         self.fd = fd
         self.peer = peer
+        self.meter = meter
         self.framer = Framer(maxMessage: maxMessage)
         self.openedAt = Clock.monotonicNanos()
     }
@@ -135,7 +139,9 @@ final class Connection {
             build(&out)
             out.append(0x0A)
         }
-        if out.count - start > largestMessage { largestMessage = out.count - start }
+        let added = out.count - start
+        meter.bytes += added
+        if added > largestMessage { largestMessage = added }
     }
 
     /// Events waiting in `queuedEvents`.
@@ -185,6 +191,12 @@ enum HeldReply {
     case deferred(RequestID, MethodResult, touched: TouchedStores)
     /// A batch response whose members may wait for durability.
     case batch([HeldReply])
+}
+
+/// The unwritten output of all of a broker's connections, in bytes (kept by `enqueue`, the
+/// broker's flush and close).
+final class OutputMeter {
+    var bytes = 0
 }
 
 /// A commit handed to the sync worker, with everything that waits for it to be durable.

@@ -349,6 +349,7 @@ extension Broker {
         w.uint("requests", UInt64(totalRequests))
         w.uint("droppedSlowClients", UInt64(droppedSlowClients))
         w.uint("rejectedOverQuota", UInt64(rejectedOverQuota))
+        w.int("outputBytes", outputMeter.bytes)
         w.uint("commits", nextCommitID - 1)
         w.bool("commitPacing", pacer.enabled)
         w.uint("pacedCommits", pacer.waitedCommits)

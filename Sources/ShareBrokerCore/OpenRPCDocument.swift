@@ -235,6 +235,10 @@ let openRPCDocumentText = ####"""
               "type": "integer",
               "description": "Requests answered -32007 (too many requests in flight on their connection, or too much of its output unread)."
             },
+            "outputBytes": {
+              "type": "integer",
+              "description": "Output written for the connections and not yet taken by them (the kernel's socket buffers aside): what --max-total-output bounds."
+            },
             "manifestErrors": {
               "type": "integer"
             },

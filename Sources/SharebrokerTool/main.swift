@@ -34,6 +34,10 @@ let root = CommandSpec(
                     "max-output", valueName: "bytes",
                     help: "Unread output a client may have (at least 4096): past it its requests get -32007, and a client that does not read is dropped.",
                     default: "2 x max-message + 1 MiB"),
+                .option(
+                    "max-total-output", valueName: "bytes",
+                    help: "Unread output all clients together may have (at least 65536): past it, a client holding more than 1/1024 of it (at most 1 MiB) unread gets -32007, and one over its --max-output is dropped at once.",
+                    default: "1073741824"),
                 .option("log-level", valueName: "level", help: "trace, debug, info, warning or error.", default: "info"),
                 .option(
                     "max-connections-per-user", valueName: "n", help: "Connections one user id may hold open.",
@@ -95,6 +99,10 @@ func serve(_ cmd: ParsedCommand) throws -> Int32 {
     if let max = try cmd.int("max-message") {
         guard max >= 1024 else { throw cmd.usageError("option '--max-message' must be at least 1024 bytes, got \(max)") }
         config.maxMessage = max
+    }
+    if let n = try cmd.int("max-total-output") {
+        guard n >= 65536 else { throw cmd.usageError("option '--max-total-output' must be at least 65536 bytes, got \(n)") }
+        config.maxTotalOutput = n
     }
     if let out = try cmd.int("max-output") {
         guard out >= 4096 else { throw cmd.usageError("option '--max-output' must be at least 4096 bytes, got \(out)") }
