@@ -9,9 +9,10 @@ import CShareSystem
 
 /// Reading files and directories.
 public enum FileIO {
-    /// Reads a whole regular file (not following a final symlink), refusing files over `limit` bytes.
-    public static func readFile(_ path: String, limit: Int = 16 * 1024 * 1024) throws(SystemError) -> [UInt8] {
-        let fd = try retrying("open \(path)") { open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) }
+    /// Reads a whole regular file (not following a final symlink unless `followSymlinks`),
+    /// refusing files over `limit` bytes.
+    public static func readFile(_ path: String, limit: Int = 16 * 1024 * 1024, followSymlinks: Bool = false) throws(SystemError) -> [UInt8] {
+        let fd = try retrying("open \(path)") { open(path, O_RDONLY | O_CLOEXEC | (followSymlinks ? 0 : O_NOFOLLOW)) }
         defer { FD.close(fd) }
         var st = stat()
         _ = try retrying("fstat \(path)") { fstat(fd, &st) }

@@ -75,6 +75,9 @@ let root = CommandSpec(
                 .option("url", valueName: "url", help: "Share a link.", repeatable: true),
                 .option("text", valueName: "text", help: "Share text.", repeatable: true),
                 .option("file", valueName: "path", help: "Share a file (copied by the broker).", repeatable: true),
+                .flag(
+                    "inline",
+                    help: "Send each --file's bytes in the request instead of its path (done anyway when the broker runs as another user and refuses paths)."),
                 .option("type", valueName: "uti", help: "The UTI of every item (normally inferred)."),
                 .option("to", valueName: "extension", help: "The extension to send to."),
                 .option("group", valueName: "group", help: "The app group to store in (default: the extension's first)."),
@@ -109,8 +112,15 @@ let root = CommandSpec(
 enum Exit {
     static let ok: Int32 = 0
     static let remote: Int32 = 1
+    static let noInput: Int32 = 66
     static let unavailable: Int32 = 69
     static let software: Int32 = 70
+}
+
+/// A local file the command needs cannot be read (exit 66).
+struct CLIError: Error {
+    let message: String
+    init(_ message: String) { self.message = message }
 }
 
 func writeErr(_ s: String) { Console.err(s) }
@@ -305,8 +315,25 @@ func run(_ cmd: ParsedCommand) throws -> Int32 {
         }
         for u in cmd.values("url") { add(["url": .string(u)]) }
         for t in cmd.values("text") { add(["text": .string(t)]) }
-        for f in cmd.values("file") { add(["path": .string(FileIO.absolutePath(f))]) }
+        let files = cmd.values("file").map(FileIO.absolutePath)
+        for f in files { add(["path": .string(f)]) }
         guard !items.isEmpty else { throw cmd.usageError("give at least one item: --url, --text or --file") }
+        /// The items with each file's bytes instead of its path (`--inline`, or a broker of
+        /// another user that takes no path from this caller).
+        func inlined() throws(CLIError) -> [JSONValue] {
+            var out = items
+            let first = items.count - files.count
+            for (i, f) in files.enumerated() {
+                let bytes: [UInt8]
+                do { bytes = try FileIO.readFile(f, limit: 256 * 1024 * 1024, followSymlinks: true) } catch {
+                    throw CLIError("cannot read \(f) to send it inline: \(error)")
+                }
+                let name = String(f.split(separator: "/").last ?? "file")
+                out[first + i] = ShareItem.data(bytes, name: name, type: type).json
+            }
+            return out
+        }
+        if cmd.flag("inline") && !files.isEmpty { items = try inlined() }
         if cmd.value("open-url") != nil && cmd.flag("open") {
             throw cmd.usageError("--open and --open-url are alternatives: give one")
         }
@@ -329,7 +356,14 @@ func run(_ cmd: ParsedCommand) throws -> Int32 {
         if let g = cmd.value("group") { p["group"] = .string(g) }
         if let u = cmd.value("open-url") { p["open"] = .string(u) } else if cmd.flag("open") { p["open"] = true }
         let s = try connect(cmd, defaultRoleWithBundle: "extension")
-        let result = Result { () throws(ClientError) -> JSONValue in try s.conn.call("share.send", .object(p)) }
+        var result = Result { () throws(ClientError) -> JSONValue in try s.conn.call("share.send", .object(p)) }
+        if case .failure(.rpc(let rpc)) = result, rpc.code == ErrorCode.invalidParams.rawValue, !files.isEmpty, !cmd.flag("inline"),
+            rpc.message.contains("does not open files for uid")
+        {
+            // A broker of another user takes no path from this caller: send the bytes instead.
+            p["items"] = .array(try inlined())
+            result = Result { () throws(ClientError) -> JSONValue in try s.conn.call("share.send", .object(p)) }
+        }
         if case .failure(.rpc(let rpc)) = result, rpc.code == ErrorCode.notAccepted.rawValue,
             let c = rpc.data?["candidates"]?.arrayValue
         {
@@ -439,6 +473,9 @@ runMain(root: root, version: "shareclient \(SharebrokerVersion.string)") { cmd i
         }
     } catch let e as UsageError {
         throw e
+    } catch let e as CLIError {
+        writeErr("shareclient: error: \(e.message)\n")
+        return Exit.noInput
     } catch {
         writeErr("shareclient: internal error: \(error)\n")
         return Exit.software

@@ -198,22 +198,39 @@ final class IdentityTests: XCTestCase {
         _ = FileManager.default.createFile(atPath: ownFile, contents: Data("own".utf8), attributes: [.posixPermissions: 0o600])
         XCTAssertEqual(chown(ownFile, 65534, 65534), 0)
         XCTAssertEqual(symlink(ownFile, link), 0)
+        let secretFile = files.path + "/secret.txt"  // root's only
+        _ = FileManager.default.createFile(atPath: secretFile, contents: Data("secret".utf8), attributes: [.posixPermissions: 0o600])
         let asNobody = ["--reuid=65534", "--regid=65534", "--clear-groups", Products.shareclient, "--socket", h.socket]
-        func send(_ path: String) throws -> (status: Int32, out: String, err: String) {
-            try runProcess("/usr/bin/setpriv", asNobody + ["send", "--file", path, "--to", "com.example.files.share"])
+        func sendPath(_ path: String) throws -> (status: Int32, out: String, err: String) {
+            let params: JSONValue = ["items": [["path": .string(path)]], "extension": "com.example.files.share"]
+            return try runProcess("/usr/bin/setpriv", asNobody + ["call", "share.send", params.compactText])
         }
         // The broker (root) would resolve the path with its own rights: another user's caller
         // gets no path item at all, not even its own file (it sends the bytes as data instead).
         for path in [rootsFile, link, ownFile] {
-            let refused = try send(path)
+            let refused = try sendPath(path)
             XCTAssertEqual(refused.status, 1, refused.err)
             XCTAssertTrue(refused.err.contains("another user") && refused.err.contains("data item"), refused.err)
         }
-        // A caller of the broker's own user: the symlink is followed.
         let tool = try h.tool()
-        let sent = try tool.call("share.send", ["items": [["path": .string(link)]], "extension": "com.example.files.share"])
-        XCTAssertNotNil(sent["shareID"]?.stringValue)
-        XCTAssertEqual(try tool.call("broker.status")["pendingShares"]?.intValue, 1)
+        XCTAssertEqual(try tool.call("broker.status")["pendingShares"]?.intValue, 0)
+        // `shareclient send --file` does that by itself: it reads the file with the caller's own
+        // rights and sends its bytes; a file the caller cannot read stays unread.
+        let sent = try runProcess("/usr/bin/setpriv", asNobody + ["send", "--file", link, "--to", "com.example.files.share", "--json"])
+        XCTAssertEqual(sent.status, 0, sent.err)
+        let shareID = try XCTUnwrap(try JSONParser.parse(Array(sent.out.utf8))["shareID"]?.stringValue, sent.out)
+        let notMine = try runProcess("/usr/bin/setpriv", asNobody + ["send", "--file", secretFile, "--to", "com.example.files.share"])
+        XCTAssertEqual(notMine.status, 66, notMine.err)
+        XCTAssertTrue(notMine.err.contains("cannot read") && notMine.err.contains(secretFile), notMine.err)
+        // A caller of the broker's own user: the symlink is followed.
+        let sentByRoot = try tool.call("share.send", ["items": [["path": .string(link)]], "extension": "com.example.files.share"])
+        XCTAssertNotNil(sentByRoot["shareID"]?.stringValue)
+        XCTAssertEqual(try tool.call("broker.status")["pendingShares"]?.intValue, 2)
+        let app = try h.connect()
+        try app.hello(role: "app", bundleID: "com.example.files")
+        let item = try XCTUnwrap(app.call("share.get", ["shareID": .string(shareID)])["items"]?.arrayValue?.first)
+        XCTAssertEqual(item["name"], "link.txt")
+        XCTAssertEqual(try String(contentsOfFile: try XCTUnwrap(item["path"]?.stringValue), encoding: .utf8), "own", "the bytes the caller read")
         h.stop()
     }
 

@@ -2,6 +2,9 @@
 // what `defaults list` prints.
 
 import Foundation
+import ShareBrokerCore
+import ShareClient
+import ShareProtocol
 import XCTest
 
 final class ShareclientCommandTests: XCTestCase {
@@ -132,6 +135,33 @@ final class BadInputTests: XCTestCase {
         XCTAssertEqual(check.status, 0, check.out + check.err)
         let text = try runProcess(Products.shareclient, ["apps", "--socket", h.socket], timeout: 10)
         XCTAssertTrue(text.out.contains("association error: "), text.out)
+        h.stop()
+    }
+}
+
+extension ShareclientCommandTests {
+    func testSendInlineSendsTheFilesBytes() throws {
+        let h = BrokerHarness(manifests: ["20-pdf.json": pdfApp])
+        try h.start()
+        let dir = TempDir()
+        let source = dir.path + "/Quarterly.pdf"
+        XCTAssertTrue(FileManager.default.createFile(atPath: source, contents: Data(pdfBytes)))
+        let sent = try shareclient(h, ["send", "--file", source, "--inline", "--url", "https://example.com/ignored", "--json"])
+        XCTAssertEqual(sent.status, 1, "a URL plus a PDF: the PDF extension does not take the URL: \(sent.err)")
+        let ok = try shareclient(h, ["send", "--file", source, "--inline", "--to", "com.example.pdfreader.share", "--json"])
+        XCTAssertEqual(ok.status, 0, ok.err)
+        let shareID = try XCTUnwrap(try JSONParser.parse(Array(ok.out.utf8))["shareID"]?.stringValue, ok.out)
+        // The bytes travelled in the request: the source can go before the app reads the share.
+        try FileManager.default.removeItem(atPath: source)
+        let app = try h.connect()
+        try app.hello(role: "app", bundleID: "com.example.pdfreader")
+        let item = try XCTUnwrap(app.call("share.get", ["shareID": .string(shareID)])["items"]?.arrayValue?.first)
+        XCTAssertEqual(item["name"], "Quarterly.pdf")
+        XCTAssertEqual(item["type"], "com.adobe.pdf")
+        XCTAssertEqual([UInt8](try Data(contentsOf: URL(fileURLWithPath: try XCTUnwrap(item["path"]?.stringValue)))), pdfBytes)
+        let missing = try shareclient(h, ["send", "--file", dir.path + "/nope.pdf", "--inline"])
+        XCTAssertEqual(missing.status, 66, missing.err)
+        XCTAssertTrue(missing.err.contains("cannot read"), missing.err)
         h.stop()
     }
 }
