@@ -180,6 +180,9 @@ public final class Broker {
     var offLoopAbandoned: UInt64 = 0
     /// Set by a handler that continues off the loop (`suspendRequest`), taken by the caller.
     var suspension: OffLoopTask? = nil
+    /// Requests whose work is done but whose batch has members in the commit being written
+    /// (`resumeWaiting`, at the end of each turn).
+    var resumeAfterCommit: [(Connection, OffLoopTask)] = []
     /// Unwritten output of all connections (`--max-total-output`).
     let outputMeter = OutputMeter()
     /// Bytes of shares whose files are being written, per group (they count for its quota).
@@ -601,6 +604,7 @@ public final class Broker {
     /// go out when it is durable (as -32005 if it failed), and new events are delivered then.
     func endOfTurn() {
         if inflight == nil { startCommitUnlessPaced() }
+        if !resumeAfterCommit.isEmpty { resumeWaiting() }
         flushDirty()
         requestsAtTurnStart = totalRequests
     }
@@ -712,7 +716,7 @@ public final class Broker {
             }
         }
         for (_, e) in failed { log.log(.error, "commit failed: \(e.message)") }
-        if !offLoop.isEmpty { decideWaitingBatches(commit: ticket.id, failed: failed) }
+        if !offLoop.isEmpty || !resumeAfterCommit.isEmpty { decideWaitingBatches(commit: ticket.id, failed: failed) }
         if !failed.isEmpty {
             // Undo, in other stores, what requests did whose own store failed (they join the next commit).
             for (participant, undo) in ticket.compensations where failed[participant] != nil { undo() }
@@ -755,7 +759,7 @@ public final class Broker {
             }
         }
         for c in heldConnections { c.held = c.held?.map(convert) }
-        if !offLoop.isEmpty { failWaitingBatches(store, error) }
+        if !offLoop.isEmpty || !resumeAfterCommit.isEmpty { failWaitingBatches(store, error) }
         afterCommit.removeAll { $0.0 == store }
         let undo = compensations.filter { $0.0 == store }
         compensations.removeAll { $0.0 == store }
@@ -771,6 +775,7 @@ public final class Broker {
             guard let held = c.held else { continue }
             list.append((c, held, c.heldRequests, c.heldBytes))
             c.held = nil
+            c.ticketRequests += c.heldRequests
             c.heldRequests = 0
             c.ticketBytes += c.heldBytes
             c.heldBytes = 0
@@ -784,6 +789,7 @@ public final class Broker {
         let now = list.isEmpty ? 0 : Clock.monotonicNanos()
         for (c, held, requests, bytes) in list {
             c.inFlight -= requests
+            c.ticketRequests -= requests
             c.ticketBytes -= bytes
             if c.eventsWaitForReleases > 0 { c.eventsWaitForReleases = max(0, c.eventsWaitForReleases - requests) }
             guard !c.closed else { continue }
@@ -905,7 +911,7 @@ public final class Broker {
             case .done(let n):
                 let requestsBefore = totalRequests
                 do {
-                    try conn.framer.feed(UnsafeRawBufferPointer(rebasing: scratch[0..<n])) { frame, mode in
+                    try conn.framer.feedUntilStopped(UnsafeRawBufferPointer(rebasing: scratch[0..<n])) { frame, mode in
                         conn.outputMode = mode
                         return conn.closing || self.handleFrame(conn, frame)
                     }
@@ -936,7 +942,7 @@ public final class Broker {
         log.log(.warning, "\(rpcError.message)", connection: conn.id)
         // Answer in the framing the peer chose, even when its first frame is the one that failed.
         if conn.framer.mode == .contentLength { conn.outputMode = .contentLength }
-        conn.emit { RPCCodec.writeError(id: .null, error: rpcError, to: &$0) }
+        emitReply(conn) { RPCCodec.writeError(id: .null, error: rpcError, to: &$0) }
         markDirty(conn)
         beginClosing(conn)
     }
@@ -948,12 +954,12 @@ public final class Broker {
         case .single(let item):
             switch item {
             case .failure(let reply):
-                conn.emit { RPCCodec.writeError(id: reply.id, error: reply.error, to: &$0) }
+                emitReply(conn) { RPCCodec.writeError(id: reply.id, error: reply.error, to: &$0) }
             case .success(let request):
                 if conn.inFlight >= config.maxRequestsInFlight || conn.unreadOutput > config.effectiveMaxOutputBuffer
                     || (outputMeter.bytes > config.maxTotalOutput && conn.unreadOutput > fairOutputShare)
                 {
-                    if let reply = refuseOverQuota(conn, request) { conn.emit { $0.append(contentsOf: reply) } }
+                    if let reply = refuseOverQuota(conn, request) { emitReply(conn) { $0.append(contentsOf: reply) } }
                     break
                 }
                 let response = dispatch(conn, request)
@@ -963,7 +969,7 @@ public final class Broker {
                         runAfterReply(conn)
                         return false
                     }
-                    if let id = request.id { conn.emit { RPCCodec.writeError(id: id, error: Broker.noWorkerError, to: &$0) } }
+                    if let id = request.id { emitReply(conn) { RPCCodec.writeError(id: id, error: Broker.noWorkerError, to: &$0) } }
                     break
                 }
                 guard let response else { break }
@@ -972,9 +978,9 @@ public final class Broker {
                 case .success(let result) where !turn.requestTouched.isEmpty:
                     hold(conn, deferred(conn, id, result))
                 case .success(let result):
-                    conn.emit { result.writeResponse(id: id, to: &$0) }
+                    emitReply(conn) { result.writeResponse(id: id, to: &$0) }
                 case .failure(let error):
-                    conn.emit { RPCCodec.writeError(id: id, error: error, to: &$0) }
+                    emitReply(conn) { RPCCodec.writeError(id: id, error: error, to: &$0) }
                 }
             }
             markDirty(conn)
@@ -1031,10 +1037,26 @@ public final class Broker {
             conn.held = []
             heldConnections.append(conn)
         }
-        if case .batch(let parts) = reply {
-            for case .bytes(let b) in parts { conn.heldBytes += b.count }
+        switch reply {
+        case .batch(let parts): for case .bytes(let b) in parts { conn.heldBytes += b.count }
+        case .bytes(let b): conn.heldBytes += b.count
+        case .deferred: break
         }
         conn.held!.append(reply)
+    }
+
+    /// Queues a reply (or an error) to a request. Replies keep their requests' order: while
+    /// replies of this connection wait in a commit being written, this one waits behind them (it
+    /// goes out with the next commit's releases, or at the end of the turn that commit ends).
+    @inline(__always)
+    func emitReply(_ conn: Connection, _ build: (inout [UInt8]) -> Void) {
+        if conn.held == nil && conn.ticketRequests > 0 {
+            var bytes: [UInt8] = []
+            build(&bytes)
+            hold(conn, .bytes(bytes))
+        } else {
+            conn.emit(build)
+        }
     }
 
     /// Serializes a held reply: deferred results become -32005 when a store they changed failed to commit.
@@ -1108,7 +1130,9 @@ public final class Broker {
         var wrote = false
         while true {
             // A subscriber's queued events go out as its output drains (the window bounds them).
-            if conn.hasQueuedEvents && conn.pendingOutput < eventWindow && conn.held == nil && conn.eventsWaitForReleases == 0 {
+            if conn.hasQueuedEvents && conn.pendingOutput < eventWindow && conn.held == nil && conn.eventsWaitForReleases == 0
+                && conn.suspended?.batch == nil
+            {
                 refillEvents(conn)
             }
             guard conn.pendingOutput > 0 else { break }
@@ -1268,6 +1292,7 @@ public final class Broker {
     /// Session clean-up (counters; later subscriptions and watches).
     func connectionClosed(_ conn: Connection) {
         pacer.closed(conn)
+        if conn.suspended != nil { dropQueuedWork(conn) }
         endSession(conn)
         if let uid = conn.peer?.uid {
             let left = (connectionsByUID[uid] ?? 1) - 1

@@ -66,6 +66,9 @@ final class SuspendedBatch {
     var batchBytes = 0
     /// Members refused so far (-32007): the first refusal says why, the others are short.
     var refused = 0
+    /// Work earlier members asked to run after their replies (`Broker.afterReply`), run after
+    /// the batch's reply once it is queued.
+    var afterReply: [() -> Void] = []
     /// The first part made since the batch last (re)started running.
     var runStart = 0
     /// Deferred parts counted out of the connection's held requests while the batch waits (they
@@ -80,8 +83,9 @@ final class SuspendedBatch {
 }
 
 extension Broker {
-    /// Threads for off-loop work (started with the first job).
-    static let offLoopThreads = 2
+    /// Threads for off-loop work, started as jobs find every started one busy: a file on a hung
+    /// network or FUSE file system blocks one of them (until it returns), not the others.
+    static let offLoopThreads = 8
 
     /// Called by a handler: the request continues off the loop with `work`, then with `finish`
     /// on the loop (which may hand over again). Returns the placeholder the handler returns.
@@ -146,8 +150,59 @@ extension Broker {
                 continue
             }
             offLoopFinished += 1
+            if waitsForCommitInFlight(s) {
+                resumeAfterCommit.append((conn, task))
+                continue
+            }
             resume(conn, s)
         }
+    }
+
+    /// True when the batch `s` belongs to has members whose changes are in the commit being
+    /// written: it runs on (and is answered) once that commit has decided them, so a member is
+    /// never decided by a later commit.
+    func waitsForCommitInFlight(_ s: SuspendedRequest) -> Bool {
+        guard let b = s.batch else { return false }
+        return b.awaiting.contains { $0.commit < nextCommitID }
+    }
+
+    /// Requests whose work is done and that waited for the commit in flight (end of each turn).
+    func resumeWaiting() {
+        let list = resumeAfterCommit
+        resumeAfterCommit.removeAll()
+        for (conn, task) in list {
+            guard !conn.closed, let s = conn.suspended, s.task === task else {
+                task.cancel(self)
+                offLoopAbandoned += 1
+                continue
+            }
+            if waitsForCommitInFlight(s) {
+                resumeAfterCommit.append((conn, task))
+            } else {
+                resume(conn, s)
+            }
+        }
+    }
+
+    /// A suspended connection closed: its work is dropped if it has not started (what started
+    /// runs to its end and is taken back then).
+    func dropQueuedWork(_ conn: Connection) {
+        guard let task = conn.suspended?.task, offLoop[task.id] === task, workers.cancel(task.id) else { return }
+        offLoop[task.id] = nil
+        task.cancel(self)
+        offLoopAbandoned += 1
+    }
+
+    /// The connections whose batch waits for off-loop work (running, or done and waiting).
+    var waitingBatches: [(Connection, SuspendedBatch)] {
+        var out: [(Connection, SuspendedBatch)] = []
+        for task in offLoop.values {
+            if let conn = task.conn, let b = conn.suspended?.batch { out.append((conn, b)) }
+        }
+        for (conn, _) in resumeAfterCommit {
+            if let b = conn.suspended?.batch { out.append((conn, b)) }
+        }
+        return out
     }
 
     func resume(_ conn: Connection, _ s: SuspendedRequest) {
@@ -166,8 +221,13 @@ extension Broker {
         conn.suspended = nil
         conn.inFlight -= 1
         if let b = s.batch {
+            // Its parts still deferred wait for the next commit, as any held reply: they count
+            // as held again (and no commit decides them while they are in the batch's list).
             conn.heldRequests += b.heldRequests
             b.heldRequests = 0
+            // (should the batch stop again, they are listed again from here)
+            if let first = b.awaiting.map(\.index).min() { b.runStart = min(b.runStart, first) }
+            b.awaiting.removeAll()
             if let id = s.id {
                 switch outcome {
                 case .success(let result) where !turn.requestTouched.isEmpty:
@@ -191,9 +251,9 @@ extension Broker {
             case .success(let result) where !turn.requestTouched.isEmpty:
                 hold(conn, deferred(conn, id, result))
             case .success(let result):
-                conn.emit { result.writeResponse(id: id, to: &$0) }
+                emitReply(conn) { result.writeResponse(id: id, to: &$0) }
             case .failure(let error):
-                conn.emit { RPCCodec.writeError(id: id, error: error, to: &$0) }
+                emitReply(conn) { RPCCodec.writeError(id: id, error: error, to: &$0) }
             }
             markDirty(conn)
             runAfterReply(conn)
@@ -227,8 +287,7 @@ extension Broker {
     /// A commit ended while batches wait for off-loop work: their parts that waited for it are
     /// decided now (an error when a store they changed failed).
     func decideWaitingBatches(commit: UInt64, failed: [ObjectIdentifier: StoreError]) {
-        for task in offLoop.values {
-            guard let conn = task.conn, let b = conn.suspended?.batch, !b.awaiting.isEmpty else { continue }
+        for (conn, b) in waitingBatches where !b.awaiting.isEmpty {
             b.awaiting.removeAll { a in
                 guard a.commit == commit else { return false }
                 var out: [UInt8] = []
@@ -244,8 +303,7 @@ extension Broker {
     /// A commit of `store` failed: the waiting batches' parts that were to join the next commit
     /// and changed `store` answer -32005 (see `failAccumulated`).
     func failWaitingBatches(_ store: ObjectIdentifier, _ error: StoreError) {
-        for task in offLoop.values {
-            guard let conn = task.conn, let b = conn.suspended?.batch, !b.awaiting.isEmpty else { continue }
+        for (conn, b) in waitingBatches where !b.awaiting.isEmpty {
             b.awaiting.removeAll { a in
                 guard a.commit == nextCommitID, case .deferred(let id, _, let touched) = b.parts[a.index], touched.contains(store)
                 else { return false }
@@ -268,6 +326,20 @@ extension Broker {
             let item = b.items[b.next]
             b.next += 1
             var part: [UInt8] = []
+            if conn.closing, case .success(let request) = item {
+                // Its session ended while the batch waited (a reload, the broker stopping): the
+                // rest is not run.
+                guard let id = request.id else { continue }
+                RPCCodec.writeError(
+                    id: id,
+                    error: conn.role == nil
+                        ? RPCError(.unauthorized, "Unauthorized: the session ended (a manifest reload no longer admits it); not run")
+                        : RPCError(.internalError, "Internal error: the broker is stopping; not run"),
+                    to: &part)
+                b.batchBytes += part.count
+                b.parts.append(.bytes(part))
+                continue
+            }
             switch item {
             case .failure(let reply):
                 RPCCodec.writeError(id: reply.id, error: reply.error, to: &part)
@@ -294,6 +366,10 @@ extension Broker {
                         conn.heldRequests -= n
                         b.heldRequests += n
                         b.runStart = b.parts.count
+                        // What earlier members asked to run after their replies (a subscribe's
+                        // backlog) runs after the batch's reply.
+                        b.afterReply += afterReply
+                        afterReply.removeAll()
                         return false
                     }
                     guard let id = request.id else { continue }
@@ -318,9 +394,13 @@ extension Broker {
             if b.waits && b.parts.contains(where: { if case .deferred = $0 { return true } else { return false } }) {
                 hold(conn, .batch(b.parts))
             } else {
-                conn.emit { out in Broker.writeHeld(.batch(b.parts), failed: [:], to: &out) }
+                emitReply(conn) { out in Broker.writeHeld(.batch(b.parts), failed: [:], to: &out) }
             }
             markDirty(conn)
+        }
+        if !b.afterReply.isEmpty {
+            afterReply = b.afterReply + afterReply
+            b.afterReply.removeAll()
         }
         runAfterReply(conn)
         return true

@@ -376,7 +376,7 @@ extension Broker {
         }
         w.object("defaults") { writeDefaultsStatus(&$0) }
         w.object("fileWork") { f in
-            f.int("running", offLoop.count)
+            f.int("running", offLoop.count + resumeAfterCommit.count)
             f.uint("finished", offLoopFinished)
             f.uint("abandoned", offLoopAbandoned)
         }

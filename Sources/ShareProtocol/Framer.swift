@@ -72,17 +72,18 @@ public struct Framer: Sendable {
     public mutating func feed(
         _ chunk: UnsafeRawBufferPointer, onFrame: (UnsafeRawBufferPointer, FramingMode) -> Void
     ) throws(FramingError) {
-        _ = try feed(chunk, onFrameUntil: { frame, mode in
+        _ = try feedUntilStopped(chunk, onFrame: { frame, mode in
             onFrame(frame, mode)
             return true
         })
     }
 
     /// Like `feed(_:onFrame:)`, but `onFrame` returns false to stop after that frame: the frames
-    /// after it stay buffered, unread, until `resume(onFrameUntil:)`. Returns false when stopped.
+    /// after it stay buffered, unread, until `resume(onFrame:)`. Returns false when stopped.
+    /// (Its own name: with a trailing closure, a `feed` overload would be ambiguous.)
     @discardableResult
-    public mutating func feed(
-        _ chunk: UnsafeRawBufferPointer, onFrameUntil onFrame: (UnsafeRawBufferPointer, FramingMode) -> Bool
+    public mutating func feedUntilStopped(
+        _ chunk: UnsafeRawBufferPointer, onFrame: (UnsafeRawBufferPointer, FramingMode) -> Bool
     ) throws(FramingError) -> Bool {
         stopped = false
         if chunk.isEmpty { return true }
@@ -98,10 +99,10 @@ public struct Framer: Sendable {
         return try settle()
     }
 
-    /// Hands over the complete frames buffered when `onFrame` stopped (`feed(_:onFrameUntil:)`),
+    /// Hands over the complete frames buffered when `onFrame` stopped (`feedUntilStopped(_:onFrame:)`),
     /// in order, until it stops again. Returns false when stopped again.
     @discardableResult
-    public mutating func resume(onFrameUntil onFrame: (UnsafeRawBufferPointer, FramingMode) -> Bool) throws(FramingError) -> Bool {
+    public mutating func resume(onFrame: (UnsafeRawBufferPointer, FramingMode) -> Bool) throws(FramingError) -> Bool {
         stopped = false
         if pending.isEmpty { return true }
         try consumePending(onFrame)

@@ -73,6 +73,15 @@ public final class WorkerPool: @unchecked Sendable {  // state guarded by `mutex
         return true
     }
 
+    /// Takes back a job that has not started; false when it has (it runs to its end).
+    public func cancel(_ id: UInt64) -> Bool {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        guard let i = queue[queueHead...].firstIndex(where: { $0.id == id }) else { return false }
+        queue.remove(at: i)
+        return true
+    }
+
     /// The ids of the jobs finished since the last call (drains the wake pipe).
     public func takeFinished() -> [UInt64] {
         withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 256) { buf in

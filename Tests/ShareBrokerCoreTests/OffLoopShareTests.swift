@@ -383,4 +383,84 @@ final class OffLoopShareTests: XCTestCase {
         XCTAssertNotNil(reply?["result"]?["shareID"], "\(String(describing: reply))")
         h.stop()
     }
+
+    // MARK: Threads, dropped work, ended sessions
+
+    func testFileWorkBlockedOnSomeThreadsLeavesTheOthersWorking() throws {
+        let gate = WorkGate()
+        let h = try start(gate)
+        // Three shares whose work hangs (as on a hung network file system)...
+        var hung: [RawClient] = []
+        for i in 0..<3 {
+            let c = try raw(h)
+            sendLine(c, i, "share.send", ["items": [["data": .string(base64(pdfBytes)), "name": "hung.pdf"]]])
+            gate.waitForWork("hung work \(i)")
+            hung.append(c)
+        }
+        // ... and a fourth still gets a thread of its own.
+        let fourth = try raw(h)
+        sendLine(fourth, 9, "share.send", ["items": [["data": .string(base64(pdfBytes)), "name": "ok.pdf"]]])
+        gate.waitForWork("a fourth piece of work, beside three blocked ones")
+        gate.release()
+        for _ in 0..<3 { gate.release() }
+        XCTAssertNotNil(fourth.readJSON(timeout: 10)?["result"]?["shareID"])
+        for c in hung { XCTAssertNotNil(c.readJSON(timeout: 10)?["result"]?["shareID"]) }
+        h.stop()
+    }
+
+    func testWorkNotStartedIsDroppedWhenItsConnectionCloses() throws {
+        let gate = WorkGate()
+        let h = try start(gate)
+        var busy: [RawClient] = []
+        for i in 0..<8 {  // every thread
+            let c = try raw(h)
+            sendLine(c, i, "share.send", ["items": [["data": .string(base64(pdfBytes)), "name": "a.pdf"]]])
+            gate.waitForWork("work \(i)")
+            busy.append(c)
+        }
+        var queued: RawClient? = try raw(h)
+        sendLine(queued!, 99, "share.send", ["items": [["data": .string(base64(pdfBytes)), "name": "queued.pdf"]]])
+        let observer = try h.tool()
+        XCTAssertTrue(waitUntil(timeout: 10) { (try? observer.call("broker.status")["fileWork"]?["running"]?.intValue) == 9 })
+        queued = nil  // gone before a thread took its work
+        XCTAssertTrue(
+            waitUntil(timeout: 10) { (try? observer.call("broker.status")["fileWork"]?["abandoned"]?.intValue) == 1 },
+            "its work is dropped at once, not run later")
+        for _ in 0..<8 { gate.release() }
+        for c in busy { XCTAssertNotNil(c.readJSON(timeout: 10)?["result"]?["shareID"]) }
+        XCTAssertEqual(gate.entered.wait(timeout: .now() + 0.5), .timedOut, "the dropped work never ran")
+        XCTAssertEqual(try observer.call("broker.status")["pendingShares"], 8)
+        XCTAssertEqual(filesDirectoryEntries(h).count, 8)
+        h.stop()
+    }
+
+    func testABatchWhoseSessionEndsWhileItWaitsRunsNothingMore() throws {
+        let gate = WorkGate()
+        let tokenApp = pdfApp.replacingOccurrences(
+            of: #""bundleID": "com.example.pdfreader.share","#, with: #""bundleID": "com.example.pdfreader.share", "token": "t1","#)
+        let h = BrokerHarness(manifests: ["10-myapp.json": youtubeApp, "20-pdf.json": tokenApp])
+        try h.start { $0.offLoopGate = gate.gate }
+        let dir = TempDir()
+        let source = pdfFile(dir)
+        let ext = try RawClient(h.socket)
+        ext.send(#"{"jsonrpc":"2.0","id":0,"method":"hello","params":{"role":"extension","bundleID":"com.example.pdfreader.share","token":"t1"}}"# + "\n")
+        XCTAssertNotNil(ext.readJSON()?["result"])
+        let batch: JSONValue = .array([
+            request(1, "share.targets", ["items": [["path": .string(source)]]]),
+            request(2, "broker.status", [:]),  // (allowed to anyone: only the session's end stops it)
+        ])
+        ext.send(batch.compactText + "\n")
+        gate.waitForWork("reading")
+        // The token changes: the session ends while its batch waits.
+        h.dir.write("state/apps/20-pdf.json", tokenApp.replacingOccurrences(of: "t1", with: "t2"))
+        _ = try h.tool().call("apps.reload")
+        gate.release()
+        let reply = try XCTUnwrap(ext.readJSON(timeout: 10)?.arrayValue)
+        XCTAssertEqual(reply.map { $0["id"] }, [1, 2])
+        XCTAssertEqual(reply[0]["error"]?["code"], -32001, "\(reply[0])")
+        XCTAssertEqual(reply[1]["error"]?["code"], -32001, "not run after the session ended: \(reply[1])")
+        XCTAssertTrue(reply[1]["error"]?["message"]?.stringValue?.contains("session ended") == true, "\(reply[1])")
+        XCTAssertTrue(ext.waitForClose(timeout: 10))
+        h.stop()
+    }
 }

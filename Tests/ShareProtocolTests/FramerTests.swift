@@ -461,10 +461,10 @@ struct FramerStopTests {
             return !stopAfter.contains(s)
         }
         for c in chunks {
-            var going = try c.withUnsafeBytes { try f.feed($0, onFrameUntil: handler) }
+            var going = try c.withUnsafeBytes { try f.feedUntilStopped($0, onFrame: handler) }
             while !going {
                 stops += 1
-                going = try f.resume(onFrameUntil: handler)
+                going = try f.resume(onFrame: handler)
             }
         }
         return (got, stops)
@@ -474,7 +474,7 @@ struct FramerStopTests {
         var f = Framer(maxMessage: 1024)
         var got: [String] = []
         let stopped = try utf8("[1]\n[2]\n[3]\n[4").withUnsafeBytes { buf in
-            try f.feed(buf) { frame, _ in
+            try f.feedUntilStopped(buf) { frame, _ in
                 got.append(String(decoding: frame, as: UTF8.self))
                 return got.count != 2
             }
@@ -518,14 +518,14 @@ struct FramerStopTests {
         let stream = utf8("[1]\n[22222]\n[33333]\n[44444]\n")
         var got: [String] = []
         let stopped = try stream.withUnsafeBytes { buf in
-            try f.feed(buf) { frame, _ in
+            try f.feedUntilStopped(buf) { frame, _ in
                 got.append(String(decoding: frame, as: UTF8.self))
                 return false
             }
         }
         #expect(!stopped)
         #expect(f.bufferedByteCount > 8)
-        while try !f.resume(onFrameUntil: { frame, _ in
+        while try !f.resume(onFrame: { frame, _ in
             got.append(String(decoding: frame, as: UTF8.self))
             return false
         }) {}

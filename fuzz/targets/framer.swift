@@ -39,6 +39,37 @@ private func run(_ stream: [UInt8], maxMessage: Int, chunks: [Int]?) -> Outcome 
     return out
 }
 
+/// As `run`, chunked, but the handler stops after every `stopEvery`-th frame and the reader
+/// resumes at once (as the broker does when a request's work is done).
+private func runStopping(_ stream: [UInt8], maxMessage: Int, chunks: [Int], stopEvery: Int) -> Outcome {
+    var framer = Framer(maxMessage: maxMessage)
+    var out = Outcome()
+    var seen = 0
+    let handler: (UnsafeRawBufferPointer, FramingMode) -> Bool = { frame, mode in
+        out.frames.append(Array(frame))
+        out.modes.append(mode)
+        seen += 1
+        return seen % stopEvery != 0
+    }
+    stream.withUnsafeBytes { all in
+        var pos = 0
+        for size in chunks {
+            let end = min(all.count, pos + size)
+            do throws(FramingError) {
+                var going = try framer.feedUntilStopped(UnsafeRawBufferPointer(rebasing: all[pos..<end]), onFrame: handler)
+                while !going { going = try framer.resume(onFrame: handler) }
+            } catch {
+                out.error = error
+                break
+            }
+            pos = end
+        }
+    }
+    out.buffered = framer.bufferedByteCount
+    out.mode = framer.mode
+    return out
+}
+
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
     let input = inputBuffer(data, size)
@@ -70,6 +101,13 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
         "chunking changed the frames: \(whole.frames.count) at once vs \(chunked.frames.count) chunked (chunks \(chunks))"
     )
     fuzzCheck(whole.modes == chunked.modes, "chunking changed the frame modes")
+    let stopping = runStopping(stream, maxMessage: maxMessage, chunks: chunks, stopEvery: 1 + rng.below(3))
+    fuzzCheck(stopping.frames == chunked.frames, "stopping and resuming changed the frames")
+    fuzzCheck(stopping.modes == chunked.modes, "stopping and resuming changed the frame modes")
+    fuzzCheck(stopping.error == chunked.error, "stopping and resuming changed the error")
+    if chunked.error == nil {
+        fuzzCheck(stopping.buffered == chunked.buffered, "stopping and resuming changed the buffered byte count")
+    }
     fuzzCheck(
         whole.error == chunked.error,
         "chunking changed the error: \(String(describing: whole.error)) at once vs \(String(describing: chunked.error)) chunked (chunks \(chunks))"

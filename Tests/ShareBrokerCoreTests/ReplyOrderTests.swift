@@ -1,0 +1,174 @@
+// Replies keep their requests' order on a connection, whatever waits: a reply made while an
+// earlier one is in a commit being written waits behind it; a batch whose file work ends while
+// its earlier members' commit is being written is answered once that commit decided them (never
+// by a later one); a subscribe's backlog, in a batch that waits for file work, comes after the
+// batch's reply. `SyncBlocker` holds a commit in flight; `WorkGate` holds the file work.
+
+import Foundation
+import ShareBrokerCore
+import ShareClient
+import ShareProtocol
+import ShareStore
+import XCTest
+
+/// Blocks the next `.sync` (a commit in flight) until released; can fail the sync after.
+final class SyncBlocker: @unchecked Sendable {
+    let lock = NSLock()
+    var blockNext = false
+    var failNext = false
+    let entered = DispatchSemaphore(value: 0)
+    let permit = DispatchSemaphore(value: 0)
+    var injector: @Sendable (JournalFaultPoint) -> Int32? {
+        { [self] p in
+            guard p == .sync else { return nil }
+            lock.lock()
+            if blockNext {
+                blockNext = false
+                lock.unlock()
+                entered.signal()
+                permit.wait()
+                return nil
+            }
+            if failNext {
+                failNext = false
+                lock.unlock()
+                return EIO
+            }
+            lock.unlock()
+            return nil
+        }
+    }
+}
+
+final class ReplyOrderTests: XCTestCase {
+    func start(_ gate: WorkGate, _ faults: SyncBlocker) throws -> BrokerHarness {
+        let h = BrokerHarness(manifests: ["10-myapp.json": youtubeApp, "20-pdf.json": pdfApp])
+        try h.start { c in
+            c.offLoopGate = gate.gate
+            c.storeFaults = faults.injector
+        }
+        return h
+    }
+    func raw(_ h: BrokerHarness) throws -> RawClient {
+        let c = try RawClient(h.socket)
+        c.send(#"{"jsonrpc":"2.0","id":0,"method":"hello","params":{"role":"tool"}}"# + "\n")
+        XCTAssertNotNil(c.readJSON()?["result"])
+        return c
+    }
+    func req(_ id: Int, _ method: String, _ params: JSONValue) -> JSONValue {
+        ["jsonrpc": "2.0", "id": .int(id), "method": .string(method), "params": params]
+    }
+
+    /// A durable request, then a path request read in the same turn: the path request's work
+    /// ends while the first one's commit is still being written.
+    func testAFileRequestsReplyWaitsBehindAnEarlierReplyInACommitBeingWritten() throws {
+        let gate = WorkGate()
+        let faults = SyncBlocker()
+        let h = try start(gate, faults)
+        let dir = TempDir()
+        let path = dir.path + "/a.pdf"
+        FileManager.default.createFile(atPath: path, contents: Data(pdfBytes))
+        let sender = try raw(h)
+        faults.lock.withLock { faults.blockNext = true }
+        sender.send(
+            req(1, "share.send", ["items": [["url": "https://youtu.be/a"]], "extension": "com.mycompany.myapp.share"]).compactText + "\n"
+                + req(2, "share.targets", ["items": [["path": .string(path)]]]).compactText + "\n")
+        gate.waitForWork("probe")
+        XCTAssertEqual(faults.entered.wait(timeout: .now() + 5), .success, "commit in flight")
+        gate.release()
+        let first = sender.readJSON(timeout: 2)
+        faults.permit.signal()
+        let second = sender.readJSON(timeout: 5)
+        XCTAssertEqual(first?["id"], nil, "nothing before the first reply's commit is durable: \(String(describing: first))")
+        XCTAssertEqual(second?["id"], 1)
+        XCTAssertEqual(sender.readJSON(timeout: 5)?["id"], 2)
+        h.stop()
+    }
+
+    /// A batch [durable A, path B]: B's work ends while A's commit X is being written; the next
+    /// commit Y, on the same store, fails: A's durable share is answered as stored.
+    func testABatchMemberIsDecidedByItsOwnCommitNotALaterOne() throws {
+        let gate = WorkGate()
+        let faults = SyncBlocker()
+        let h = try start(gate, faults)
+        let dir = TempDir()
+        let path = dir.path + "/a.pdf"
+        FileManager.default.createFile(atPath: path, contents: Data(pdfBytes))
+        let sender = try raw(h)
+        let observer = try h.tool()
+        let other = try raw(h)
+        faults.lock.withLock { faults.blockNext = true }
+        let batch: JSONValue = .array([
+            req(1, "share.send", ["items": [["url": "https://youtu.be/a"]], "extension": "com.mycompany.myapp.share"]),
+            req(2, "share.targets", ["items": [["path": .string(path)]]]),
+        ])
+        sender.send(batch.compactText + "\n")
+        gate.waitForWork("probe")
+        XCTAssertEqual(faults.entered.wait(timeout: .now() + 5), .success, "commit X in flight")
+        gate.release()
+        XCTAssertTrue(waitUntil { (try? observer.call("broker.status")["fileWork"]?["finished"]?.intValue) == 1 })
+        // Another share to the same group joins the next commit (Y), which will fail.
+        other.send(req(9, "share.send", ["items": [["url": "https://youtu.be/c"]], "extension": "com.mycompany.myapp.share"]).compactText + "\n")
+        XCTAssertTrue(waitUntil { (try? observer.call("broker.status")["pendingShares"]?.intValue) == 2 })
+        faults.lock.withLock { faults.failNext = true }
+        faults.permit.signal()  // X succeeds
+        let reply = try XCTUnwrap(sender.readJSON(timeout: 10)?.arrayValue)
+        let pending = try observer.call("broker.status")["pendingShares"]
+        XCTAssertEqual(pending, 1, "A's share is durable, the other one's commit failed")
+        XCTAssertNotNil(reply[0]["result"]?["shareID"], "A is answered as stored: \(reply[0])")
+        XCTAssertNotNil(reply[1]["result"]?["targets"], "\(reply[1])")
+        XCTAssertEqual(other.readJSON(timeout: 10)?["error"]?["code"], -32005, "the share whose commit failed")
+        h.stop()
+    }
+
+    /// An app's batch [app.subscribe, share.targets{path}]: while it waits for the file work,
+    /// another connection's request must not send the subscribe's backlog.
+    func testASubscribesBacklogComesAfterItsBatchsReply() throws {
+        let gate = WorkGate()
+        let h = BrokerHarness(manifests: ["10-myapp.json": youtubeApp, "20-pdf.json": pdfApp])
+        try h.start { c in c.offLoopGate = gate.gate }
+        let tool = try h.tool()
+        let opened = try tool.call("url.open", ["url": "deeplinkmyapp://x"])
+        let dir = TempDir()
+        let path = dir.path + "/a.pdf"
+        FileManager.default.createFile(atPath: path, contents: Data(pdfBytes))
+        let app = try RawClient(h.socket)
+        app.send(#"{"jsonrpc":"2.0","id":0,"method":"hello","params":{"role":"app","bundleID":"com.mycompany.myapp"}}"# + "\n")
+        XCTAssertNotNil(app.readJSON()?["result"])
+        let batch: JSONValue = .array([
+            ["jsonrpc": "2.0", "id": 1, "method": "app.subscribe"],
+            ["jsonrpc": "2.0", "id": 2, "method": "share.targets", "params": ["items": [["path": .string(path)]]]],
+        ])
+        app.send(batch.compactText + "\n")
+        gate.waitForWork("probe")
+        _ = try tool.call("broker.status")  // another connection's request runs `afterReply`
+        let first = app.readJSON(timeout: 1)
+        XCTAssertNil(first, "nothing before the batch reply: \(String(describing: first))")
+        gate.release()
+        let reply = try XCTUnwrap(app.readJSON(timeout: 5)?.arrayValue, "the batch reply first")
+        XCTAssertEqual(reply.first?["result"]?["pending"], 1)
+        let event = app.readJSON(timeout: 5)
+        XCTAssertEqual(event?["method"], "app.event")
+        XCTAssertEqual(event?["params"]?["id"], opened["eventID"])
+        h.stop()
+    }
+
+    func testAReplyMadeWhileAnEarlierOnesCommitIsWrittenWaitsBehindIt() throws {
+        let faults = SyncBlocker()
+        let h = BrokerHarness(manifests: ["10-myapp.json": youtubeApp, "20-pdf.json": pdfApp])
+        try h.start { c in c.storeFaults = faults.injector }
+        let c = try RawClient(h.socket)
+        c.send(#"{"jsonrpc":"2.0","id":0,"method":"hello","params":{"role":"tool"}}"# + "\n")
+        _ = c.readJSON()
+        faults.lock.withLock { faults.blockNext = true }
+        c.send(#"{"jsonrpc":"2.0","id":1,"method":"share.send","params":{"items":[{"url":"https://youtu.be/a"}],"extension":"com.mycompany.myapp.share"}}"# + "\n")
+        XCTAssertEqual(faults.entered.wait(timeout: .now() + 5), .success)
+        c.send(#"{"jsonrpc":"2.0","id":2,"method":"broker.status"}"# + "\n")
+        let first = c.readJSON(timeout: 1)
+        XCTAssertNil(first, "the status reply waits behind the share's: \(String(describing: first))")
+        faults.permit.signal()
+        XCTAssertEqual(c.readJSON(timeout: 5)?["id"], 1)
+        XCTAssertEqual(c.readJSON(timeout: 5)?["id"], 2)
+        h.stop()
+    }
+}
