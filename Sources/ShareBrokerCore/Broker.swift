@@ -565,6 +565,8 @@ public final class Broker {
         // as orphans without a record).
         for id in workers.stop() + workers.takeFinished() { offLoop.removeValue(forKey: id)?.cancel(self) }
         offLoop.removeAll()
+        for (_, task) in resumeAfterCommit { task.cancel(self) }
+        resumeAfterCommit.removeAll()
         unlockStateDirectory()
         log.log(.info, "stopped")
     }
@@ -775,7 +777,7 @@ public final class Broker {
             guard let held = c.held else { continue }
             list.append((c, held, c.heldRequests, c.heldBytes))
             c.held = nil
-            c.ticketRequests += c.heldRequests
+            c.ticketHolds += 1
             c.heldRequests = 0
             c.ticketBytes += c.heldBytes
             c.heldBytes = 0
@@ -789,7 +791,7 @@ public final class Broker {
         let now = list.isEmpty ? 0 : Clock.monotonicNanos()
         for (c, held, requests, bytes) in list {
             c.inFlight -= requests
-            c.ticketRequests -= requests
+            c.ticketHolds -= 1
             c.ticketBytes -= bytes
             if c.eventsWaitForReleases > 0 { c.eventsWaitForReleases = max(0, c.eventsWaitForReleases - requests) }
             guard !c.closed else { continue }
@@ -801,7 +803,7 @@ public final class Broker {
 
     /// Blocks until every change is durable (shutdown): the commit in flight, then the rest.
     func drainCommits() {
-        while inflight != nil || turn.hasDirty {
+        while inflight != nil || turn.hasDirty || !heldConnections.isEmpty {
             if inflight == nil { startCommit() }
             if inflight != nil { completeCommits(syncWorker.waitForOutcomes()) }
         }
@@ -1019,9 +1021,15 @@ public final class Broker {
         return reply
     }
 
+    /// How long a watched connection (over its output cap, or with events waiting) may go without
+    /// reading: `stallNanos`, or 1 s while all connections' output is over the broker's budget
+    /// (memory comes back from clients that do not read, sooner).
+    var stallLimit: UInt64 { outputMeter.bytes > config.maxTotalOutput ? min(stallNanos, 1_000_000_000) : stallNanos }
+
     /// What a connection may hold unread and still be served while all connections' output is
     /// over the broker's budget (1 MiB with the default budget).
-    var fairOutputShare: Int { max(4096, min(1 << 20, config.maxTotalOutput / 1024)) }
+    /// (At least a subscriber's event window and some: its acks, which shrink its backlog, pass.)
+    var fairOutputShare: Int { max(eventWindow + 64 * 1024, min(1 << 20, config.maxTotalOutput / 1024)) }
 
     /// A success reply that waits for the commit of the stores its request changed; it counts
     /// towards the connection's requests in flight until it is released.
@@ -1050,7 +1058,7 @@ public final class Broker {
     /// goes out with the next commit's releases, or at the end of the turn that commit ends).
     @inline(__always)
     func emitReply(_ conn: Connection, _ build: (inout [UInt8]) -> Void) {
-        if conn.held == nil && conn.ticketRequests > 0 {
+        if conn.held == nil && conn.ticketHolds > 0 {
             var bytes: [UInt8] = []
             build(&bytes)
             hold(conn, .bytes(bytes))
@@ -1130,7 +1138,7 @@ public final class Broker {
         var wrote = false
         while true {
             // A subscriber's queued events go out as its output drains (the window bounds them).
-            if conn.hasQueuedEvents && conn.pendingOutput < eventWindow && conn.held == nil && conn.eventsWaitForReleases == 0
+            if conn.hasQueuedEvents && conn.pendingOutput < eventWindow && !conn.repliesWait && conn.eventsWaitForReleases == 0
                 && conn.suspended?.batch == nil
             {
                 refillEvents(conn)
@@ -1163,7 +1171,7 @@ public final class Broker {
                 updateInterest(conn)
             }
             // A closing connection still waiting for replies held for a commit stays until they are written.
-            if conn.closing && conn.inFlight == 0 { closeNow(conn, reason: "closed") }
+            if conn.closing && conn.inFlight == 0 && !conn.repliesWait { closeNow(conn, reason: "closed") }
             return
         }
         // Past the cap, requests get -32007 (`refuseOverQuota`) instead of more replies; a client
@@ -1174,11 +1182,7 @@ public final class Broker {
         let now = Clock.monotonicNanos()
         if wrote || conn.stalledSince == 0 { conn.stalledSince = now }
         let watched = conn.hasQueuedEvents || conn.pendingOutput > config.effectiveMaxOutputBuffer
-        if conn.unreadOutput > config.effectiveMaxOutputBuffer + conn.largestMessage || (watched && now - conn.stalledSince > stallNanos)
-            || (conn.pendingOutput > config.effectiveMaxOutputBuffer && outputMeter.bytes > config.maxTotalOutput)
-        {
-            // (the last: all connections' output is over the broker's budget, and this one holds
-            // more than its cap unread: it goes now, not after the stall limit)
+        if conn.unreadOutput > config.effectiveMaxOutputBuffer + conn.largestMessage || (watched && now - conn.stalledSince > stallLimit) {
             dropSlowClient(conn)
             return
         }
@@ -1186,7 +1190,7 @@ public final class Broker {
             conn.inStallWatch = true
             stallWatch[conn.id] = conn
         }
-        if watched { nextTimerDue = min(nextTimerDue, conn.stalledSince + stallNanos) }
+        if watched { nextTimerDue = min(nextTimerDue, conn.stalledSince + stallLimit) }
         if conn.outOffset > 1 << 20 && conn.outOffset * 2 > conn.out.count {
             conn.out.removeSubrange(0..<conn.outOffset)
             conn.outOffset = 0
@@ -1250,7 +1254,8 @@ public final class Broker {
     }
 
     func checkStalledReaders(now: UInt64) {
-        for (_, conn) in stallWatch where !conn.closed && conn.stalledSince != 0 && now - conn.stalledSince > stallNanos {
+        let limit = stallLimit
+        for (_, conn) in stallWatch where !conn.closed && conn.stalledSince != 0 && now - conn.stalledSince > limit {
             dropSlowClient(conn)
         }
     }
@@ -1270,7 +1275,7 @@ public final class Broker {
     func beginClosing(_ conn: Connection) {
         guard !conn.closing else { return }
         conn.closing = true
-        if conn.pendingOutput == 0 && !conn.dirty && conn.inFlight == 0 {
+        if conn.pendingOutput == 0 && !conn.dirty && conn.inFlight == 0 && !conn.repliesWait {
             closeNow(conn, reason: "closed")
         } else {
             updateInterest(conn)

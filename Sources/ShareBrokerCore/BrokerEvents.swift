@@ -194,7 +194,7 @@ extension Broker {
 
     func sendEvent(_ e: StoredEvent, to conn: Connection) {
         // (Behind held replies too: they are written first, and the refill waits for them.)
-        if conn.hasQueuedEvents || conn.held != nil || conn.eventsWaitForReleases > 0 || conn.pendingOutput >= eventWindow
+        if conn.hasQueuedEvents || conn.repliesWait || conn.eventsWaitForReleases > 0 || conn.pendingOutput >= eventWindow
             || conn.suspended?.batch != nil  // (its batch may hold its subscribe's reply: events come after)
         {
             conn.queuedEvents.append(e)

@@ -276,7 +276,7 @@ extension Broker {
         }
         if conn.suspended == nil {
             if conn.closing {
-                if conn.pendingOutput == 0 && !conn.dirty && conn.inFlight == 0 { closeNow(conn, reason: "closed") }
+                if conn.pendingOutput == 0 && !conn.dirty && conn.inFlight == 0 && !conn.repliesWait { closeNow(conn, reason: "closed") }
             } else {
                 updateInterest(conn)
                 if conn.framer.bufferedByteCount >= Broker.partialWatchBytes { watchPartial(conn) }
@@ -332,9 +332,9 @@ extension Broker {
                 guard let id = request.id else { continue }
                 RPCCodec.writeError(
                     id: id,
-                    error: conn.role == nil
-                        ? RPCError(.unauthorized, "Unauthorized: the session ended (a manifest reload no longer admits it); not run")
-                        : RPCError(.internalError, "Internal error: the broker is stopping; not run"),
+                    error: stopping
+                        ? RPCError(.internalError, "Internal error: the broker is stopping; not run")
+                        : RPCError(.unauthorized, "Unauthorized: the session ended (a manifest reload no longer admits it); not run"),
                     to: &part)
                 b.batchBytes += part.count
                 b.parts.append(.bytes(part))

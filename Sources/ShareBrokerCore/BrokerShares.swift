@@ -276,9 +276,11 @@ extension Broker {
             // opening it could have effects (a FIFO's writer released) or tell what exists there.
             // Such a caller sends the file's bytes as a `data` item.
             if let peer = conn.peer, !Broker.isBrokersOwnUser(peer) {
-                throw .invalidParams(
+                throw RPCError(
+                    .invalidParams,
                     "Invalid params: items[\(i)].path: this broker runs as another user (uid \(ProcessInfoLite.uid)) and does not open "
-                        + "files for uid \(peer.uid); send the file's bytes as a data item ({\"data\": BASE64, \"name\": ...})")
+                        + "files for uid \(peer.uid); send the file's bytes as a data item ({\"data\": BASE64, \"name\": ...})",
+                    data: ["reason": "pathItemsRefused", "item": .int(i)])
             }
             // Opened and looked at off the loop (`PathProbe`, before the handler ran again).
             guard let outcome = pathProbe?.outcomes.removeValue(forKey: i) else {

@@ -65,9 +65,13 @@ final class Connection {
     var inFlight = 0
     /// Of those, the requests whose replies are in `held` (not yet handed to a commit).
     var heldRequests = 0
-    /// Replies of this connection in commits being written (taken from `held`, not yet released):
-    /// a reply made meanwhile waits behind them (`Broker.emitReply`).
-    var ticketRequests = 0
+    /// Commits being written that hold replies of this connection (taken from `held`, not yet
+    /// released): a reply made meanwhile waits behind them (`Broker.emitReply`), and so do its
+    /// events and its closing.
+    var ticketHolds = 0
+
+    /// Replies wait for a commit: in `held`, or in a commit being written.
+    var repliesWait: Bool { held != nil || ticketHolds > 0 }
     /// When a commit last released this connection's replies (monotonic ns), until its next
     /// request; 0 otherwise (`CommitPacer`).
     var releasedAt: UInt64 = 0

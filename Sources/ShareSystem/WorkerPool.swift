@@ -149,8 +149,9 @@ public final class WorkerPool: @unchecked Sendable {  // state guarded by `mutex
             work.wait()
             pthread_mutex_lock(mutex)
             if stopped || queueHead == queue.count {
+                let end = stopped  // (read under the lock)
                 pthread_mutex_unlock(mutex)
-                if stopped { return }
+                if end { return }
                 continue
             }
             let job = queue[queueHead]

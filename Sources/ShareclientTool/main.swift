@@ -90,6 +90,7 @@ let root = CommandSpec(
                 .option("url", valueName: "url", help: "Share a link.", repeatable: true),
                 .option("text", valueName: "text", help: "Share text.", repeatable: true),
                 .option("file", valueName: "path", help: "Share a file (copied by the broker).", repeatable: true),
+                .flag("inline", help: "Send each --file's bytes instead of its path (as for send)."),
                 .option("type", valueName: "uti", help: "The UTI of every item (normally inferred)."),
             ]),
         CommandSpec(
@@ -115,6 +116,12 @@ enum Exit {
     static let noInput: Int32 = 66
     static let unavailable: Int32 = 69
     static let software: Int32 = 70
+}
+
+/// The broker runs as another user and takes no `path` item from this caller (it says so in
+/// `error.data.reason`): the files' bytes are sent instead.
+func pathsRefused(_ rpc: RPCError) -> Bool {
+    rpc.code == ErrorCode.invalidParams.rawValue && rpc.data?["reason"]?.stringValue == "pathItemsRefused"
 }
 
 /// A local file the command needs cannot be read (exit 66).
@@ -319,13 +326,26 @@ func run(_ cmd: ParsedCommand) throws -> Int32 {
         for f in files { add(["path": .string(f)]) }
         guard !items.isEmpty else { throw cmd.usageError("give at least one item: --url, --text or --file") }
         /// The items with each file's bytes instead of its path (`--inline`, or a broker of
-        /// another user that takes no path from this caller).
-        func inlined() throws(CLIError) -> [JSONValue] {
+        /// another user that takes no path from this caller). They must fit in one message of the
+        /// broker (`broker.status.maxMessage`): files too large are refused here, before reading
+        /// them, with the limit named (the broker would close the connection).
+        func inlined(_ s: Session) throws -> [JSONValue] {
+            let limit = try s.conn.call("broker.status")["maxMessage"]?.intValue ?? Int.max
+            var encoded = 1024
+            for f in files {
+                var st = stat()
+                guard stat(f, &st) == 0 else { throw CLIError("cannot read \(f) to send it inline: \(String(cString: strerror(errno)))") }
+                encoded += (Int(st.st_size) + 2) / 3 * 4 + f.utf8.count
+            }
+            if encoded > limit {
+                throw CLIError(
+                    "the files take about \(encoded) bytes sent inline, over the broker's message limit of \(limit) bytes (sharebroker serve --max-message); send them by path, or raise the limit")
+            }
             var out = items
             let first = items.count - files.count
             for (i, f) in files.enumerated() {
                 let bytes: [UInt8]
-                do { bytes = try FileIO.readFile(f, limit: 256 * 1024 * 1024, followSymlinks: true) } catch {
+                do { bytes = try FileIO.readFile(f, limit: limit, followSymlinks: true) } catch {
                     throw CLIError("cannot read \(f) to send it inline: \(error)")
                 }
                 let name = String(f.split(separator: "/").last ?? "file")
@@ -333,13 +353,19 @@ func run(_ cmd: ParsedCommand) throws -> Int32 {
             }
             return out
         }
-        if cmd.flag("inline") && !files.isEmpty { items = try inlined() }
         if cmd.value("open-url") != nil && cmd.flag("open") {
             throw cmd.usageError("--open and --open-url are alternatives: give one")
         }
         if cmd.subcommand == "targets" {
             let s = try connect(cmd)
-            let r = try s.conn.call("share.targets", ["items": .array(items)])
+            var asked = items
+            if cmd.flag("inline") && !files.isEmpty { asked = try inlined(s) }
+            var answer = Result { () throws(ClientError) -> JSONValue in try s.conn.call("share.targets", ["items": .array(asked)]) }
+            if case .failure(.rpc(let rpc)) = answer, pathsRefused(rpc), !files.isEmpty, !cmd.flag("inline") {
+                asked = try inlined(s)  // (as for send, below)
+                answer = Result { () throws(ClientError) -> JSONValue in try s.conn.call("share.targets", ["items": .array(asked)]) }
+            }
+            let r = try answer.get()
             if s.json {
                 printJSON(r, compact: true)
             } else {
@@ -356,12 +382,11 @@ func run(_ cmd: ParsedCommand) throws -> Int32 {
         if let g = cmd.value("group") { p["group"] = .string(g) }
         if let u = cmd.value("open-url") { p["open"] = .string(u) } else if cmd.flag("open") { p["open"] = true }
         let s = try connect(cmd, defaultRoleWithBundle: "extension")
+        if cmd.flag("inline") && !files.isEmpty { p["items"] = .array(try inlined(s)) }
         var result = Result { () throws(ClientError) -> JSONValue in try s.conn.call("share.send", .object(p)) }
-        if case .failure(.rpc(let rpc)) = result, rpc.code == ErrorCode.invalidParams.rawValue, !files.isEmpty, !cmd.flag("inline"),
-            rpc.message.contains("does not open files for uid")
-        {
+        if case .failure(.rpc(let rpc)) = result, pathsRefused(rpc), !files.isEmpty, !cmd.flag("inline") {
             // A broker of another user takes no path from this caller: send the bytes instead.
-            p["items"] = .array(try inlined())
+            p["items"] = .array(try inlined(s))
             result = Result { () throws(ClientError) -> JSONValue in try s.conn.call("share.send", .object(p)) }
         }
         if case .failure(.rpc(let rpc)) = result, rpc.code == ErrorCode.notAccepted.rawValue,

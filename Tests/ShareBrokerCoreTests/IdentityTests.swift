@@ -211,7 +211,11 @@ final class IdentityTests: XCTestCase {
             let refused = try sendPath(path)
             XCTAssertEqual(refused.status, 1, refused.err)
             XCTAssertTrue(refused.err.contains("another user") && refused.err.contains("data item"), refused.err)
+            XCTAssertTrue(refused.err.contains(#""reason":"pathItemsRefused""#), "said in error.data too: \(refused.err)")
         }
+        let targets = try runProcess("/usr/bin/setpriv", asNobody + ["targets", "--file", link])
+        XCTAssertEqual(targets.status, 0, targets.err)
+        XCTAssertTrue(targets.out.contains("com.example.files.share"), "targets sends the bytes too: \(targets.out)")
         let tool = try h.tool()
         XCTAssertEqual(try tool.call("broker.status")["pendingShares"]?.intValue, 0)
         // `shareclient send --file` does that by itself: it reads the file with the caller's own

@@ -172,3 +172,103 @@ final class ReplyOrderTests: XCTestCase {
         h.stop()
     }
 }
+
+/// A reply held behind a commit (only bytes, no durable change of its own) that the next commit
+/// C2 takes still holds what follows: later replies do not overtake it, a half-closed peer still
+/// gets it, and a subscribe's backlog does not overtake the subscribe's reply.
+final class HeldReplyOrderTests: XCTestCase {
+    let share = #"{"jsonrpc":"2.0","id":ID,"method":"share.send","params":{"items":[{"url":"https://youtu.be/a"}],"extension":"com.mycompany.myapp.share"}}"# + "\n"
+    func s(_ id: Int) -> String { share.replacingOccurrences(of: "ID", with: String(id)) }
+    func status(_ id: Int) -> String { #"{"jsonrpc":"2.0","id":\#(id),"method":"broker.status"}"# + "\n" }
+
+    func setup(noInline: Bool = false) throws -> (BrokerHarness, SyncBlocker, RawClient, RawClient, ShareClientHandle) {
+        let faults = SyncBlocker()
+        let h = BrokerHarness(manifests: ["10-myapp.json": youtubeApp, "20-pdf.json": pdfApp])
+        try h.start { c in
+            c.storeFaults = faults.injector
+            if noInline { c.commitPacingLongestWait = 0 }
+        }
+        let c = try RawClient(h.socket)
+        c.send(#"{"jsonrpc":"2.0","id":0,"method":"hello","params":{"role":"tool"}}"# + "\n")
+        _ = c.readJSON()
+        let other = try RawClient(h.socket)
+        other.send(#"{"jsonrpc":"2.0","id":0,"method":"hello","params":{"role":"tool"}}"# + "\n")
+        _ = other.readJSON()
+        let observer = try h.tool()
+        return (h, faults, c, other, ShareClientHandle(observer))
+    }
+
+    /// C1 (c's share) in flight; c's status #2 held as bytes; other's share makes the turn dirty;
+    /// C1 ends, C2 takes #2 and blocks; c's status #3 goes out at once, before #2.
+    func testALaterReplyDoesNotOvertakeAReplyHeldInTheNextCommit() throws {
+        let (h, faults, c, other, obs) = try setup()
+        faults.lock.withLock { faults.blockNext = true }
+        c.send(s(1))
+        XCTAssertEqual(faults.entered.wait(timeout: .now() + 5), .success)
+        c.send(status(2))
+        other.send(s(9))
+        XCTAssertTrue(waitUntil { (try? obs.c.call("broker.status")["pendingShares"]?.intValue) == 2 })
+        Thread.sleep(forTimeInterval: 0.3)
+        faults.lock.withLock { faults.blockNext = true }
+        faults.permit.signal()  // C1 ends; C2 (other's share + c's #2) starts and blocks
+        XCTAssertEqual(faults.entered.wait(timeout: .now() + 5), .success, "C2 in flight")
+        XCTAssertEqual(c.readJSON(timeout: 5)?["id"], 1)
+        c.send(status(3))
+        let next = c.readJSON(timeout: 1)
+        faults.permit.signal()
+        XCTAssertNil(next, "#3 must not overtake #2: \(String(describing: next?["id"]))")
+        XCTAssertEqual(c.readJSON(timeout: 5)?["id"], 2)
+        XCTAssertEqual(c.readJSON(timeout: 5)?["id"], 3)
+        h.stop()
+    }
+
+    /// Same, but c half-closes after #2: it is closed once #1 is written and #2 is lost.
+    func testAHalfClosedPeerStillGetsAReplyHeldInTheNextCommit() throws {
+        let (h, faults, c, other, obs) = try setup()
+        faults.lock.withLock { faults.blockNext = true }
+        c.send(s(1))
+        XCTAssertEqual(faults.entered.wait(timeout: .now() + 5), .success)
+        c.send(status(2))
+        c.shutdownWrite()
+        other.send(s(9))
+        XCTAssertTrue(waitUntil { (try? obs.c.call("broker.status")["pendingShares"]?.intValue) == 2 })
+        Thread.sleep(forTimeInterval: 0.3)
+        faults.lock.withLock { faults.blockNext = true }
+        faults.permit.signal()
+        XCTAssertEqual(faults.entered.wait(timeout: .now() + 5), .success, "C2 in flight")
+        XCTAssertEqual(c.readJSON(timeout: 5)?["id"], 1)
+        faults.permit.signal()
+        XCTAssertEqual(c.readJSON(timeout: 5)?["id"], 2, "the status reply must not be lost")
+        h.stop()
+    }
+
+    /// An app acks e1 (C1 in flight), then subscribes (reply held as bytes, backlog e2 queued);
+    /// another share makes the turn dirty; C2 takes the subscribe reply; e2 goes out first.
+    func testABacklogDoesNotOvertakeASubscribeReplyHeldInTheNextCommit() throws {
+        let (h, faults, _, other, obs) = try setup(noInline: true)
+        let e1 = try XCTUnwrap(obs.c.call("url.open", ["url": "deeplinkmyapp://x"])["eventID"]?.stringValue)
+        _ = try obs.c.call("url.open", ["url": "deeplinkmyapp://y"])
+        let app = try RawClient(h.socket)
+        app.send(#"{"jsonrpc":"2.0","id":0,"method":"hello","params":{"role":"app","bundleID":"com.mycompany.myapp"}}"# + "\n")
+        XCTAssertNotNil(app.readJSON()?["result"])
+        faults.lock.withLock { faults.blockNext = true }
+        app.send(#"{"jsonrpc":"2.0","id":1,"method":"app.ack","params":{"ids":["\#(e1)"]}}"# + "\n")
+        XCTAssertEqual(faults.entered.wait(timeout: .now() + 5), .success)
+        app.send(#"{"jsonrpc":"2.0","id":2,"method":"app.subscribe"}"# + "\n")
+        other.send(s(9))
+        XCTAssertTrue(waitUntil { (try? obs.c.call("broker.status")["pendingShares"]?.intValue) == 1 })
+        Thread.sleep(forTimeInterval: 0.3)
+        faults.lock.withLock { faults.blockNext = true }
+        faults.permit.signal()
+        XCTAssertEqual(faults.entered.wait(timeout: .now() + 5), .success, "C2 in flight")
+        XCTAssertEqual(app.readJSON(timeout: 5)?["id"], 1)
+        let next = app.readJSON(timeout: 1)
+        faults.permit.signal()
+        XCTAssertNil(next?["method"], "app.event before the subscribe's reply: \(String(describing: next))")
+        XCTAssertEqual(app.readJSON(timeout: 5)?["id"], 2, "the subscribe's reply")
+        XCTAssertEqual(app.readJSON(timeout: 5)?["method"], "app.event", "then its backlog")
+        h.stop()
+    }
+}
+
+final class ShareClientHandle { let c: BrokerConnection; init(_ c: BrokerConnection) { self.c = c } }

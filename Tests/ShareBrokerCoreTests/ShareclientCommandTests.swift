@@ -164,4 +164,18 @@ extension ShareclientCommandTests {
         XCTAssertTrue(missing.err.contains("cannot read"), missing.err)
         h.stop()
     }
+
+    func testSendInlineRefusesFilesOverTheBrokersMessageLimitBeforeReadingThem() throws {
+        let h = BrokerHarness(manifests: ["20-pdf.json": pdfApp])
+        try h.start { $0.maxMessage = 64 * 1024 }
+        let dir = TempDir()
+        let source = dir.path + "/big.pdf"
+        XCTAssertTrue(FileManager.default.createFile(atPath: source, contents: Data(pdfBytes + [UInt8](repeating: 0x20, count: 100_000))))
+        let sent = try shareclient(h, ["send", "--file", source, "--inline", "--to", "com.example.pdfreader.share"])
+        XCTAssertEqual(sent.status, 66, sent.err)
+        XCTAssertTrue(sent.err.contains("message limit of 65536") && sent.err.contains("--max-message"), sent.err)
+        // By path it goes (the broker copies it).
+        XCTAssertEqual(try shareclient(h, ["send", "--file", source, "--to", "com.example.pdfreader.share"]).status, 0)
+        h.stop()
+    }
 }
