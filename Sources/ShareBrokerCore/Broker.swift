@@ -975,15 +975,7 @@ public final class Broker {
                     break
                 }
                 guard let response else { break }
-                let id = request.id!
-                switch consume response {
-                case .success(let result) where !turn.requestTouched.isEmpty:
-                    hold(conn, deferred(conn, id, result))
-                case .success(let result):
-                    emitReply(conn) { result.writeResponse(id: id, to: &$0) }
-                case .failure(let error):
-                    emitReply(conn) { RPCCodec.writeError(id: id, error: error, to: &$0) }
-                }
+                reply(conn, request.id!, response)
             }
             markDirty(conn)
             runAfterReply(conn)
@@ -1051,6 +1043,19 @@ public final class Broker {
         case .deferred: break
         }
         conn.held!.append(reply)
+    }
+
+    /// Answers a request that ran: a success that changed a store waits for the commit.
+    @inline(__always)
+    func reply(_ conn: Connection, _ id: RequestID, _ response: consuming Result<MethodResult, RPCError>) {
+        switch consume response {
+        case .success(let result) where !turn.requestTouched.isEmpty:
+            hold(conn, deferred(conn, id, result))
+        case .success(let result):
+            emitReply(conn) { result.writeResponse(id: id, to: &$0) }
+        case .failure(let error):
+            emitReply(conn) { RPCCodec.writeError(id: id, error: error, to: &$0) }
+        }
     }
 
     /// Queues a reply (or an error) to a request. Replies keep their requests' order: while

@@ -80,6 +80,21 @@ final class SuspendedBatch {
     var awaiting: [(index: Int, commit: UInt64)] = []
 
     init(items: [Result<RPCRequest, RPCErrorReply>]) { self.items = items }
+
+    /// A member's reply: deferred when it changed a store (it waits for the commit), else bytes.
+    func add(_ id: RequestID, _ response: Result<MethodResult, RPCError>, broker: Broker, _ conn: Connection) {
+        var part: [UInt8] = []
+        switch response {
+        case .success(let result) where !broker.turn.requestTouched.isEmpty:
+            parts.append(broker.deferred(conn, id, result))
+            waits = true
+            return
+        case .success(let result): result.writeResponse(id: id, to: &part)
+        case .failure(let error): RPCCodec.writeError(id: id, error: error, to: &part)
+        }
+        batchBytes += part.count
+        parts.append(.bytes(part))
+    }
 }
 
 extension Broker {
@@ -228,33 +243,10 @@ extension Broker {
             // (should the batch stop again, they are listed again from here)
             if let first = b.awaiting.map(\.index).min() { b.runStart = min(b.runStart, first) }
             b.awaiting.removeAll()
-            if let id = s.id {
-                switch outcome {
-                case .success(let result) where !turn.requestTouched.isEmpty:
-                    b.parts.append(deferred(conn, id, result))
-                    b.waits = true
-                case .success(let result):
-                    var part: [UInt8] = []
-                    result.writeResponse(id: id, to: &part)
-                    b.batchBytes += part.count
-                    b.parts.append(.bytes(part))
-                case .failure(let error):
-                    var part: [UInt8] = []
-                    RPCCodec.writeError(id: id, error: error, to: &part)
-                    b.batchBytes += part.count
-                    b.parts.append(.bytes(part))
-                }
-            }
+            if let id = s.id { b.add(id, outcome, broker: self, conn) }
             _ = runBatch(conn, b)
         } else if let id = s.id {
-            switch outcome {
-            case .success(let result) where !turn.requestTouched.isEmpty:
-                hold(conn, deferred(conn, id, result))
-            case .success(let result):
-                emitReply(conn) { result.writeResponse(id: id, to: &$0) }
-            case .failure(let error):
-                emitReply(conn) { RPCCodec.writeError(id: id, error: error, to: &$0) }
-            }
+            reply(conn, id, outcome)
             markDirty(conn)
             runAfterReply(conn)
         }
@@ -377,14 +369,8 @@ extension Broker {
                     break
                 }
                 guard let response else { continue }
-                switch response {
-                case .success(let result) where !turn.requestTouched.isEmpty:
-                    b.parts.append(deferred(conn, request.id!, result))
-                    b.waits = true
-                    continue
-                case .success(let result): result.writeResponse(id: request.id!, to: &part)
-                case .failure(let error): RPCCodec.writeError(id: request.id!, error: error, to: &part)
-                }
+                b.add(request.id!, response, broker: self, conn)
+                continue
             }
             b.batchBytes += part.count
             b.parts.append(.bytes(part))
