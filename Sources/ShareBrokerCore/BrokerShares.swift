@@ -347,7 +347,7 @@ extension Broker {
     }
 
     func shareTargets(_ conn: Connection, _ p: Params) throws(RPCError) -> MethodResult {
-        if let later = readPathsFirst(conn, p, then: { b, c throws(RPCError) in try b.shareTargets(c, p) }) { return later }
+        if let later = readPathsFirst(conn, p) { return later }
         let items = try prepareItems(p, conn: conn, forStoring: false)
         return .value(["targets": .array(acceptingTargets(items).map(Broker.targetJSON))])
     }
@@ -355,11 +355,10 @@ extension Broker {
     // MARK: Path items, off the loop
 
     /// When `p` has `path` items and their files have not been read yet: reads them off the loop
-    /// (`PathProbe`), then runs `handler` again with what was read (`pathProbe`). Opening or
-    /// reading a file may block for long (a hung network or FUSE file system).
-    func readPathsFirst(
-        _ conn: Connection, _ p: Params, then handler: @escaping (Broker, Connection) throws(RPCError) -> MethodResult
-    ) -> MethodResult? {
+    /// (`PathProbe`), then runs the method's handler again with what was read (`pathProbe`).
+    /// Opening or reading a file may block for long (a hung network or FUSE file system).
+    /// (No closure is made unless there are files to read: share.send's hot path allocates none.)
+    func readPathsFirst(_ conn: Connection, _ p: Params) -> MethodResult? {
         guard pathProbe == nil, p.shareSend == nil, case .array(let list)? = p["items"], list.count <= config.maxFilesPerShare
         else { return nil }
         // (another user's caller gets no path items at all: prepareItem says so)
@@ -384,8 +383,9 @@ extension Broker {
                     b.pathProbe = nil
                     probe.closeUnused()
                 }
-                try b.methods[method]?.authorize(c)  // (a reload may have ended the session meanwhile)
-                return try handler(b, c)
+                guard let spec = b.methods[method] else { throw RPCError(.methodNotFound, "Method not found: '\(method)'") }
+                try spec.authorize(c)  // (a reload may have ended the session meanwhile)
+                return try spec.handler(b, c, p)
             },
             cancel: { _ in probe.closeUnused() })
     }
@@ -393,7 +393,7 @@ extension Broker {
     // MARK: share.send
 
     func shareSend(_ conn: Connection, _ p: Params) throws(RPCError) -> MethodResult {
-        if let later = readPathsFirst(conn, p, then: { b, c throws(RPCError) in try b.shareSend(c, p) }) { return later }
+        if let later = readPathsFirst(conn, p) { return later }
         let named: String?
         let groupParam: String?
         var openURL: String? = nil
@@ -535,7 +535,8 @@ extension Broker {
         // The group's quota on what its pending shares hold (shares being written count too).
         var shareBytes = 0
         for item in items { shareBytes += item.size }
-        let held = store.pendingBytes + (shareBytesInFlight[group] ?? 0)
+        // (no hashing of the group's name when no share is being written, as nearly always)
+        let held = store.pendingBytes + (shareBytesInFlight.isEmpty ? 0 : shareBytesInFlight[group] ?? 0)
         if shareBytes > config.maxGroupShareBytes - held {
             closeFiles(items)
             throw RPCError(
