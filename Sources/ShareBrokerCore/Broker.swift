@@ -185,6 +185,8 @@ public final class Broker {
     var resumeAfterCommit: [(Connection, OffLoopTask)] = []
     /// Unwritten output of all connections (`--max-total-output`).
     let outputMeter = OutputMeter()
+    /// `outputMeter` was over the budget at the end of the last turn.
+    var overOutputBudget = false
     /// Bytes of shares whose files are being written, per group (they count for its quota).
     var shareBytesInFlight: [String: Int] = [:]
     /// The path items' files read off the loop, while the handler that asked runs again.
@@ -590,7 +592,13 @@ public final class Broker {
                 return
             }
             if events.contains(.readable) || events.contains(.hangup) || events.contains(.error) {
-                if !conn.closing { readFrom(conn) } else if events.contains(.error) { closeNow(conn, reason: "socket error") }
+                if !conn.closing {
+                    readFrom(conn)
+                } else if events.contains(.error) || events.contains(.hangup) {
+                    // (the peer is gone for good: it reads nothing more, and a hang-up would be
+                    // reported on every turn while its replies wait for a commit)
+                    closeNow(conn, reason: events.contains(.error) ? "socket error" : "peer hung up")
+                }
             }
             if events.contains(.writable), !conn.closed { flush(conn) }
             if events.contains(.hangup), !conn.closed, conn.closing, conn.pendingOutput > 0 {
@@ -605,6 +613,11 @@ public final class Broker {
     /// that one is done), then writes every connection's output. Replies that wait for a commit
     /// go out when it is durable (as -32005 if it failed), and new events are delivered then.
     func endOfTurn() {
+        let over = outputMeter.bytes > config.maxTotalOutput
+        if over != overOutputBudget {
+            overOutputBudget = over
+            if over && !stallWatch.isEmpty { outputBudgetPassed() }
+        }
         if inflight == nil { startCommitUnlessPaced() }
         if !resumeAfterCommit.isEmpty { resumeWaiting() }
         flushDirty()
@@ -1014,9 +1027,18 @@ public final class Broker {
     }
 
     /// How long a watched connection (over its output cap, or with events waiting) may go without
-    /// reading: `stallNanos`, or 1 s while all connections' output is over the broker's budget
-    /// (memory comes back from clients that do not read, sooner).
-    var stallLimit: UInt64 { outputMeter.bytes > config.maxTotalOutput ? min(stallNanos, 1_000_000_000) : stallNanos }
+    /// reading: `stallNanos`, or 1 s for one over its cap while all connections' output is over
+    /// the broker's budget (memory comes back from clients that do not read, sooner).
+    func stallLimit(_ conn: Connection) -> UInt64 {
+        conn.pendingOutput > config.effectiveMaxOutputBuffer && outputMeter.bytes > config.maxTotalOutput
+            ? min(stallNanos, 1_000_000_000) : stallNanos
+    }
+
+    /// The budget was just passed: the watched connections' deadlines are worked out again
+    /// (those over their cap get the shorter limit).
+    func outputBudgetPassed() {
+        for (_, c) in stallWatch where c.stalledSince != 0 { nextTimerDue = min(nextTimerDue, c.stalledSince + stallLimit(c)) }
+    }
 
     /// What a connection may hold unread and still be served while all connections' output is
     /// over the broker's budget (1 MiB with the default budget).
@@ -1187,7 +1209,7 @@ public final class Broker {
         let now = Clock.monotonicNanos()
         if wrote || conn.stalledSince == 0 { conn.stalledSince = now }
         let watched = conn.hasQueuedEvents || conn.pendingOutput > config.effectiveMaxOutputBuffer
-        if conn.unreadOutput > config.effectiveMaxOutputBuffer + conn.largestMessage || (watched && now - conn.stalledSince > stallLimit) {
+        if conn.unreadOutput > config.effectiveMaxOutputBuffer + conn.largestMessage || (watched && now - conn.stalledSince > stallLimit(conn)) {
             dropSlowClient(conn)
             return
         }
@@ -1195,7 +1217,7 @@ public final class Broker {
             conn.inStallWatch = true
             stallWatch[conn.id] = conn
         }
-        if watched { nextTimerDue = min(nextTimerDue, conn.stalledSince + stallLimit) }
+        if watched { nextTimerDue = min(nextTimerDue, conn.stalledSince + stallLimit(conn)) }
         if conn.outOffset > 1 << 20 && conn.outOffset * 2 > conn.out.count {
             conn.out.removeSubrange(0..<conn.outOffset)
             conn.outOffset = 0
@@ -1259,8 +1281,7 @@ public final class Broker {
     }
 
     func checkStalledReaders(now: UInt64) {
-        let limit = stallLimit
-        for (_, conn) in stallWatch where !conn.closed && conn.stalledSince != 0 && now - conn.stalledSince > limit {
+        for (_, conn) in stallWatch where !conn.closed && conn.stalledSince != 0 && now - conn.stalledSince > stallLimit(conn) {
             dropSlowClient(conn)
         }
     }

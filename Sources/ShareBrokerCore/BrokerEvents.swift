@@ -398,7 +398,7 @@ extension Broker {
                 if l.pid != nil { next = min(next, at + Broker.reapInterval) }
                 if let r = l.retryAt { next = min(next, r) }
             }
-            for (_, c) in stallWatch where c.stalledSince != 0 { next = min(next, c.stalledSince + stallNanos) }
+            for (_, c) in stallWatch where c.stalledSince != 0 { next = min(next, c.stalledSince + stallLimit(c)) }
             for (_, c) in partialWatch where c.partialSince != 0 { next = min(next, c.partialSince + stallNanos) }
             nextTimerDue = next
         }

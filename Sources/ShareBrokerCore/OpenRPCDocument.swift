@@ -237,7 +237,7 @@ let openRPCDocumentText = ####"""
             },
             "outputBytes": {
               "type": "integer",
-              "description": "Output written for the connections and not yet taken by them (the kernel's socket buffers aside): what --max-total-output bounds."
+              "description": "Output written for the connections and not yet taken by them (the kernel's socket buffers aside, and replies still held for a commit): what --max-total-output bounds."
             },
             "manifestErrors": {
               "type": "integer"

@@ -113,4 +113,30 @@ final class OutputBudgetTests: XCTestCase {
         XCTAssertTrue(hog.waitForClose(timeout: 10))
         h.stop()
     }
+
+    /// True once the broker closed `c` (POLLHUP), without reading what waits in its socket.
+    func closedByBroker(_ c: RawClient) -> Bool {
+        var pfd = pollfd(fd: c.fd, events: Int16(POLLIN), revents: 0)
+        _ = poll(&pfd, 1, 0)
+        return pfd.revents & Int16(POLLHUP) != 0
+    }
+
+    func testPastTheBudgetAConnectionTimedBeforeItIsDroppedAfterASecondToo() throws {
+        let h = BrokerHarness(manifests: ["10-myapp.json": youtubeApp])
+        try h.start {
+            $0.maxTotalOutput = 1_000_000  // (one 1-MB reply unread stays under it; two pass it)
+            $0.maxOutputBuffer = 64 * 1024
+            $0.stalledReaderSeconds = 60  // (not the 30-s stall rule)
+        }
+        let other = try h.tool()
+        let first = try appWithBigValue(h)
+        getBig(first, 10)
+        // Over its cap, under the budget: timed at the stall limit (60 s).
+        XCTAssertTrue(waitUntil(timeout: 10) { (try? other.call("broker.status")["outputBytes"]?.intValue).map { $0 > 64 * 1024 } ?? false })
+        let second = try appWithBigValue(h)
+        getBig(second, 11)  // now all output is over the budget
+        XCTAssertTrue(waitUntil(timeout: 10) { self.closedByBroker(first) }, "the first, timed before the budget was passed, goes too")
+        XCTAssertLessThanOrEqual(try other.call("broker.status")["outputBytes"]?.intValue ?? .max, 1_000_000, "under the budget again")
+        h.stop()
+    }
 }
