@@ -327,7 +327,7 @@ public final class Broker {
                 path = part.isEmpty ? "/" : (path == "/" ? "/" + part : path + "/" + part)
                 var ds = stat()
                 guard stat(path, &ds) == 0 else { continue }
-                let foreignOwner = ds.st_uid != getuid() && ds.st_uid != 0
+                let foreignOwner = !Broker.isBrokersOwnUID(ds.st_uid)
                 // Group-writable is safe only for a group of this user alone (user private groups,
                 // as with umask 002); sticky directories are safe whatever their mode.
                 let unsafeGroupWrite = (ds.st_mode & 0o020) != 0 && !Broker.groupIsThisUsersAlone(ds.st_gid)
@@ -515,9 +515,8 @@ public final class Broker {
         conn.admitted = nil
         // Nothing more is read or run; the replies it has (the reload's own, when it asked for
         // it) go out at the end of the turn, and the flush closes it once they are written.
-        conn.closing = true
-        updateInterest(conn)
         markDirty(conn)
+        beginClosing(conn)
     }
 
     // MARK: The loop
@@ -731,7 +730,7 @@ public final class Broker {
             }
         }
         for (_, e) in failed { log.log(.error, "commit failed: \(e.message)") }
-        if !offLoop.isEmpty || !resumeAfterCommit.isEmpty { decideWaitingBatches(commit: ticket.id, failed: failed) }
+        decideWaitingBatches(commit: ticket.id, failed: failed)
         if !failed.isEmpty {
             // Undo, in other stores, what requests did whose own store failed (they join the next commit).
             for (participant, undo) in ticket.compensations where failed[participant] != nil { undo() }
@@ -774,7 +773,7 @@ public final class Broker {
             }
         }
         for c in heldConnections { c.held = c.held?.map(convert) }
-        if !offLoop.isEmpty || !resumeAfterCommit.isEmpty { failWaitingBatches(store, error) }
+        failWaitingBatches(store, error)
         afterCommit.removeAll { $0.0 == store }
         let undo = compensations.filter { $0.0 == store }
         compensations.removeAll { $0.0 == store }
@@ -971,9 +970,7 @@ public final class Broker {
             case .failure(let reply):
                 emitReply(conn) { RPCCodec.writeError(id: reply.id, error: reply.error, to: &$0) }
             case .success(let request):
-                if conn.inFlight >= config.maxRequestsInFlight || conn.unreadOutput > config.effectiveMaxOutputBuffer
-                    || (outputMeter.bytes > config.maxTotalOutput && conn.unreadOutput > fairOutputShare)
-                {
+                if overQuota(conn) {
                     if let reply = refuseOverQuota(conn, request) { emitReply(conn) { $0.append(contentsOf: reply) } }
                     break
                 }
@@ -1044,6 +1041,16 @@ public final class Broker {
     /// over the broker's budget (1 MiB with the default budget).
     /// (At least a subscriber's event window and some: its acks, which shrink its backlog, pass.)
     var fairOutputShare: Int { max(eventWindow + 64 * 1024, min(1 << 20, config.maxTotalOutput / 1024)) }
+
+    /// A request read now is refused (-32007): the connection is at its in-flight quota, or its
+    /// unread output (with `pending`, a batch's replies so far) is over its cap, or over its fair
+    /// share while all output is over the broker's budget.
+    @inline(__always)
+    func overQuota(_ conn: Connection, pending: Int = 0) -> Bool {
+        let unread = conn.unreadOutput + pending
+        return conn.inFlight >= config.maxRequestsInFlight || unread > config.effectiveMaxOutputBuffer
+            || (outputMeter.bytes > config.maxTotalOutput && unread > fairOutputShare)
+    }
 
     /// A success reply that waits for the commit of the stores its request changed; it counts
     /// towards the connection's requests in flight until it is released.
@@ -1165,9 +1172,7 @@ public final class Broker {
         var wrote = false
         while true {
             // A subscriber's queued events go out as its output drains (the window bounds them).
-            if conn.hasQueuedEvents && conn.pendingOutput < eventWindow && !conn.repliesWait && conn.eventsWaitForReleases == 0
-                && conn.suspended?.batch == nil
-            {
+            if conn.hasQueuedEvents && conn.pendingOutput < eventWindow && !conn.eventsMustWait {
                 refillEvents(conn)
             }
             guard conn.pendingOutput > 0 else { break }
@@ -1198,7 +1203,7 @@ public final class Broker {
                 updateInterest(conn)
             }
             // A closing connection still waiting for replies held for a commit stays until they are written.
-            if conn.closing && conn.inFlight == 0 && !conn.repliesWait { closeNow(conn, reason: "closed") }
+            if conn.closing && conn.drained { closeNow(conn, reason: "closed") }
             return
         }
         // Past the cap, requests get -32007 (`refuseOverQuota`) instead of more replies; a client
@@ -1301,7 +1306,7 @@ public final class Broker {
     func beginClosing(_ conn: Connection) {
         guard !conn.closing else { return }
         conn.closing = true
-        if conn.pendingOutput == 0 && !conn.dirty && conn.inFlight == 0 && !conn.repliesWait {
+        if conn.drained {
             closeNow(conn, reason: "closed")
         } else {
             updateInterest(conn)

@@ -194,9 +194,7 @@ extension Broker {
 
     func sendEvent(_ e: StoredEvent, to conn: Connection) {
         // (Behind held replies too: they are written first, and the refill waits for them.)
-        if conn.hasQueuedEvents || conn.repliesWait || conn.eventsWaitForReleases > 0 || conn.pendingOutput >= eventWindow
-            || conn.suspended?.batch != nil  // (its batch may hold its subscribe's reply: events come after)
-        {
+        if conn.hasQueuedEvents || conn.eventsMustWait || conn.pendingOutput >= eventWindow {
             conn.queuedEvents.append(e)
             if conn.queuedEvents.count - conn.queuedEventsHead > 2 * (store?.pendingCount(for: e.app) ?? 0) + 1024 {
                 pruneQueuedEvents(conn, app: e.app)

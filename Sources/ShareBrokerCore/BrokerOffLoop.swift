@@ -62,7 +62,6 @@ final class SuspendedBatch {
     /// The next member to run.
     var next = 0
     var parts: [HeldReply] = []
-    var waits = false
     var batchBytes = 0
     /// Members refused so far (-32007): the first refusal says why, the others are short.
     var refused = 0
@@ -71,12 +70,11 @@ final class SuspendedBatch {
     var afterReply: [() -> Void] = []
     /// The first part made since the batch last (re)started running.
     var runStart = 0
-    /// Deferred parts counted out of the connection's held requests while the batch waits (they
-    /// count in again when it runs on; a part decided meanwhile leaves the in-flight count then).
-    var heldRequests = 0
     /// The commit each still-deferred part waits for (part index, commit id): a commit that ends
     /// while the batch waits decides those parts there and then (a later commit's failure must
-    /// not turn an earlier durable change into an error, nor the reverse).
+    /// not turn an earlier durable change into an error, nor the reverse). They are counted out
+    /// of the connection's held requests while the batch waits, and in again when it runs on (a
+    /// part decided meanwhile leaves the in-flight count then).
     var awaiting: [(index: Int, commit: UInt64)] = []
 
     init(items: [Result<RPCRequest, RPCErrorReply>]) { self.items = items }
@@ -87,7 +85,6 @@ final class SuspendedBatch {
         switch response {
         case .success(let result) where !broker.turn.requestTouched.isEmpty:
             parts.append(broker.deferred(conn, id, result))
-            waits = true
             return
         case .success(let result): result.writeResponse(id: id, to: &part)
         case .failure(let error): RPCCodec.writeError(id: id, error: error, to: &part)
@@ -238,8 +235,7 @@ extension Broker {
         if let b = s.batch {
             // Its parts still deferred wait for the next commit, as any held reply: they count
             // as held again (and no commit decides them while they are in the batch's list).
-            conn.heldRequests += b.heldRequests
-            b.heldRequests = 0
+            conn.heldRequests += b.awaiting.count
             // (should the batch stop again, they are listed again from here)
             if let first = b.awaiting.map(\.index).min() { b.runStart = min(b.runStart, first) }
             b.awaiting.removeAll()
@@ -268,7 +264,7 @@ extension Broker {
         }
         if conn.suspended == nil {
             if conn.closing {
-                if conn.pendingOutput == 0 && !conn.dirty && conn.inFlight == 0 && !conn.repliesWait { closeNow(conn, reason: "closed") }
+                if conn.drained { closeNow(conn, reason: "closed") }
             } else {
                 updateInterest(conn)
                 if conn.framer.bufferedByteCount >= Broker.partialWatchBytes { watchPartial(conn) }
@@ -279,31 +275,31 @@ extension Broker {
     /// A commit ended while batches wait for off-loop work: their parts that waited for it are
     /// decided now (an error when a store they changed failed).
     func decideWaitingBatches(commit: UInt64, failed: [ObjectIdentifier: StoreError]) {
-        for (conn, b) in waitingBatches where !b.awaiting.isEmpty {
-            b.awaiting.removeAll { a in
-                guard a.commit == commit else { return false }
-                var out: [UInt8] = []
-                Broker.writeHeld(b.parts[a.index], failed: failed, to: &out)
-                b.parts[a.index] = .bytes(out)
-                b.heldRequests -= 1
-                conn.inFlight -= 1
-                return true
-            }
-        }
+        settleAwaiting(failed) { a, _ in a.commit == commit }
     }
 
     /// A commit of `store` failed: the waiting batches' parts that were to join the next commit
     /// and changed `store` answer -32005 (see `failAccumulated`).
     func failWaitingBatches(_ store: ObjectIdentifier, _ error: StoreError) {
+        let next = nextCommitID
+        settleAwaiting([store: error]) { a, part in
+            guard a.commit == next, case .deferred(_, _, let touched) = part else { return false }
+            return touched.contains(store)
+        }
+    }
+
+    /// Writes the waiting batches' deferred parts that `match` picks as `failed` decides them
+    /// (each leaves the batch's list and its connection's requests in flight).
+    func settleAwaiting(
+        _ failed: [ObjectIdentifier: StoreError], _ match: ((index: Int, commit: UInt64), HeldReply) -> Bool
+    ) {
+        if offLoop.isEmpty && resumeAfterCommit.isEmpty { return }
         for (conn, b) in waitingBatches where !b.awaiting.isEmpty {
             b.awaiting.removeAll { a in
-                guard a.commit == nextCommitID, case .deferred(let id, _, let touched) = b.parts[a.index], touched.contains(store)
-                else { return false }
+                guard match(a, b.parts[a.index]) else { return false }
                 var out: [UInt8] = []
-                RPCCodec.writeError(
-                    id: id, error: RPCError(.storageFailure, "Storage failure: \(error.message); nothing was stored"), to: &out)
+                Broker.writeHeld(b.parts[a.index], failed: failed, to: &out)
                 b.parts[a.index] = .bytes(out)
-                b.heldRequests -= 1
                 conn.inFlight -= 1
                 return true
             }
@@ -336,9 +332,7 @@ extension Broker {
             case .failure(let reply):
                 RPCCodec.writeError(id: reply.id, error: reply.error, to: &part)
             case .success(let request):
-                if conn.inFlight >= config.maxRequestsInFlight || conn.unreadOutput + b.batchBytes > config.effectiveMaxOutputBuffer
-                    || (outputMeter.bytes > config.maxTotalOutput && conn.unreadOutput + b.batchBytes > fairOutputShare)
-                {
+                if overQuota(conn, pending: b.batchBytes) {
                     guard let reply = refuseOverQuota(conn, request, batchBytes: b.batchBytes, briefly: b.refused > 0) else { continue }
                     b.refused += 1
                     part = reply
@@ -356,7 +350,6 @@ extension Broker {
                             }
                         }
                         conn.heldRequests -= n
-                        b.heldRequests += n
                         b.runStart = b.parts.count
                         // What earlier members asked to run after their replies (a subscribe's
                         // backlog) runs after the batch's reply.
@@ -377,7 +370,7 @@ extension Broker {
         }
         if !b.parts.isEmpty {  // a batch of notifications gets no reply
             // (parts a commit decided while the batch waited are plain bytes now)
-            if b.waits && b.parts.contains(where: { if case .deferred = $0 { return true } else { return false } }) {
+            if b.parts.contains(where: { if case .deferred = $0 { return true } else { return false } }) {
                 hold(conn, .batch(b.parts))
             } else {
                 emitReply(conn) { out in Broker.writeHeld(.batch(b.parts), failed: [:], to: &out) }

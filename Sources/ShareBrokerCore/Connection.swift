@@ -72,6 +72,14 @@ final class Connection {
 
     /// Replies wait for a commit: in `held`, or in a commit being written.
     var repliesWait: Bool { held != nil || ticketHolds > 0 }
+
+    /// Events wait behind replies still to come: held for a commit, released but counted
+    /// (`eventsWaitForReleases`), or in a batch that waits for file work (it may hold its
+    /// subscribe's reply).
+    var eventsMustWait: Bool { repliesWait || eventsWaitForReleases > 0 || suspended?.batch != nil }
+
+    /// Nothing is left to write or wait for: a closing connection may close now.
+    var drained: Bool { pendingOutput == 0 && !dirty && inFlight == 0 && !repliesWait }
     /// When a commit last released this connection's replies (monotonic ns), until its next
     /// request; 0 otherwise (`CommitPacer`).
     var releasedAt: UInt64 = 0

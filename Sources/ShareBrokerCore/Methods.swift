@@ -229,7 +229,9 @@ extension Broker {
 
     /// A caller of the broker's own user, or root: the default of a manifest's `uids`, and who may
     /// have path items read and see every connection in `broker.status`.
-    static func isBrokersOwnUser(_ peer: PeerCredentials) -> Bool { peer.uid == ProcessInfoLite.uid || peer.uid == 0 }
+    static func isBrokersOwnUser(_ peer: PeerCredentials) -> Bool { isBrokersOwnUID(peer.uid) }
+    /// The broker's own user or root.
+    static func isBrokersOwnUID(_ uid: UInt32) -> Bool { uid == ProcessInfoLite.uid || uid == 0 }
 
     /// `token` must match the one the bundle's manifest sets, if it sets one (compared in constant time).
     func checkToken(_ conn: Connection, _ bundleID: String, _ token: String?) throws(RPCError) {

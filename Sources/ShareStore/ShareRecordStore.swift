@@ -137,11 +137,7 @@ public final class ShareFilesWriter: @unchecked Sendable {  // run by one thread
     /// (removing through it would reach outside the state directory; an orphan left behind is
     /// removed at the next start).
     private func removeDirectory() {
-        if FileIO.isPlainDirectory(groupDirectory + "/files") && FileIO.isPlainDirectory(groupDirectory)
-            && (parentDirectory.isEmpty || FileIO.isPlainDirectory(parentDirectory))
-        {
-            ShareRecordStore.removeTree(directory)
-        }
+        if ShareRecordStore.isPlainPath(groupDirectory, parent: parentDirectory) { ShareRecordStore.removeTree(directory) }
     }
 
     /// Takes back what `run` wrote (the share will not be stored), or closes the sources when it
@@ -150,7 +146,7 @@ public final class ShareFilesWriter: @unchecked Sendable {  // run by one thread
         if ran {
             removeDirectory()
         } else {
-            for f in files { if case .descriptor(let fd, _) = f.source { FD.close(fd) } }
+            ShareRecordStore.closeSources(files)
         }
     }
 }
@@ -329,8 +325,6 @@ public final class ShareRecordStore: TurnParticipant {
                 ShareRecordStore.removeTree(dir)
                 throw error
             }
-        } else {
-            for f in files { if case .descriptor(let fd, _) = f.source { FD.close(fd) } }
         }
         let share = StoredShare(
             id: id, extensionID: extensionID, app: app, group: group, created: created, items: items, openEvent: openEvent,
@@ -404,9 +398,13 @@ public final class ShareRecordStore: TurnParticipant {
 
     /// True when `groups/`, the group's directory and its `files/` are all directories themselves,
     /// none replaced by a symlink (that would lead writes and deletions outside the state directory).
-    var plainPath: Bool {
-        FileIO.isPlainDirectory(directory + "/files") && FileIO.isPlainDirectory(directory)
-            && (parentDirectory.isEmpty || FileIO.isPlainDirectory(parentDirectory))
+    var plainPath: Bool { ShareRecordStore.isPlainPath(directory, parent: parentDirectory) }
+
+    /// `plainPath` for any thread: `group/files`, `group` and `parent` (unless empty) are
+    /// directories themselves, none a symlink.
+    static func isPlainPath(_ group: String, parent: String) -> Bool {
+        FileIO.isPlainDirectory(group + "/files") && FileIO.isPlainDirectory(group)
+            && (parent.isEmpty || FileIO.isPlainDirectory(parent))
     }
 
     /// `directory` without its last component (`STATE/groups`).
@@ -425,31 +423,25 @@ public final class ShareRecordStore: TurnParticipant {
 
     /// `writeFiles` for any thread: touches no store state.
     static func writeFiles(_ files: [ShareFile], into dir: String, groupDirectory: String, parentDirectory: String) throws(StoreError) {
+        defer { closeSources(files) }  // (whatever happens, the sources are closed)
         // Never write through a symlink planted in the group directory (or for it).
         let filesDir = groupDirectory + "/files"
-        let plain =
-            FileIO.isPlainDirectory(filesDir) && FileIO.isPlainDirectory(groupDirectory)
-            && (parentDirectory.isEmpty || FileIO.isPlainDirectory(parentDirectory))
-        if !plain {
-            for f in files { if case .descriptor(let fd, _) = f.source { FD.close(fd) } }
+        if !isPlainPath(groupDirectory, parent: parentDirectory) {
             throw StoreError("\(filesDir) is not a plain directory (a symlink?); refusing to write shares there")
         }
         if mkdir(dir, 0o700) != 0 {
             let e = currentErrno()
-            for f in files { if case .descriptor(let fd, _) = f.source { FD.close(fd) } }
             throw StoreError("cannot create \(dir)", SystemError("mkdir", errno: e))
         }
         let dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
         guard dfd >= 0 else {
             let e = currentErrno()
-            for f in files { if case .descriptor(let fd, _) = f.source { FD.close(fd) } }
             throw StoreError("cannot open \(dir)", SystemError("open", errno: e))
         }
         defer { FD.close(dfd) }
         var failure: StoreError? = nil
         for f in files {
-            defer { if case .descriptor(let src, _) = f.source { FD.close(src) } }
-            if failure != nil { continue }
+            if failure != nil { break }
             let fd = openat(dfd, f.name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
             if fd < 0 {
                 failure = StoreError("cannot create \(dir)/\(f.name)", SystemError("openat", errno: currentErrno()))
@@ -468,6 +460,11 @@ public final class ShareRecordStore: TurnParticipant {
         }
         if let failure { throw failure }
         fsync(dfd)
+    }
+
+    /// Closes the descriptors `files` copy from.
+    static func closeSources(_ files: [ShareFile]) {
+        for f in files { if case .descriptor(let fd, _) = f.source { FD.close(fd) } }
     }
 
     /// Copies exactly `size` bytes of `src` into `dst`.

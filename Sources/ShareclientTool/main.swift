@@ -356,16 +356,22 @@ func run(_ cmd: ParsedCommand) throws -> Int32 {
         if cmd.value("open-url") != nil && cmd.flag("open") {
             throw cmd.usageError("--open and --open-url are alternatives: give one")
         }
+        /// Calls `method` with the items in `params` (`--inline`: as bytes); a broker of another
+        /// user takes no path from this caller: then the bytes are sent instead.
+        func callWithItems(_ s: Session, _ method: String, _ params: JSONObject) throws -> Result<JSONValue, ClientError> {
+            var p = params
+            let inline = cmd.flag("inline") && !files.isEmpty
+            if inline { p["items"] = .array(try inlined(s)) }
+            var result = Result { () throws(ClientError) -> JSONValue in try s.conn.call(method, .object(p)) }
+            if case .failure(.rpc(let rpc)) = result, pathsRefused(rpc), !files.isEmpty, !inline {
+                p["items"] = .array(try inlined(s))
+                result = Result { () throws(ClientError) -> JSONValue in try s.conn.call(method, .object(p)) }
+            }
+            return result
+        }
         if cmd.subcommand == "targets" {
             let s = try connect(cmd)
-            var asked = items
-            if cmd.flag("inline") && !files.isEmpty { asked = try inlined(s) }
-            var answer = Result { () throws(ClientError) -> JSONValue in try s.conn.call("share.targets", ["items": .array(asked)]) }
-            if case .failure(.rpc(let rpc)) = answer, pathsRefused(rpc), !files.isEmpty, !cmd.flag("inline") {
-                asked = try inlined(s)  // (as for send, below)
-                answer = Result { () throws(ClientError) -> JSONValue in try s.conn.call("share.targets", ["items": .array(asked)]) }
-            }
-            let r = try answer.get()
+            let r = try callWithItems(s, "share.targets", ["items": .array(items)]).get()
             if s.json {
                 printJSON(r, compact: true)
             } else {
@@ -382,13 +388,7 @@ func run(_ cmd: ParsedCommand) throws -> Int32 {
         if let g = cmd.value("group") { p["group"] = .string(g) }
         if let u = cmd.value("open-url") { p["open"] = .string(u) } else if cmd.flag("open") { p["open"] = true }
         let s = try connect(cmd, defaultRoleWithBundle: "extension")
-        if cmd.flag("inline") && !files.isEmpty { p["items"] = .array(try inlined(s)) }
-        var result = Result { () throws(ClientError) -> JSONValue in try s.conn.call("share.send", .object(p)) }
-        if case .failure(.rpc(let rpc)) = result, pathsRefused(rpc), !files.isEmpty, !cmd.flag("inline") {
-            // A broker of another user takes no path from this caller: send the bytes instead.
-            p["items"] = .array(try inlined(s))
-            result = Result { () throws(ClientError) -> JSONValue in try s.conn.call("share.send", .object(p)) }
-        }
+        let result = try callWithItems(s, "share.send", p)
         if case .failure(.rpc(let rpc)) = result, rpc.code == ErrorCode.notAccepted.rawValue,
             let c = rpc.data?["candidates"]?.arrayValue
         {

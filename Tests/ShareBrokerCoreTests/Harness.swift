@@ -92,6 +92,16 @@ final class BrokerHarness {
 
     func connect() throws -> BrokerConnection { try BrokerConnection(socketPath: socket) }
 
+    /// A raw line connection that has said hello (as a tool unless a bundle is given).
+    func rawSession(role: String = "tool", bundleID: String? = nil, file: StaticString = #filePath, line: UInt = #line) throws -> RawClient {
+        let c = try RawClient(socket)
+        var params: JSONObject = ["role": .string(role)]
+        if let bundleID { params["bundleID"] = .string(bundleID) }
+        c.send(rpcRequest(0, "hello", .object(params)).compactText + "\n")
+        XCTAssertNotNil(c.readJSON()?["result"], "hello", file: file, line: line)
+        return c
+    }
+
     /// A connection that has said hello as a tool.
     func tool() throws -> BrokerConnection {
         let c = try connect()
@@ -116,6 +126,11 @@ final class BrokerHarness {
     func rawConnect(_ fd: Int32, _ a: UnsafePointer<sockaddr>, _ len: socklen_t) -> Int32 { Darwin.connect(fd, a, len) }
     func rawSend(_ fd: Int32, _ p: UnsafeRawPointer, _ n: Int) -> Int { Darwin.send(fd, p, n, 0) }
 #endif
+
+/// A JSON-RPC request object (for raw connections and batches).
+func rpcRequest(_ id: Int, _ method: String, _ params: JSONValue) -> JSONValue {
+    ["jsonrpc": "2.0", "id": .int(id), "method": .string(method), "params": params]
+}
 
 /// Raw line-oriented socket for protocol tests: send bytes, read lines with a timeout.
 final class RawClient {

@@ -45,19 +45,8 @@ final class OffLoopShareTests: XCTestCase {
         return path
     }
 
-    func raw(_ h: BrokerHarness) throws -> RawClient {
-        let c = try RawClient(h.socket)
-        c.send(#"{"jsonrpc":"2.0","id":0,"method":"hello","params":{"role":"tool"}}"# + "\n")
-        XCTAssertNotNil(c.readJSON()?["result"])
-        return c
-    }
-
     func sendLine(_ c: RawClient, _ id: Int, _ method: String, _ params: JSONValue) {
-        c.send(request(id, method, params).compactText + "\n")
-    }
-
-    func request(_ id: Int, _ method: String, _ params: JSONValue) -> JSONValue {
-        ["jsonrpc": "2.0", "id": .int(id), "method": .string(method), "params": params]
+        c.send(rpcRequest(id, method, params).compactText + "\n")
     }
 
     func filesDirectoryEntries(_ h: BrokerHarness) -> [String] {
@@ -69,7 +58,7 @@ final class OffLoopShareTests: XCTestCase {
         let h = try start(gate)
         let dir = TempDir()
         let source = pdfFile(dir)
-        let sender = try raw(h)
+        let sender = try h.rawSession()
         // A share with a path item, then a status request pipelined behind it on the same connection.
         sendLine(sender, 1, "share.send", ["items": [["path": .string(source)]], "extension": "com.example.pdfreader.share"])
         sendLine(sender, 2, "broker.status", [:])
@@ -112,7 +101,7 @@ final class OffLoopShareTests: XCTestCase {
     func testDataItemsAreWrittenOffTheLoopToo() throws {
         let gate = WorkGate()
         let h = try start(gate)
-        let sender = try raw(h)
+        let sender = try h.rawSession()
         sendLine(sender, 1, "share.send", ["items": [["data": .string(base64(pdfBytes)), "name": "a.pdf"]]])
         gate.waitForWork("writing the data item")
         XCTAssertNotNil(try h.tool().call("broker.status")["connections"], "the loop is not blocked by the write")
@@ -129,7 +118,7 @@ final class OffLoopShareTests: XCTestCase {
         let dir = TempDir()
         let source = pdfFile(dir)
         let observer = try h.tool()
-        var sender: RawClient? = try raw(h)
+        var sender: RawClient? = try h.rawSession()
         sendLine(sender!, 1, "share.send", ["items": [["path": .string(source)]], "extension": "com.example.pdfreader.share"])
         gate.waitForWork("reading the file")
         gate.release()
@@ -157,7 +146,7 @@ final class OffLoopShareTests: XCTestCase {
         let h = try start(gate)
         let dir = TempDir()
         let source = pdfFile(dir)
-        let sender = try raw(h)
+        let sender = try h.rawSession()
         sendLine(sender, 1, "share.send", ["items": [["path": .string(source)]], "extension": "com.example.pdfreader.share"])
         gate.waitForWork("reading the file")
         gate.release()
@@ -176,7 +165,7 @@ final class OffLoopShareTests: XCTestCase {
     func testAFailedReadOffTheLoopIsTheRequestsError() throws {
         let gate = WorkGate()
         let h = try start(gate)
-        let sender = try raw(h)
+        let sender = try h.rawSession()
         sendLine(sender, 1, "share.send", ["items": [["path": "/nonexistent/x.pdf"]], "extension": "com.example.pdfreader.share"])
         sendLine(sender, 2, "share.targets", ["items": [["path": "/"]]])
         gate.waitForWork("reading the missing file")
@@ -198,7 +187,7 @@ final class OffLoopShareTests: XCTestCase {
         let h = try start(gate)
         let dir = TempDir()
         let source = pdfFile(dir)
-        let sender = try raw(h)
+        let sender = try h.rawSession()
         sender.send(
             (["jsonrpc": "2.0", "method": "share.send", "params": ["items": [["path": .string(source)]]]] as JSONValue).compactText + "\n")
         sendLine(sender, 7, "broker.status", [:])
@@ -218,12 +207,12 @@ final class OffLoopShareTests: XCTestCase {
         let h = try start(gate)
         let dir = TempDir()
         let source = pdfFile(dir)
-        let sender = try raw(h)
+        let sender = try h.rawSession()
         let batch: JSONValue = .array([
-            request(1, "share.send", ["items": [["url": "https://youtu.be/a"]], "extension": "com.mycompany.myapp.share"]),
-            request(2, "share.send", ["items": [["path": .string(source)]], "extension": "com.example.pdfreader.share"]),
-            request(3, "share.send", ["items": [["url": "https://youtu.be/b"]], "extension": "com.mycompany.myapp.share"]),
-            request(4, "broker.status", [:]),
+            rpcRequest(1, "share.send", ["items": [["url": "https://youtu.be/a"]], "extension": "com.mycompany.myapp.share"]),
+            rpcRequest(2, "share.send", ["items": [["path": .string(source)]], "extension": "com.example.pdfreader.share"]),
+            rpcRequest(3, "share.send", ["items": [["url": "https://youtu.be/b"]], "extension": "com.mycompany.myapp.share"]),
+            rpcRequest(4, "broker.status", [:]),
         ])
         sender.send(batch.compactText + "\n")
         gate.waitForWork("reading")
@@ -247,11 +236,11 @@ final class OffLoopShareTests: XCTestCase {
         let h = try start(gate) { $0.storeFaults = faults.injector }
         let dir = TempDir()
         let source = pdfFile(dir)
-        let sender = try raw(h)
+        let sender = try h.rawSession()
         faults.arm(passing: 0, failing: 1)
         let batch: JSONValue = .array([
-            request(1, "share.send", ["items": [["url": "https://youtu.be/a"]], "extension": "com.mycompany.myapp.share"]),
-            request(2, "share.send", ["items": [["path": .string(source)]], "extension": "com.example.pdfreader.share"]),
+            rpcRequest(1, "share.send", ["items": [["url": "https://youtu.be/a"]], "extension": "com.mycompany.myapp.share"]),
+            rpcRequest(2, "share.send", ["items": [["path": .string(source)]], "extension": "com.example.pdfreader.share"]),
         ])
         sender.send(batch.compactText + "\n")
         gate.waitForWork("reading")
@@ -276,7 +265,7 @@ final class OffLoopShareTests: XCTestCase {
         let h = try start(gate)
         let dir = TempDir()
         let source = pdfFile(dir)
-        let sender = try raw(h)
+        let sender = try h.rawSession()
         sendLine(sender, 1, "share.send", ["items": [["path": .string(source)]], "extension": "com.example.pdfreader.share"])
         gate.waitForWork("reading")
         gate.release()
@@ -347,10 +336,10 @@ final class OffLoopShareTests: XCTestCase {
         let gate = WorkGate()
         let h = try start(gate) { $0.maxGroupShareBytes = 100 }
         let bytes60 = pdfBytes + [UInt8](repeating: 0x20, count: 60 - pdfBytes.count)
-        let sender = try raw(h)
+        let sender = try h.rawSession()
         sendLine(sender, 1, "share.send", ["items": [["data": .string(base64(bytes60)), "name": "a.pdf"]]])
         gate.waitForWork("writing the first share")
-        let other = try raw(h)
+        let other = try h.rawSession()
         sendLine(other, 2, "share.send", ["items": [["data": .string(base64(bytes60)), "name": "b.pdf"]]])
         let refused = other.readJSON(timeout: 5)
         XCTAssertEqual(refused?["error"]?["code"], -32005, "the share being written holds its bytes already: \(String(describing: refused))")
@@ -366,7 +355,7 @@ final class OffLoopShareTests: XCTestCase {
         let gate = WorkGate()
         let h = try start(gate) { $0.maxGroupShareBytes = 100 }
         let bytes60 = pdfBytes + [UInt8](repeating: 0x20, count: 60 - pdfBytes.count)
-        var sender: RawClient? = try raw(h)
+        var sender: RawClient? = try h.rawSession()
         sendLine(sender!, 1, "share.send", ["items": [["data": .string(base64(bytes60)), "name": "a.pdf"]]])
         gate.waitForWork("writing")
         sender = nil
@@ -375,7 +364,7 @@ final class OffLoopShareTests: XCTestCase {
         gate.release()
         XCTAssertTrue(waitUntil(timeout: 10) { (try? tool.call("broker.status")["fileWork"]?["abandoned"]?.intValue) == 1 })
         // The abandoned share's 60 bytes are free again.
-        let second = try raw(h)
+        let second = try h.rawSession()
         sendLine(second, 2, "share.send", ["items": [["data": .string(base64(bytes60)), "name": "b.pdf"]]])
         gate.waitForWork("writing the second")
         gate.release()
@@ -392,13 +381,13 @@ final class OffLoopShareTests: XCTestCase {
         // Three shares whose work hangs (as on a hung network file system)...
         var hung: [RawClient] = []
         for i in 0..<3 {
-            let c = try raw(h)
+            let c = try h.rawSession()
             sendLine(c, i, "share.send", ["items": [["data": .string(base64(pdfBytes)), "name": "hung.pdf"]]])
             gate.waitForWork("hung work \(i)")
             hung.append(c)
         }
         // ... and a fourth still gets a thread of its own.
-        let fourth = try raw(h)
+        let fourth = try h.rawSession()
         sendLine(fourth, 9, "share.send", ["items": [["data": .string(base64(pdfBytes)), "name": "ok.pdf"]]])
         gate.waitForWork("a fourth piece of work, beside three blocked ones")
         gate.release()
@@ -413,12 +402,12 @@ final class OffLoopShareTests: XCTestCase {
         let h = try start(gate)
         var busy: [RawClient] = []
         for i in 0..<8 {  // every thread
-            let c = try raw(h)
+            let c = try h.rawSession()
             sendLine(c, i, "share.send", ["items": [["data": .string(base64(pdfBytes)), "name": "a.pdf"]]])
             gate.waitForWork("work \(i)")
             busy.append(c)
         }
-        var queued: RawClient? = try raw(h)
+        var queued: RawClient? = try h.rawSession()
         sendLine(queued!, 99, "share.send", ["items": [["data": .string(base64(pdfBytes)), "name": "queued.pdf"]]])
         let observer = try h.tool()
         XCTAssertTrue(waitUntil(timeout: 10) { (try? observer.call("broker.status")["fileWork"]?["running"]?.intValue) == 9 })
@@ -446,8 +435,8 @@ final class OffLoopShareTests: XCTestCase {
         ext.send(#"{"jsonrpc":"2.0","id":0,"method":"hello","params":{"role":"extension","bundleID":"com.example.pdfreader.share","token":"t1"}}"# + "\n")
         XCTAssertNotNil(ext.readJSON()?["result"])
         let batch: JSONValue = .array([
-            request(1, "share.targets", ["items": [["path": .string(source)]]]),
-            request(2, "broker.status", [:]),  // (allowed to anyone: only the session's end stops it)
+            rpcRequest(1, "share.targets", ["items": [["path": .string(source)]]]),
+            rpcRequest(2, "broker.status", [:]),  // (allowed to anyone: only the session's end stops it)
         ])
         ext.send(batch.compactText + "\n")
         gate.waitForWork("reading")

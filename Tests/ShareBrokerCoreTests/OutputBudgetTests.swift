@@ -11,23 +11,9 @@ import ShareProtocol
 import XCTest
 
 final class OutputBudgetTests: XCTestCase {
-    func rawTool(_ h: BrokerHarness) throws -> RawClient {
-        let c = try RawClient(h.socket)
-        c.send(#"{"jsonrpc":"2.0","id":0,"method":"hello","params":{"role":"tool"}}"# + "\n")
-        XCTAssertNotNil(c.readJSON()?["result"])
-        return c
-    }
-
-    func rawApp(_ h: BrokerHarness) throws -> RawClient {
-        let c = try RawClient(h.socket)
-        c.send(#"{"jsonrpc":"2.0","id":0,"method":"hello","params":{"role":"app","bundleID":"com.mycompany.myapp"}}"# + "\n")
-        XCTAssertNotNil(c.readJSON()?["result"])
-        return c
-    }
-
     /// An app session with a 1-MiB value stored in its group (to ask for without reading).
     func appWithBigValue(_ h: BrokerHarness) throws -> RawClient {
-        let app = try rawApp(h)
+        let app = try h.rawSession(role: "app", bundleID: "com.mycompany.myapp")
         let big = String(repeating: "x", count: 1_000_000)
         app.send(#"{"jsonrpc":"2.0","id":1,"method":"defaults.set","params":{"group":"group.com.mycompany.myapp","key":"big","value":""# + big + "\"}}\n")
         XCTAssertNotNil(app.readJSON(timeout: 10)?["result"])
@@ -41,7 +27,7 @@ final class OutputBudgetTests: XCTestCase {
     func testABatchsRefusalsAfterTheFirstAreShort() throws {
         let h = BrokerHarness(manifests: ["10-myapp.json": youtubeApp])
         try h.start { $0.maxOutputBuffer = 4096 }
-        let c = try rawTool(h)
+        let c = try h.rawSession()
         let n = 5000
         let members = (1...n).map { #"{"jsonrpc":"2.0","id":\#($0),"method":"broker.status"}"# }
         c.send("[" + members.joined(separator: ",") + "]\n")

@@ -49,15 +49,6 @@ final class ReplyOrderTests: XCTestCase {
         }
         return h
     }
-    func raw(_ h: BrokerHarness) throws -> RawClient {
-        let c = try RawClient(h.socket)
-        c.send(#"{"jsonrpc":"2.0","id":0,"method":"hello","params":{"role":"tool"}}"# + "\n")
-        XCTAssertNotNil(c.readJSON()?["result"])
-        return c
-    }
-    func req(_ id: Int, _ method: String, _ params: JSONValue) -> JSONValue {
-        ["jsonrpc": "2.0", "id": .int(id), "method": .string(method), "params": params]
-    }
 
     /// A durable request, then a path request read in the same turn: the path request's work
     /// ends while the first one's commit is still being written.
@@ -68,11 +59,11 @@ final class ReplyOrderTests: XCTestCase {
         let dir = TempDir()
         let path = dir.path + "/a.pdf"
         FileManager.default.createFile(atPath: path, contents: Data(pdfBytes))
-        let sender = try raw(h)
+        let sender = try h.rawSession()
         faults.lock.withLock { faults.blockNext = true }
         sender.send(
-            req(1, "share.send", ["items": [["url": "https://youtu.be/a"]], "extension": "com.mycompany.myapp.share"]).compactText + "\n"
-                + req(2, "share.targets", ["items": [["path": .string(path)]]]).compactText + "\n")
+            rpcRequest(1, "share.send", ["items": [["url": "https://youtu.be/a"]], "extension": "com.mycompany.myapp.share"]).compactText + "\n"
+                + rpcRequest(2, "share.targets", ["items": [["path": .string(path)]]]).compactText + "\n")
         gate.waitForWork("probe")
         XCTAssertEqual(faults.entered.wait(timeout: .now() + 5), .success, "commit in flight")
         gate.release()
@@ -94,13 +85,13 @@ final class ReplyOrderTests: XCTestCase {
         let dir = TempDir()
         let path = dir.path + "/a.pdf"
         FileManager.default.createFile(atPath: path, contents: Data(pdfBytes))
-        let sender = try raw(h)
+        let sender = try h.rawSession()
         let observer = try h.tool()
-        let other = try raw(h)
+        let other = try h.rawSession()
         faults.lock.withLock { faults.blockNext = true }
         let batch: JSONValue = .array([
-            req(1, "share.send", ["items": [["url": "https://youtu.be/a"]], "extension": "com.mycompany.myapp.share"]),
-            req(2, "share.targets", ["items": [["path": .string(path)]]]),
+            rpcRequest(1, "share.send", ["items": [["url": "https://youtu.be/a"]], "extension": "com.mycompany.myapp.share"]),
+            rpcRequest(2, "share.targets", ["items": [["path": .string(path)]]]),
         ])
         sender.send(batch.compactText + "\n")
         gate.waitForWork("probe")
@@ -108,7 +99,7 @@ final class ReplyOrderTests: XCTestCase {
         gate.release()
         XCTAssertTrue(waitUntil { (try? observer.call("broker.status")["fileWork"]?["finished"]?.intValue) == 1 })
         // Another share to the same group joins the next commit (Y), which will fail.
-        other.send(req(9, "share.send", ["items": [["url": "https://youtu.be/c"]], "extension": "com.mycompany.myapp.share"]).compactText + "\n")
+        other.send(rpcRequest(9, "share.send", ["items": [["url": "https://youtu.be/c"]], "extension": "com.mycompany.myapp.share"]).compactText + "\n")
         XCTAssertTrue(waitUntil { (try? observer.call("broker.status")["pendingShares"]?.intValue) == 2 })
         faults.lock.withLock { faults.failNext = true }
         faults.permit.signal()  // X succeeds
@@ -132,9 +123,7 @@ final class ReplyOrderTests: XCTestCase {
         let dir = TempDir()
         let path = dir.path + "/a.pdf"
         FileManager.default.createFile(atPath: path, contents: Data(pdfBytes))
-        let app = try RawClient(h.socket)
-        app.send(#"{"jsonrpc":"2.0","id":0,"method":"hello","params":{"role":"app","bundleID":"com.mycompany.myapp"}}"# + "\n")
-        XCTAssertNotNil(app.readJSON()?["result"])
+        let app = try h.rawSession(role: "app", bundleID: "com.mycompany.myapp")
         let batch: JSONValue = .array([
             ["jsonrpc": "2.0", "id": 1, "method": "app.subscribe"],
             ["jsonrpc": "2.0", "id": 2, "method": "share.targets", "params": ["items": [["path": .string(path)]]]],
@@ -157,9 +146,7 @@ final class ReplyOrderTests: XCTestCase {
         let faults = SyncBlocker()
         let h = BrokerHarness(manifests: ["10-myapp.json": youtubeApp, "20-pdf.json": pdfApp])
         try h.start { c in c.storeFaults = faults.injector }
-        let c = try RawClient(h.socket)
-        c.send(#"{"jsonrpc":"2.0","id":0,"method":"hello","params":{"role":"tool"}}"# + "\n")
-        _ = c.readJSON()
+        let c = try h.rawSession()
         faults.lock.withLock { faults.blockNext = true }
         c.send(#"{"jsonrpc":"2.0","id":1,"method":"share.send","params":{"items":[{"url":"https://youtu.be/a"}],"extension":"com.mycompany.myapp.share"}}"# + "\n")
         XCTAssertEqual(faults.entered.wait(timeout: .now() + 5), .success)
@@ -188,12 +175,8 @@ final class HeldReplyOrderTests: XCTestCase {
             c.storeFaults = faults.injector
             if noInline { c.commitPacingLongestWait = 0 }
         }
-        let c = try RawClient(h.socket)
-        c.send(#"{"jsonrpc":"2.0","id":0,"method":"hello","params":{"role":"tool"}}"# + "\n")
-        _ = c.readJSON()
-        let other = try RawClient(h.socket)
-        other.send(#"{"jsonrpc":"2.0","id":0,"method":"hello","params":{"role":"tool"}}"# + "\n")
-        _ = other.readJSON()
+        let c = try h.rawSession()
+        let other = try h.rawSession()
         let observer = try h.tool()
         return (h, faults, c, other, ShareClientHandle(observer))
     }
@@ -248,9 +231,7 @@ final class HeldReplyOrderTests: XCTestCase {
         let (h, faults, _, other, obs) = try setup(noInline: true)
         let e1 = try XCTUnwrap(obs.c.call("url.open", ["url": "deeplinkmyapp://x"])["eventID"]?.stringValue)
         _ = try obs.c.call("url.open", ["url": "deeplinkmyapp://y"])
-        let app = try RawClient(h.socket)
-        app.send(#"{"jsonrpc":"2.0","id":0,"method":"hello","params":{"role":"app","bundleID":"com.mycompany.myapp"}}"# + "\n")
-        XCTAssertNotNil(app.readJSON()?["result"])
+        let app = try h.rawSession(role: "app", bundleID: "com.mycompany.myapp")
         faults.lock.withLock { faults.blockNext = true }
         app.send(#"{"jsonrpc":"2.0","id":1,"method":"app.ack","params":{"ids":["\#(e1)"]}}"# + "\n")
         XCTAssertEqual(faults.entered.wait(timeout: .now() + 5), .success)
