@@ -464,18 +464,31 @@ public final class Broker {
             .info,
             "loaded \(registry.apps.count) apps (\(reason)); \(registry.issues.filter(\.fatal).count) manifest errors, "
                 + "\(router.associations.count) association documents (\(associationErrors.count) malformed)")
-        // Subscribers whose app disappeared stay connected but get no more events.
+        // (A subscriber already closing stops getting events too.)
         for (app, conn) in subscribers where registry.app(app) == nil {
             conn.subscribedApp = nil
             Broker.dropQueuedEvents(conn)
             subscribers[app] = nil
         }
-        // Sessions whose bundle's identity rule changed are checked again: one the manifest no
-        // longer admits (a uid or executable taken out, a token changed) ends; one newly pinned
-        // to an executable has its writers checked from now on. An unchanged rule is not checked
-        // again (the program's file may have been replaced since: /proc then says "(deleted)").
+        // Sessions whose bundle is gone (its manifest removed, the extension taken out of it) or
+        // now has the other role end: a subscriber would otherwise stay connected and silently
+        // get nothing more; its client sees the connection close and can say hello again
+        // (refused while the bundle stays away). Sessions whose bundle's identity rule changed
+        // are checked again: one the manifest no longer admits (a uid or executable taken out, a
+        // token changed) ends; one newly pinned to an executable has its writers checked from
+        // now on. An unchanged rule is not checked again (the program's file may have been
+        // replaced since: /proc then says "(deleted)").
         for conn in Array(connections.values) where !conn.closed && !conn.closing {
-            guard let bundle = conn.bundleID, let was = conn.admitted, registry.lookup(bundle) != nil else { continue }
+            guard let bundle = conn.bundleID, let was = conn.admitted else { continue }
+            switch (registry.lookup(bundle), conn.role) {
+            case (.app?, .app?), (.appExtension?, .extension?): break
+            case (nil, _):
+                revokeSession(conn, "its bundle \(bundle) is no longer registered")
+                continue
+            default:
+                revokeSession(conn, "its bundle \(bundle) is now registered with another role")
+                continue
+            }
             let now = admittedIdentity(bundle)
             if now == was { continue }
             if now.token != was.token {

@@ -206,9 +206,10 @@ final class ConformanceManifestTests: XCTestCase {
     }
 
     /// A connected extension's share.send follows a reload: a changed activation rule applies to
-    /// the next share, a removed extension is refused, a restored one is served again (the
-    /// session keeps its registry entry and rule between shares until the registry changes),
-    /// and other methods called in between on the same connection are not confused with it.
+    /// the next share (the session keeps its registry entry and rule between shares until the
+    /// registry changes); a removed extension's session ends and a new hello is refused until it
+    /// is restored; other methods called in between on the same connection are not confused
+    /// with it.
     func testShareSendOfAConnectedExtensionFollowsReloads() throws {
         func manifest(rule: String?) -> String {
             var ext = #"{"bundleID": "com.example.notes.share", "point": "com.apple.share-services", "appGroups": ["group.com.example.notes"]"#
@@ -235,16 +236,67 @@ final class ConformanceManifestTests: XCTestCase {
 
         h.dir.write("state/apps/notes.json", manifestJSON("com.example.notes", groups: ["group.com.example.notes"]))
         _ = try tool.call("apps.reload")
-        expectRPCError(-32001, messageContains: "no registered extension") { try ext.call("share.send", url) }
+        XCTAssertThrowsError(try ext.call("share.send", url), "the removed extension's session ended") { error in
+            if case ClientError.rpc = error { XCTFail("the connection closed rather than answering: \(error)") }
+        }
+        let refused = try h.connect()
+        expectRPCError(-32001, messageContains: "unknown bundle ID") { try refused.hello(role: "extension", bundleID: "com.example.notes.share") }
 
         h.dir.write("state/apps/notes.json", manifest(rule: urls))
         _ = try tool.call("apps.reload")
-        XCTAssertNotNil(try ext.call("share.send", url)["shareID"]?.stringValue)
+        let ext2 = try h.connect()
+        try ext2.hello(role: "extension", bundleID: "com.example.notes.share")
+        XCTAssertNotNil(try ext2.call("share.send", url)["shareID"]?.stringValue)
         let app = try h.connect()
         try app.hello(role: "app", bundleID: "com.example.notes")
         XCTAssertEqual(try app.call("share.list")["shares"]?.arrayValue?.count, 4)
         // A method the role may not call is still refused after the same connection's share.send.
-        expectRPCError(-32001) { try ext.call("app.subscribe") }
+        expectRPCError(-32001) { try ext2.call("app.subscribe") }
+    }
+
+    /// A subscribed app whose manifest is removed does not stay connected getting nothing: its
+    /// session ends (the reload's caller is unaffected, other apps keep theirs), its events stay
+    /// queued, and once the manifest is back a new session gets them. A bundle that comes back
+    /// with the other role ends its sessions too.
+    func testAReloadThatRemovesABundleEndsItsSessions() throws {
+        let notes = manifestJSON("com.example.notes", schemes: ["notes"])
+        let other = manifestJSON("com.example.other", schemes: ["other"])
+        let h = BrokerHarness(manifests: ["notes.json": notes, "other.json": other])
+        let tool = try startedTool(h)
+        defer { h.stop() }
+        let app = try h.rawSession(role: "app", bundleID: "com.example.notes")
+        app.send(#"{"jsonrpc":"2.0","id":2,"method":"app.subscribe"}"# + "\n")
+        XCTAssertEqual(app.readJSON()?["result"]?["pending"], 0)
+        let otherApp = try h.connect()
+        try otherApp.hello(role: "app", bundleID: "com.example.other")
+        _ = try otherApp.call("app.subscribe")
+
+        try FileManager.default.removeItem(atPath: h.state + "/apps/notes.json")
+        _ = try tool.call("apps.reload")
+        XCTAssertTrue(app.waitForClose(), "the removed app's session ended")
+        let status = try tool.call("broker.status")
+        XCTAssertEqual(status["subscribers"], 1, "\(status)")
+        XCTAssertEqual(status["sessions"]?["app"], 1, "\(status)")
+        XCTAssertEqual(try otherApp.call("broker.status")["subscribers"], 1, "the other app's session is kept")
+        expectRPCError(-32004) { try tool.call("url.open", ["url": "notes://a"]) }
+
+        h.dir.write("state/apps/notes.json", notes)
+        _ = try tool.call("apps.reload")
+        XCTAssertEqual(try tool.call("url.open", ["url": "notes://b"])["queued"], true)
+        let back = try h.rawSession(role: "app", bundleID: "com.example.notes")
+        back.send(#"{"jsonrpc":"2.0","id":2,"method":"app.subscribe"}"# + "\n")
+        var got: [JSONValue] = []
+        while got.count < 2, let m = back.readJSON(timeout: 5) { got.append(m) }
+        XCTAssertEqual(got.first(where: { $0["id"] == 2 })?["result"]?["pending"], 1, "\(got)")
+        XCTAssertEqual(got.first(where: { $0["method"] == "app.event" })?["params"]?["url"], "notes://b", "\(got)")
+
+        // The app's bundle ID now names an extension of another app: the app session ends.
+        let ext = #"{"bundleID": "com.example.notes", "point": "com.apple.share-services"}"#
+        try FileManager.default.removeItem(atPath: h.state + "/apps/notes.json")
+        h.dir.write("state/apps/other.json", manifestJSON("com.example.other", schemes: ["other"], extensions: [ext]))
+        _ = try tool.call("apps.reload")
+        XCTAssertTrue(back.waitForClose(), "a session whose bundle changed role ended")
+        XCTAssertEqual(try otherApp.call("broker.status")["subscribers"], 1, "the other app's session is kept")
     }
 
     func testControlReloadPicksUpChanges() throws {
