@@ -183,6 +183,9 @@ public final class Broker {
     /// Requests whose work is done but whose batch has members in the commit being written
     /// (`resumeWaiting`, at the end of each turn).
     var resumeAfterCommit: [(Connection, OffLoopTask)] = []
+    /// Connections stopped at their in-flight quota (`throttle`), read on at the end of a turn
+    /// once their replies have gone out.
+    var throttledConnections: [Connection] = []
     /// Unwritten output of all connections (`--max-total-output`).
     let outputMeter = OutputMeter()
     /// `outputMeter` was over the budget at the end of the last turn.
@@ -594,10 +597,11 @@ public final class Broker {
         case Broker.offLoopToken: handleOffLoopDone()
         default:
             guard let conn = connections[token] else { return }
-            if conn.suspended != nil {
-                // Not read while its request's work runs; a peer that hung up cannot read the reply.
+            if conn.suspended != nil || conn.throttled {
+                // Not read while its request's work runs, or while it is at its in-flight quota;
+                // a peer that hung up cannot read the replies (and would be reported every turn).
                 if events.contains(.hangup) || events.contains(.error) {
-                    closeNow(conn, reason: "peer hung up while its request's work ran")
+                    closeNow(conn, reason: conn.throttled ? "peer hung up at its in-flight quota" : "peer hung up while its request's work ran")
                 } else if events.contains(.writable) {
                     flush(conn)
                 }
@@ -630,7 +634,10 @@ public final class Broker {
             overOutputBudget = over
             if over && !stallWatch.isEmpty { outputBudgetPassed() }
         }
+        if !throttledConnections.isEmpty { resumeThrottled() }  // (what they run joins this turn's commit)
         if inflight == nil { startCommitUnlessPaced() }
+        // (again after a commit the loop wrote itself: no event would wake it for them)
+        if !throttledConnections.isEmpty { resumeThrottled() }
         if !resumeAfterCommit.isEmpty { resumeWaiting() }
         flushDirty()
         requestsAtTurnStart = totalRequests
@@ -900,9 +907,9 @@ public final class Broker {
 
     func readFrom(_ conn: Connection) {
         for _ in 0..<Broker.readsPerWakeup {
-            // Back-pressure: a connection at its in-flight quota is read again after this turn's
-            // commit has released its replies (the poller is level-triggered).
-            if conn.inFlight >= config.maxRequestsInFlight || conn.suspended != nil { return }
+            // Back-pressure: a connection at its in-flight quota (`throttle`) is read again once
+            // a commit has released its replies; one whose request works off the loop, after it.
+            if conn.throttled || conn.suspended != nil { return }
             let result: IOResult<Int>
             do {
                 if conn.checksWriter {
@@ -946,7 +953,7 @@ public final class Broker {
                     framingFailed(conn, error)
                     return
                 }
-                if conn.suspended != nil { return }  // (the rest is read after its work)
+                if conn.suspended != nil || conn.throttled { return }  // (the rest is read after its work, or its replies)
                 if conn.framer.bufferedByteCount >= Broker.partialWatchBytes {
                     if conn.partialSince == 0 || totalRequests != requestsBefore { watchPartial(conn) }
                 } else {
@@ -1003,13 +1010,43 @@ public final class Broker {
             markDirty(conn)
             runAfterReply(conn)
         case .batch(let items):
-            return runBatch(conn, SuspendedBatch(items: items))
+            if !runBatch(conn, SuspendedBatch(items: items)) { return false }
         }
+        if conn.inFlight >= config.maxRequestsInFlight { return throttle(conn) }
         return true
     }
 
-    /// -32007 for a request read while its connection is at its in-flight quota, or while more
-    /// than the output cap of its replies wait unread; it is not run.
+    /// Stops running what `conn` sent, at its in-flight quota: the frames after this one stay in
+    /// its framer, the socket is not read (so its kernel buffer fills and the client's writes
+    /// wait), until replies have gone out (`resumeThrottled`). Returns false (the framer stops).
+    func throttle(_ conn: Connection) -> Bool {
+        conn.throttled = true
+        throttledConnections.append(conn)
+        unwatchPartial(conn)  // (what it holds unread waits for its replies, not for the peer)
+        updateInterest(conn)
+        return false
+    }
+
+    /// End of a turn: connections stopped at their in-flight quota whose replies have gone out
+    /// since run what they sent next, and are read again.
+    func resumeThrottled() {
+        let list = throttledConnections
+        throttledConnections.removeAll(keepingCapacity: true)
+        for conn in list {
+            guard !conn.closed, conn.throttled else { continue }
+            if conn.inFlight >= config.maxRequestsInFlight {
+                throttledConnections.append(conn)
+                continue
+            }
+            conn.throttled = false
+            // (a connection that began closing meanwhile runs nothing more: readOn closes it
+            // once its output is written)
+            readOn(conn)
+        }
+    }
+
+    /// -32007 for a request read while more than the output cap of its connection's replies wait
+    /// unread (or more than its fair share, over the broker's output budget); it is not run.
     /// Returns the error reply's bytes (nil for a notification: it has no reply).
     func refuseOverQuota(_ conn: Connection, _ request: RPCRequest, batchBytes: Int = 0, briefly: Bool = false) -> [UInt8]? {
         rejectedOverQuota += 1
@@ -1020,10 +1057,6 @@ public final class Broker {
             briefly
             // (a batch's later refusals: each costs output too, so they are short)
             ? RPCError(.tooManyRequests, "Over quota; not run")
-            : conn.inFlight >= config.maxRequestsInFlight
-            ? RPCError(
-                .tooManyRequests,
-                "Too many requests in flight: this connection already has \(config.maxRequestsInFlight) requests waiting for their replies (the per-connection limit, --max-requests-in-flight); read the replies before sending more. This request was not run")
             : unread > config.effectiveMaxOutputBuffer
             ? RPCError(
                 .tooManyRequests,
@@ -1055,14 +1088,13 @@ public final class Broker {
     /// (At least a subscriber's event window and some: its acks, which shrink its backlog, pass.)
     var fairOutputShare: Int { max(eventWindow + 64 * 1024, min(1 << 20, config.maxTotalOutput / 1024)) }
 
-    /// A request read now is refused (-32007): the connection is at its in-flight quota, or its
-    /// unread output (with `pending`, a batch's replies so far) is over its cap, or over its fair
-    /// share while all output is over the broker's budget.
+    /// A request read now is refused (-32007): the connection's unread output (with `pending`, a
+    /// batch's replies so far) is over its cap, or over its fair share while all output is over
+    /// the broker's budget. (The in-flight quota refuses nothing: it stops reading, `throttle`.)
     @inline(__always)
     func overQuota(_ conn: Connection, pending: Int = 0) -> Bool {
         let unread = conn.unreadOutput + pending
-        return conn.inFlight >= config.maxRequestsInFlight || unread > config.effectiveMaxOutputBuffer
-            || (outputMeter.bytes > config.maxTotalOutput && unread > fairOutputShare)
+        return unread > config.effectiveMaxOutputBuffer || (outputMeter.bytes > config.maxTotalOutput && unread > fairOutputShare)
     }
 
     /// A success reply that waits for the commit of the stores its request changed; it counts
@@ -1306,7 +1338,7 @@ public final class Broker {
 
     func updateInterest(_ conn: Connection) {
         var interest: Readiness = []
-        if !conn.closing && conn.suspended == nil { interest.insert(.readable) }
+        if !conn.closing && conn.suspended == nil && !conn.throttled { interest.insert(.readable) }
         if conn.wantsWrite { interest.insert(.writable) }
         do { try poller.modify(conn.fd, interest: interest, token: conn.id) } catch {
             closeNow(conn, reason: "poller: \(error)")

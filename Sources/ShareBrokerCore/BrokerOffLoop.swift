@@ -249,7 +249,8 @@ extension Broker {
         if conn.suspended == nil, !conn.closed { readOn(conn) }
     }
 
-    /// After a suspension: the frames read before it are run, then the connection is read again.
+    /// After a suspension (or a stop at the in-flight quota): the frames read before it are run,
+    /// then the connection is read again.
     func readOn(_ conn: Connection) {
         if !conn.closing {
             do {
@@ -262,7 +263,7 @@ extension Broker {
                 return
             }
         }
-        if conn.suspended == nil {
+        if conn.suspended == nil && !conn.throttled {
             if conn.closing {
                 if conn.drained { closeNow(conn, reason: "closed") }
             } else {

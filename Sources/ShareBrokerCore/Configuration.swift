@@ -39,8 +39,10 @@ public struct BrokerConfiguration: Sendable {
     /// with -32005. Events are small (a few hundred bytes); this bounds an app fed huge URLs.
     public var maxPendingEventBytesPerApp: Int = 128 * 1024 * 1024
     /// Most requests one connection may have waiting for their replies (held for the turn's
-    /// commit). At the limit the broker reads nothing more from the connection until the replies
-    /// go out; requests beyond it that were already read get -32007 and are not run.
+    /// commit). At the limit the broker runs nothing more of what the connection sent, and reads
+    /// nothing more from it, until replies have gone out: the client waits, nothing is refused.
+    /// (A JSON-RPC batch is run whole: it may pass the limit by its members, bounded by
+    /// `maxMessage`.)
     public var maxRequestsInFlight: Int = 4096
     /// Whether a group commit may wait, up to one commit's duration, for the clients whose
     /// replies the previous commit just released (`CommitPacer`); off, each commit starts as soon

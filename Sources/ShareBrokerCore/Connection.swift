@@ -115,6 +115,10 @@ final class Connection {
     var partialSince: UInt64 = 0
     /// The request whose work runs off the loop: nothing more is read or run until it is done.
     var suspended: SuspendedRequest? = nil
+    /// At its in-flight quota (`Configuration.maxRequestsInFlight`): what it sent after the request
+    /// that reached it waits, unread (in the framer, then in the socket), until replies have gone
+    /// out (`Broker.resumeThrottled`). Nothing it sent is refused for the quota.
+    var throttled = false
     /// Events for the subscribed app not yet in `out`: written as the app reads (`Broker.eventWindow`),
     /// so a large backlog never piles up as output. References to the store's events, no copies.
     var queuedEvents: [StoredEvent] = []

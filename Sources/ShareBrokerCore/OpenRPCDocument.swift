@@ -103,7 +103,7 @@ let openRPCDocumentText = ####"""
         },
         {
           "code": -32007,
-          "message": "Too many requests in flight on this connection, or too much of its output unread; not run"
+          "message": "Too much of this connection's output unread (replies the client has not read); not run"
         }
       ],
       "examples": [
@@ -153,7 +153,7 @@ let openRPCDocumentText = ####"""
         },
         {
           "code": -32007,
-          "message": "Too many requests in flight on this connection, or too much of its output unread; not run"
+          "message": "Too much of this connection's output unread (replies the client has not read); not run"
         }
       ]
     },
@@ -233,7 +233,7 @@ let openRPCDocumentText = ####"""
             },
             "rejectedOverQuota": {
               "type": "integer",
-              "description": "Requests answered -32007 (too many requests in flight on their connection, or too much of its output unread)."
+              "description": "Requests answered -32007 (too much of their connection's output unread)."
             },
             "outputBytes": {
               "type": "integer",
@@ -356,7 +356,7 @@ let openRPCDocumentText = ####"""
         },
         {
           "code": -32007,
-          "message": "Too many requests in flight on this connection, or too much of its output unread; not run"
+          "message": "Too much of this connection's output unread (replies the client has not read); not run"
         }
       ]
     },
@@ -382,7 +382,7 @@ let openRPCDocumentText = ####"""
         },
         {
           "code": -32007,
-          "message": "Too many requests in flight on this connection, or too much of its output unread; not run"
+          "message": "Too much of this connection's output unread (replies the client has not read); not run"
         }
       ]
     },
@@ -408,7 +408,7 @@ let openRPCDocumentText = ####"""
         },
         {
           "code": -32007,
-          "message": "Too many requests in flight on this connection, or too much of its output unread; not run"
+          "message": "Too much of this connection's output unread (replies the client has not read); not run"
         }
       ]
     },
@@ -500,7 +500,7 @@ let openRPCDocumentText = ####"""
         },
         {
           "code": -32007,
-          "message": "Too many requests in flight on this connection, or too much of its output unread; not run"
+          "message": "Too much of this connection's output unread (replies the client has not read); not run"
         }
       ]
     },
@@ -549,7 +549,7 @@ let openRPCDocumentText = ####"""
         },
         {
           "code": -32007,
-          "message": "Too many requests in flight on this connection, or too much of its output unread; not run"
+          "message": "Too much of this connection's output unread (replies the client has not read); not run"
         }
       ]
     },
@@ -614,7 +614,7 @@ let openRPCDocumentText = ####"""
         },
         {
           "code": -32007,
-          "message": "Too many requests in flight on this connection, or too much of its output unread; not run"
+          "message": "Too much of this connection's output unread (replies the client has not read); not run"
         }
       ]
     },
@@ -649,7 +649,7 @@ let openRPCDocumentText = ####"""
         },
         {
           "code": -32007,
-          "message": "Too many requests in flight on this connection, or too much of its output unread; not run"
+          "message": "Too much of this connection's output unread (replies the client has not read); not run"
         }
       ]
     },
@@ -698,7 +698,7 @@ let openRPCDocumentText = ####"""
         },
         {
           "code": -32007,
-          "message": "Too many requests in flight on this connection, or too much of its output unread; not run"
+          "message": "Too much of this connection's output unread (replies the client has not read); not run"
         }
       ]
     },
@@ -763,7 +763,7 @@ let openRPCDocumentText = ####"""
         },
         {
           "code": -32007,
-          "message": "Too many requests in flight on this connection, or too much of its output unread; not run"
+          "message": "Too much of this connection's output unread (replies the client has not read); not run"
         }
       ]
     },
@@ -840,7 +840,7 @@ let openRPCDocumentText = ####"""
         },
         {
           "code": -32007,
-          "message": "Too many requests in flight on this connection, or too much of its output unread; not run"
+          "message": "Too much of this connection's output unread (replies the client has not read); not run"
         }
       ]
     },
@@ -915,7 +915,7 @@ let openRPCDocumentText = ####"""
         },
         {
           "code": -32007,
-          "message": "Too many requests in flight on this connection, or too much of its output unread; not run"
+          "message": "Too much of this connection's output unread (replies the client has not read); not run"
         }
       ]
     },
@@ -969,7 +969,7 @@ let openRPCDocumentText = ####"""
         },
         {
           "code": -32007,
-          "message": "Too many requests in flight on this connection, or too much of its output unread; not run"
+          "message": "Too much of this connection's output unread (replies the client has not read); not run"
         }
       ]
     },
@@ -1042,7 +1042,7 @@ let openRPCDocumentText = ####"""
         },
         {
           "code": -32007,
-          "message": "Too many requests in flight on this connection, or too much of its output unread; not run"
+          "message": "Too much of this connection's output unread (replies the client has not read); not run"
         }
       ]
     },
@@ -1108,7 +1108,7 @@ let openRPCDocumentText = ####"""
         },
         {
           "code": -32007,
-          "message": "Too many requests in flight on this connection, or too much of its output unread; not run"
+          "message": "Too much of this connection's output unread (replies the client has not read); not run"
         }
       ]
     },
@@ -1218,7 +1218,7 @@ let openRPCDocumentText = ####"""
         },
         {
           "code": -32007,
-          "message": "Too many requests in flight on this connection, or too much of its output unread; not run"
+          "message": "Too much of this connection's output unread (replies the client has not read); not run"
         }
       ]
     },
@@ -1263,7 +1263,7 @@ let openRPCDocumentText = ####"""
         },
         {
           "code": -32007,
-          "message": "Too many requests in flight on this connection, or too much of its output unread; not run"
+          "message": "Too much of this connection's output unread (replies the client has not read); not run"
         }
       ]
     },
@@ -1301,7 +1301,7 @@ let openRPCDocumentText = ####"""
         },
         {
           "code": -32007,
-          "message": "Too many requests in flight on this connection, or too much of its output unread; not run"
+          "message": "Too much of this connection's output unread (replies the client has not read); not run"
         }
       ]
     },
@@ -1352,7 +1352,7 @@ let openRPCDocumentText = ####"""
         },
         {
           "code": -32007,
-          "message": "Too many requests in flight on this connection, or too much of its output unread; not run"
+          "message": "Too much of this connection's output unread (replies the client has not read); not run"
         }
       ]
     }

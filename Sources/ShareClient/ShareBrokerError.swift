@@ -19,8 +19,8 @@ public enum ShareBrokerError: Error, Sendable, Equatable, CustomStringConvertibl
     case storageFailure(message: String)
     /// -32006: `ifVersion` is not the group's version; `current` is the version it is at.
     case versionConflict(current: Int, message: String)
-    /// -32007: the connection already had the broker's limit of requests waiting for replies;
-    /// this one was not run. Read the replies (or send fewer at once) and retry.
+    /// -32007: the connection's unread replies were over the broker's limit; this one was not
+    /// run. Read the replies (or send fewer at once) and retry.
     case tooManyRequests(message: String)
     /// -32602: a parameter is missing or wrong; the message names it.
     case invalidParams(message: String)

@@ -47,7 +47,8 @@ public enum ErrorCode: Int, Sendable, CaseIterable {
     case storageFailure = -32005
     /// Version conflict: `ifVersion` is not the group's current version (a sharebroker addition).
     case versionConflict = -32006
-    /// Too many requests in flight on one connection: nothing was done (a sharebroker addition).
+    /// Too many replies unread on one connection (or, over the broker's output budget, more than
+    /// its fair share): the request was not run (a sharebroker addition).
     case tooManyRequests = -32007
 
     /// The standard message for the code.
@@ -64,7 +65,7 @@ public enum ErrorCode: Int, Sendable, CaseIterable {
         case .noHandler: return "No handler"
         case .storageFailure: return "Storage failure"
         case .versionConflict: return "Version conflict"
-        case .tooManyRequests: return "Too many requests in flight"
+        case .tooManyRequests: return "Too many unread replies"
         }
     }
 }

@@ -55,7 +55,7 @@ let root = CommandSpec(
                     default: "4294967296"),
                 .option(
                     "max-requests-in-flight", valueName: "n",
-                    help: "Requests one connection may have waiting for their replies (then -32007).", default: "4096"),
+                    help: "Requests one connection may have waiting for their replies (then it is not read until replies go out).", default: "4096"),
                 .option(
                     "journal-segment-size", valueName: "bytes",
                     help: "Size at which a journal starts a new segment file, 4096 to 1073741824 (smaller: old records go sooner, more files).",

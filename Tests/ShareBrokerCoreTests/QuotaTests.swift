@@ -80,50 +80,78 @@ final class QuotaTests: XCTestCase {
         h.stop()
     }
 
+    /// The in-flight quota is back-pressure, never an error: requests read past it wait, in
+    /// order, and run once replies have gone out. While a commit is held, only the quota's worth
+    /// of what the client sent has run.
     func testRequestsInFlightPerConnectionAreCapped() throws {
+        let faults = SyncBlocker()
         let h = BrokerHarness(manifests: ["a.json": #"{"bundleID": "com.a", "urlSchemes": ["appa"]}"#])
-        try h.start { $0.maxRequestsInFlight = 3 }
-        let flooder = try RawClient(h.socket)
-        flooder.send(#"{"jsonrpc":"2.0","id":0,"method":"hello","params":{"role":"tool"}}"# + "\n")
-        XCTAssertNotNil(flooder.readJSON()?["result"])
+        try h.start {
+            $0.maxRequestsInFlight = 3
+            $0.storeFaults = faults.injector
+            $0.commitPacingLongestWait = 0  // (commits on the sync thread: the loop stays free while one is held)
+        }
+        defer { h.stop() }
+        let flooder = try h.rawSession()
+        let observer = try h.rawSession()
+        func requestsRun() -> Int? {
+            observer.send(rpcRequest(99, "broker.status", [:]).compactText + "\n")
+            return observer.readJSON()?["result"]?["requests"]?.intValue
+        }
+        let before = try XCTUnwrap(requestsRun())
         // Ten durable requests in one write: all are read in one turn, three fit the quota.
+        faults.lock.withLock { faults.blockNext = true }
         var burst = ""
-        for i in 1...10 { burst += #"{"jsonrpc":"2.0","id":\#(i),"method":"url.open","params":{"url":"appa://\#(i)"}}"# + "\n" }
+        for i in 1...10 { burst += rpcRequest(i, "url.open", ["url": .string("appa://\(i)")]).compactText + "\n" }
         flooder.send(burst)
-        var ok: [Int] = []
-        var refused: [Int] = []
+        XCTAssertEqual(faults.entered.wait(timeout: .now() + 5), .success, "the first commit is held")
+        XCTAssertEqual(requestsRun(), before + 1 + 3, "only three of the ten ran (the status request counts itself)")
+        XCTAssertNil(flooder.readJSON(timeout: 0.2), "nothing is answered before its commit")
+        faults.permit.signal()
+        var answered: [Int] = []
         for _ in 1...10 {
-            guard let r = flooder.readJSON(), let id = r["id"]?.intValue else { return XCTFail("missing reply") }
-            if r["result"]?["eventID"] != nil {
-                ok.append(id)
-            } else {
-                XCTAssertEqual(r["error"]?["code"]?.intValue, -32007, "\(r)")
-                XCTAssertTrue(r["error"]?["message"]?.stringValue?.contains("in flight") ?? false, "\(r)")
-                refused.append(id)
-            }
+            guard let r = flooder.readJSON(timeout: 10), let id = r["id"]?.intValue else { return XCTFail("missing reply after \(answered)") }
+            XCTAssertNotNil(r["result"]?["eventID"], "\(r)")
+            answered.append(id)
         }
-        XCTAssertEqual(ok.sorted(), [1, 2, 3])
-        XCTAssertEqual(refused.sorted(), Array(4...10))
-        // Refused requests were not run: three events are pending, not ten.
-        let tool = try h.tool()
-        let status = try tool.call("broker.status")
-        XCTAssertEqual(status["pendingEvents"]?.intValue, 3)
-        XCTAssertEqual(status["rejectedOverQuota"]?.intValue, 7)
-        // Once the replies are out the connection has room again, and other connections never noticed.
-        flooder.send(#"{"jsonrpc":"2.0","id":11,"method":"url.open","params":{"url":"appa://11"}}"# + "\n")
-        XCTAssertNotNil(flooder.readJSON()?["result"]?["eventID"])
-        XCTAssertNotNil(try tool.call("url.open", ["url": "appa://other"])["eventID"])
-        // A batch counts its members: the fourth durable member is refused, the others run.
-        var batch = "["
-        for i in 20..<25 {
-            if i > 20 { batch += "," }
-            batch += #"{"jsonrpc":"2.0","id":\#(i),"method":"url.open","params":{"url":"appa://\#(i)"}}"#
+        XCTAssertEqual(answered, Array(1...10), "every request answered, in order")
+        let status = try h.tool().call("broker.status")
+        XCTAssertEqual(status["pendingEvents"]?.intValue, 10)
+        XCTAssertEqual(status["rejectedOverQuota"]?.intValue, 0)
+        // A batch is run whole, past the quota, and the connection goes on after it.
+        var batch: [JSONValue] = []
+        for i in 20..<25 { batch.append(rpcRequest(i, "url.open", ["url": .string("appa://\(i)")])) }
+        flooder.send(JSONValue.array(batch).compactText + "\n" + rpcRequest(30, "url.open", ["url": "appa://30"]).compactText + "\n")
+        guard case .array(let replies)? = flooder.readJSON(timeout: 10) else { return XCTFail("no batch reply") }
+        XCTAssertEqual(replies.compactMap { $0["result"]?["eventID"] }.count, 5, "\(replies)")
+        XCTAssertEqual(flooder.readJSON(timeout: 10)?["id"], 30)
+        XCTAssertEqual(try h.tool().call("broker.status")["pendingEvents"]?.intValue, 16)
+    }
+
+    /// A client that pipelines thousands of requests past the default quota in one write, and
+    /// reads the answers meanwhile, gets every one of them; other clients are served meanwhile.
+    func testThousandsOfPipelinedRequestsAreAllAnswered() throws {
+        let h = BrokerHarness(manifests: ["a.json": #"{"bundleID": "com.a", "urlSchemes": ["appa"]}"#])
+        try h.start { $0.maxRequestsInFlight = 64 }
+        defer { h.stop() }
+        let c = try h.rawSession()
+        let n = 3000
+        var burst = ""
+        for i in 1...n { burst += rpcRequest(i, "url.open", ["url": .string("appa://\(i)")]).compactText + "\n" }
+        nonisolated(unsafe) let sender = c  // (the thread only writes; this one only reads)
+        let bytes = burst
+        let writer = Thread { sender.send(bytes) }
+        writer.start()
+        var answered = 0
+        var refused = 0
+        while answered + refused < n, let r = c.readJSON(timeout: 20) {
+            if r["result"]?["eventID"] != nil { answered += 1 } else { refused += 1 }
+            XCTAssertEqual(r["id"]?.intValue, answered + refused, "in order")
+            if answered == n / 2 { XCTAssertNotNil(try h.tool().call("broker.status")["connections"], "others are served") }
         }
-        flooder.send(batch + "]\n")
-        guard case .array(let replies)? = flooder.readJSON() else { return XCTFail("no batch reply") }
-        XCTAssertEqual(replies.filter { $0["result"] != nil }.count, 3)
-        XCTAssertEqual(replies.filter { $0["error"]?["code"]?.intValue == -32007 }.count, 2)
-        h.stop()
+        XCTAssertEqual(answered, n)
+        XCTAssertEqual(refused, 0)
+        XCTAssertEqual(try h.tool().call("broker.status")["pendingEvents"]?.intValue, n)
     }
 
     func testAPipeliningClientGetsEveryAnswer() throws {

@@ -43,7 +43,7 @@ ERROR_NAMES = {
     NO_HANDLER: "no handler",
     STORAGE_FAILURE: "storage failure",
     VERSION_CONFLICT: "version conflict",
-    TOO_MANY_REQUESTS: "too many requests in flight",
+    TOO_MANY_REQUESTS: "too many unread replies",
 }
 
 
