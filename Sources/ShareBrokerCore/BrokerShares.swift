@@ -225,7 +225,10 @@ extension Broker {
     func prepareItem(
         _ v: JSONValue, index i: Int, conn: Connection, forStoring: Bool, usedNames: inout Set<String>
     ) throws(RPCError) -> PreparedItem {
-        guard case .object(let o) = v else { throw .invalidParams("Invalid params: items[\(i)] must be an object, got \(v.typeName)") }
+        guard case .object(var o) = v else { throw .invalidParams("Invalid params: items[\(i)] must be an object, got \(v.typeName)") }
+        // A member set to null is taken as left out (`"name": null`, `"type": null`), as the
+        // optional top-level params are.
+        if o.members.contains(where: { $0.value == .null }) { o = JSONObject(uniqueMembers: o.members.filter { $0.value != .null }) }
         var givenType: String? = nil
         if let t = o["type"] {
             guard case .string(let s) = t, !s.isEmpty else { throw .invalidParams("Invalid params: items[\(i)].type must be a UTI string") }

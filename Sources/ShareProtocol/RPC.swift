@@ -216,10 +216,13 @@ public enum RPCCodec {
         guard obj["jsonrpc"] == .string("2.0") else { return invalid("\"jsonrpc\" must be \"2.0\"") }
         guard let methodValue = obj["method"] else { return invalid("missing \"method\"") }
         guard case .string(let method) = methodValue else { return invalid("\"method\" must be a string") }
-        let params = obj["params"]
-        if let params {
-            switch params {
+        var params = obj["params"]
+        if let p = params {
+            switch p {
             case .object, .array: break
+            // (JSON-RPC 2.0 says "MAY be omitted"; some client libraries send null for no
+            // params, e.g. Go's sourcegraph/jsonrpc2 by default: taken as omitted)
+            case .null: params = nil
             default: return invalid("\"params\" must be an object or an array")
             }
         }

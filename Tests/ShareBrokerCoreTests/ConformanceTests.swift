@@ -283,6 +283,21 @@ final class ConformanceTests: XCTestCase {
         }
     }
 
+    /// `"params": null` is taken as no params (Go's sourcegraph/jsonrpc2 sends it by default): the
+    /// request runs, and a notification so written gets no reply.
+    func testNullParamsAreNoParams() throws {
+        let c = try raw()
+        c.send(#"{"jsonrpc":"2.0","method":"no.such.method","params":null}"# + "\n")
+        c.send(#"{"jsonrpc":"2.0","id":7,"method":"rpc.discover","params":null}"# + "\n")
+        let reply = c.readJSON()
+        XCTAssertEqual(reply?["id"], 7, "the notification got no reply: \(String(describing: reply))")
+        XCTAssertNotNil(reply?["result"]?["methods"])
+        c.send(#"{"jsonrpc":"2.0","id":8,"method":"hello","params":{"role":"tool"}}"# + "\n")
+        XCTAssertNotNil(c.readJSON()?["result"])
+        c.send(#"{"jsonrpc":"2.0","id":9,"method":"broker.status","params":null}"# + "\n")
+        XCTAssertNotNil(c.readJSON()?["result"]?["connections"])
+    }
+
     func testUnknownMethodIsMethodNotFoundBeforeAndAfterHello() throws {
         let conn = try harness.connect()
         expectRPCError(-32601, messageContains: "no.such.method") { try conn.call("no.such.method") }

@@ -315,20 +315,23 @@ final class ShareFlowTests: XCTestCase {
                     ["data": .string(base64(pdfBytes)), "name": "passwd.pdf"],
                     ["data": .string(base64(pdfBytes)), "name": ".hidden.pdf"],
                     ["data": .string(base64(pdfBytes))],
+                    ["data": .string(base64(pdfBytes)), "name": .null, "type": .null],  // (null: left out)
                 ],
             ])
         let app = try session(h, "app", "com.example.pdfreader")
         let items = try app.call("share.get", ["shareID": sent["shareID"]!])["items"]?.arrayValue ?? []
         let paths = items.compactMap { $0["path"]?.stringValue }
-        XCTAssertEqual(paths.count, 4)
-        XCTAssertEqual(Set(paths).count, 4, "no item overwrites another")
+        XCTAssertEqual(paths.count, 5)
+        XCTAssertEqual(Set(paths).count, 5, "no item overwrites another")
         let dir = h.state + "/groups/group.com.example.pdf/files/" + sent["shareID"]!.stringValue! + "/"
         for p in paths {
             XCTAssertTrue(p.hasPrefix(dir), p)
             XCTAssertFalse(p.dropFirst(dir.count).contains("/"), p)
             XCTAssertFalse(p.dropFirst(dir.count).hasPrefix("."), p)
         }
-        XCTAssertEqual(items.last?["path"]?.stringValue?.hasSuffix(".pdf"), true, "a nameless file is named from its type")
+        XCTAssertEqual(items[3]["path"]?.stringValue?.hasSuffix(".pdf"), true, "a nameless file is named from its type")
+        XCTAssertEqual(items[4]["path"]?.stringValue?.hasSuffix(".pdf"), true, "a null name is no name, a null type no type")
+        XCTAssertEqual(items[4]["type"], "com.adobe.pdf")
         XCTAssertEqual(items.first?["name"], "passwd.pdf", "the name shown carries no directories")
         h.stop()
     }

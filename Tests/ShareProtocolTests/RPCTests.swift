@@ -102,11 +102,18 @@ struct RPCDecodeTests {
         #expect(e.id == .number("3"))
     }
 
-    @Test(arguments: [#""str""#, "1", "true", "null"])
+    @Test(arguments: [#""str""#, "1", "true", "false"])
     func paramsMustBeStructured(_ params: String) throws {
         let e = try #require(failure(#"{"jsonrpc":"2.0","id":4,"method":"m","params":\#(params)}"#))
         #expect(e.error.code == -32600)
         #expect(e.id == .number("4"))
+    }
+
+    /// Null params are taken as omitted (Go's sourcegraph/jsonrpc2 sends them by default).
+    @Test func nullParamsAreOmittedParams() throws {
+        let r = try #require(request(#"{"jsonrpc":"2.0","id":1,"method":"m","params":null}"#))
+        #expect(r.params == nil)
+        #expect(r.id == .number("1"))
     }
 
     @Test func paramsArrayAndObjectOK() throws {
