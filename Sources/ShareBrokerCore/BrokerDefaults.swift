@@ -301,9 +301,8 @@ extension Broker {
             guard case .array(let items) = raw else {
                 throw .invalidParams("Invalid params: 'keys' must be an array of key names, got \(raw.typeName)")
             }
-            if items.isEmpty {
-                throw .invalidParams("Invalid params: 'keys' must not be empty; leave it out to watch every key")
-            }
+            // An empty array is no filter, as null or leaving it out is: a client that always
+            // sends the array means nothing else by it (a watch of no key would never notify).
             var set = Set<String>()
             for (i, item) in items.enumerated() {
                 guard case .string(let k) = item else {
@@ -311,7 +310,7 @@ extension Broker {
                 }
                 set.insert(try Broker.checkedDefaultsKey(k, name: "keys[\(i)]"))
             }
-            keys = set
+            if !set.isEmpty { keys = set }
         }
         let store = try defaultsStore(group)
         store.joinPendingCommit()  // the version answered may be uncommitted

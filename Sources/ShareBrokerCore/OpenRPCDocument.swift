@@ -990,13 +990,12 @@ let openRPCDocumentText = ####"""
         {
           "name": "keys",
           "required": false,
-          "description": "Only these keys (a non-empty array); every key when left out.",
+          "description": "Only these keys; every key when left out, null or empty.",
           "schema": {
             "type": "array",
             "items": {
               "type": "string"
-            },
-            "minItems": 1
+            }
           }
         }
       ],

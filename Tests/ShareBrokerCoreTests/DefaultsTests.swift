@@ -94,7 +94,6 @@ final class DefaultsTests: XCTestCase {
         XCTAssertEqual(rpcCode { try app.call("defaults.set", p("k", ["value": 1, "ifVersion": "5"])) }, -32602)
         XCTAssertEqual(rpcCode { try app.call("defaults.set", p("k", ["value": 1, "ifVersion": -1])) }, -32602)
         XCTAssertEqual(rpcCode { try app.call("defaults.watch", p(nil, ["keys": "a"])) }, -32602)
-        XCTAssertEqual(rpcCode { try app.call("defaults.watch", p(nil, ["keys": []])) }, -32602)
         XCTAssertEqual(rpcCode { try app.call("defaults.watch", p(nil, ["keys": [1]])) }, -32602)
         // Every method takes the keys `set` would store, and no others.
         let long = String(repeating: "k", count: 4097)
@@ -400,16 +399,21 @@ final class DefaultsTests: XCTestCase {
         try writer.call("defaults.set", p("a", ["value": 4]))  // 4
         try writer.call("defaults.set", p("z", ["value": 5]))  // 5
         XCTAssertEqual(try nextVersions(w, 2), [4, 5])
+        try w.call("defaults.watch", p(nil, ["keys": ["b"]]))
+        // An empty array (a client that always sends one) is every key too.
+        XCTAssertEqual(try w.call("defaults.watch", p(nil, ["keys": []])), ["watching": true, "version": 5])
+        try writer.call("defaults.set", p("q", ["value": 5]))  // 6
+        XCTAssertEqual(try nextVersions(w, 1), [6])
 
         try w.call("defaults.watch", p(nil, ["keys": ["b"]]))  // from every key back to one
-        try writer.call("defaults.set", p("a", ["value": 6]))  // 6
-        try writer.call("defaults.set", p("c", ["value": 7]))  // 7
-        try writer.call("defaults.set", p("b", ["value": 8]))  // 8
-        XCTAssertEqual(try nextVersions(w, 1), [8], "no longer every key, nor c")
+        try writer.call("defaults.set", p("a", ["value": 6]))  // 7
+        try writer.call("defaults.set", p("c", ["value": 7]))  // 8
+        try writer.call("defaults.set", p("b", ["value": 8]))  // 9
+        XCTAssertEqual(try nextVersions(w, 1), [9], "no longer every key, nor c")
 
-        XCTAssertEqual(try nextVersions(alsoA, 3), [1, 4, 6], "the other watcher of a kept every change of a")
+        XCTAssertEqual(try nextVersions(alsoA, 3), [1, 4, 7], "the other watcher of a kept every change of a")
         XCTAssertEqual(try defaultsStatus(writer)?["watches"], 2)
-        XCTAssertEqual(try defaultsStatus(writer)?["notificationsSent"], .int(4 + 3))
+        XCTAssertEqual(try defaultsStatus(writer)?["notificationsSent"], .int(5 + 3))
         h.stop()
     }
 
