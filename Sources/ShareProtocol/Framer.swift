@@ -51,6 +51,9 @@ public struct Framer: Sendable {
     private var newlineSearched = 0
     /// The last feed or resume stopped at a frame its handler refused to go past.
     private var stopped = false
+    /// The stream's first bytes were looked at for a UTF-8 byte order mark (skipped: RFC 8259
+    /// lets a parser ignore one, and .NET's UTF-8 stream writers send it).
+    private var startSeen = false
     /// Bytes memchr has looked at so far, up to and including each '\n' found (a counting seam for
     /// the tests: each byte of a stream is looked at once, however it is cut into reads).
     private(set) var newlineSearchBytes = 0
@@ -151,6 +154,16 @@ public struct Framer: Sendable {
         var pos = 0
         var skip = searched  // applies to the first line only
         while pos < buf.count {
+            if !startSeen {
+                let bom: [UInt8] = [0xEF, 0xBB, 0xBF]
+                let n = min(3, buf.count - pos)
+                if (0..<n).allSatisfy({ buf[pos + $0] == bom[$0] }) {
+                    if n < 3 { return pos }  // (a mark cut by the read: decided with the next bytes)
+                    pos += 3
+                }
+                startSeen = true
+                continue
+            }
             if mode == .undetermined {
                 if !decideMode(UnsafeRawBufferPointer(rebasing: buf[pos...])) { return pos }
             }
@@ -242,27 +255,23 @@ public struct Framer: Sendable {
     }
 
     /// Parses a header section; returns (body length, header bytes) or nil when incomplete.
+    /// Lines end with CRLF as LSP says, or with a bare LF (accepted: a client writing `\n\n`
+    /// would otherwise wait for a reply forever); an empty line ends the section.
     private func parseHeader(_ buf: UnsafeRawBufferPointer) throws(FramingError) -> (Int, Int)? {
-        // Find "\r\n\r\n".
-        var end = -1
-        var i = 0
         let limit = min(buf.count, Framer.maxHeaderBytes)
-        while i + 3 < limit {
-            if buf[i] == 0x0D && buf[i + 1] == 0x0A && buf[i + 2] == 0x0D && buf[i + 3] == 0x0A {
-                end = i
-                break
-            }
-            i += 1
-        }
-        if end < 0 {
-            if buf.count >= Framer.maxHeaderBytes { throw .badHeader("header section longer than \(Framer.maxHeaderBytes) bytes") }
-            return nil
-        }
         var length: Int? = nil
         var lineStart = 0
-        while lineStart < end {
-            var lineEnd = lineStart
-            while lineEnd < end && !(buf[lineEnd] == 0x0D && buf[lineEnd + 1] == 0x0A) { lineEnd += 1 }
+        var i = 0
+        while i < limit {
+            guard let base = buf.baseAddress, let hit = memchr(base + i, 0x0A, limit - i) else { break }
+            let lf = base.distance(to: UnsafeRawPointer(hit))
+            var lineEnd = lf
+            if lineEnd > lineStart && buf[lineEnd - 1] == 0x0D { lineEnd -= 1 }
+            if lineEnd == lineStart {  // the empty line that ends the section
+                guard let length else { throw .badHeader("missing Content-Length header") }
+                if length > maxMessage { throw .tooLarge(limit: maxMessage) }
+                return (length, lf + 1)
+            }
             let line = UnsafeRawBufferPointer(rebasing: buf[lineStart..<lineEnd])
             guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else {
                 throw .badHeader("header line without ':'")
@@ -281,11 +290,11 @@ public struct Framer: Sendable {
                 guard digits > 0 else { throw .badHeader("Content-Length is empty") }
                 length = value
             }
-            lineStart = lineEnd + 2
+            lineStart = lf + 1
+            i = lf + 1
         }
-        guard let length else { throw .badHeader("missing Content-Length header") }
-        if length > maxMessage { throw .tooLarge(limit: maxMessage) }
-        return (length, end + 4)
+        if buf.count >= Framer.maxHeaderBytes { throw .badHeader("header section longer than \(Framer.maxHeaderBytes) bytes") }
+        return nil
     }
 
     /// Appends one outgoing message framed for `mode` (header framing only when the peer used it).

@@ -35,6 +35,21 @@ struct FramerNewlineTests {
         #expect(try frames(of: utf8("a\rb\n")) == nl(["a\rb"]))
     }
 
+    /// A UTF-8 byte order mark at the start of the stream is skipped, in either framing and
+    /// however the reads cut it; one later in the stream is part of the frame.
+    @Test func skipsALeadingByteOrderMark() throws {
+        let bom: [UInt8] = [0xEF, 0xBB, 0xBF]
+        for chunkSize in [0, 1, 2, 4] {
+            #expect(try frames(of: bom + utf8("{}\n[]\n"), chunkSize: chunkSize) == nl(["{}", "[]"]))
+            #expect(try frames(of: bom + utf8("Content-Length: 2\r\n\r\n{}"), chunkSize: chunkSize) == cl(["{}"]))
+            #expect(try frames(of: utf8("{}\n") + bom + utf8("[]\n"), chunkSize: chunkSize) == [
+                Frame(body: utf8("{}"), mode: .newline), Frame(body: bom + utf8("[]"), mode: .newline),
+            ])
+            // Bytes that only start like a mark are the frame's own.
+            #expect(try frames(of: [0xEF, 0xBB] + utf8("x\n"), chunkSize: chunkSize) == [Frame(body: [0xEF, 0xBB] + utf8("x"), mode: .newline)])
+        }
+    }
+
     @Test func skipsBlankLines() throws {
         let stream = utf8("\n\n{\"a\":1}\n   \n\t\r\n\r\n\n[2]\n \n")
         #expect(try frames(of: stream) == nl(["{\"a\":1}", "[2]"]))
@@ -296,6 +311,18 @@ struct FramerContentLengthTests {
                 continue
             }
             #expect(!why.isEmpty)
+        }
+    }
+
+    /// Header lines may end with a bare LF too (an empty line ends the section either way).
+    @Test func bareLFHeaderLinesAreAccepted() throws {
+        for stream in [
+            "Content-Length: 2\n\n{}Content-Length: 3\r\n\r\n[1]",
+            "Content-Length: 2\r\nContent-Type: x\n\r\n{}Content-Type: y\nContent-Length: 3\n\n[1]",
+        ] {
+            for chunkSize in [0, 1, 5] {
+                #expect(try frames(of: utf8(stream), chunkSize: chunkSize) == cl(["{}", "[1]"]), "\(stream.debugDescription) \(chunkSize)")
+            }
         }
     }
 
