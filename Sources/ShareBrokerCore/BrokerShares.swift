@@ -203,13 +203,14 @@ extension Broker {
     /// A URL item (`items[i].url`), typed `givenType` or by its scheme.
     func prepareURLItem(_ url: String, index i: Int, givenType: String?) throws(RPCError) -> PreparedItem {
         let ref: URLReference
-        do { ref = try URLReference(parsing: url) } catch {
+        // (a URL written with non-ASCII characters or spaces is stored as the URI it names)
+        do { ref = try URLReference(parsingLeniently: url) } catch {
             throw .invalidParams("Invalid params: items[\(i)].url: \(error.message)")
         }
-        let a = ShareTyping.urlAttachment(url, ref, given: givenType)
+        let a = ShareTyping.urlAttachment(ref.original, ref, given: givenType)
         return PreparedItem(
-            stored: JSONObject(uniqueMembers: [(key: "url", value: .string(url)), (key: "type", value: .string(a.primaryType))]),
-            attachment: a, file: nil, size: url.utf8.count)
+            stored: JSONObject(uniqueMembers: [(key: "url", value: .string(ref.original)), (key: "type", value: .string(a.primaryType))]),
+            attachment: a, file: nil, size: ref.original.utf8.count)
     }
 
     /// A text item (`items[i].text`), typed `givenType` or plain text (plus a URL it is).

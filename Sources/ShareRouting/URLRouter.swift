@@ -265,7 +265,7 @@ public struct URLRouter: Sendable {
 
     /// The answer for `url.canOpen {url}`; throws when `url` is not a valid URL (-32602).
     public func canOpen(_ url: String) throws(URLParseError) -> CanOpenAnswer {
-        let parsed = try URLReference(parsing: url)
+        let parsed = try URLReference(parsingLeniently: url)
         var trace = Trace(enabled: false)
         if let r = route(parsed, &trace) { return CanOpenAnswer(canOpen: true, app: r.app, via: r.via) }
         return CanOpenAnswer(canOpen: false, app: nil, via: nil)
@@ -289,23 +289,23 @@ public struct URLRouter: Sendable {
 
     func decide(_ text: String, fallback: String?, _ trace: inout Trace) -> RouteDecision {
         let url: URLReference
-        do { url = try URLReference(parsing: text) } catch {
+        do { url = try URLReference(parsingLeniently: text) } catch {
             trace.add("'\(URLParseError.display(text))' is not a valid URL: \(error.reason)")
             return .invalidURL(error)
         }
         var fallbackURL: URLReference? = nil
         if let fallback {
-            do { fallbackURL = try URLReference(parsing: fallback) } catch {
+            do { fallbackURL = try URLReference(parsingLeniently: fallback) } catch {
                 trace.add("the fallback '\(URLParseError.display(fallback))' is not a valid URL: \(error.reason)")
                 return .invalidFallback(error)
             }
         }
         if let hit = route(url, &trace) {
-            return .routed(app: hit.app, via: hit.via, kind: hit.kind, url: text)
+            return .routed(app: hit.app, via: hit.via, kind: hit.kind, url: url.original)
         }
         guard let fallbackURL, let fallback else {
             trace.add("no fallback was given: no handler")
-            return .noHandler(url: text, fallback: nil)
+            return .noHandler(url: url.original, fallback: nil)
         }
         trace.add("trying the fallback '\(fallback)', routed the same way")
         let saved = trace.indent
@@ -315,10 +315,10 @@ public struct URLRouter: Sendable {
         if let hit {
             trace.add(
                 "the fallback is opened by \(hit.app) (found via \(hit.via.rawValue), delivered as \(hit.kind.rawValue))")
-            return .routed(app: hit.app, via: .fallback, kind: hit.kind, url: fallback)
+            return .routed(app: hit.app, via: .fallback, kind: hit.kind, url: fallbackURL.original)
         }
         trace.add("the fallback has no handler either")
-        return .noHandler(url: text, fallback: fallback)
+        return .noHandler(url: url.original, fallback: fallbackURL.original)
     }
 
     /// Scheme / universal link / browser for one URL (no fallback).

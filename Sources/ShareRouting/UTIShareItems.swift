@@ -127,10 +127,11 @@ public struct ShareItem: Sendable, Equatable {
         switch which {
         case "url":
             let u = try string("url", allowEmpty: false)!
-            do { _ = try URLReference(parsing: u) } catch {
+            let ref: URLReference
+            do { ref = try URLReference(parsingLeniently: u) } catch {
                 throw ShareItemError(field: "\(field).url", message: error.message)
             }
-            return .url(u, type: type)
+            return .url(ref.original, type: type)
         case "text":
             return .text(try string("text", allowEmpty: true)!, type: type)
         case "data":

@@ -209,7 +209,7 @@ func checkAssociation(_ cmd: ParsedCommand) throws -> Int32 {
     var exit: Int32 = 0
     for u in cmd.values("url") {
         let ref: URLReference
-        do { ref = try URLReference(parsing: u) } catch {
+        do { ref = try URLReference(parsingLeniently: u) } catch {
             text += "\(u): \(error.message)\n"
             results.append(["url": .string(u), "error": .string(error.message)])
             Console.err("sharebroker: error: --url '\(u)' is not a valid URL: \(error.message)\n")

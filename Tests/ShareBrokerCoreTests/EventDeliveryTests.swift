@@ -163,6 +163,25 @@ final class EventDeliveryTests: XCTestCase {
         XCTAssertEqual(taken, (2501...3000).map { "ev-\($0)" })
     }
 
+    /// A URL written with non-ASCII characters or spaces (as people paste them) is opened as the
+    /// URI it names: routed by its IDNA host, delivered and answered encoded; shares store it so.
+    func testIRIsAreOpenedAndSharedAsTheURIsTheyName() throws {
+        let h = try makeBroker()
+        defer { h.stop() }
+        let tool = try h.tool()
+        let a = try app(h)
+        _ = try a.call("app.subscribe")
+        let opened = try tool.call("url.open", ["url": "deeplinkmyapp://ünï/a b"])
+        XCTAssertEqual(opened["app"], "com.mycompany.myapp")
+        XCTAssertEqual(try a.nextNotification(timeoutMillis: 5000)?.params?["url"], "deeplinkmyapp://xn--n-nga1b/a%20b")
+        XCTAssertEqual(try tool.call("url.canOpen", ["url": "https://de.wikipedia.org/wiki/Straße"])["via"], "browser")
+        let viaFallback = try tool.call("url.open", ["url": "nobody://x", "fallback": "https://example.com/computers/Straße"])
+        XCTAssertEqual(viaFallback["via"], "fallback")
+        XCTAssertEqual(viaFallback["app"], "com.mycompany.myapp", "the fallback's universal link matched its encoded path")
+        XCTAssertEqual(try a.nextNotification(timeoutMillis: 5000)?.params?["webpageURL"], "https://example.com/computers/Stra%C3%9Fe")
+        expectRPCError(-32602, messageContains: "control character") { try tool.call("url.open", ["url": "deeplinkmyapp://a\u{7}ä"]) }
+    }
+
     func testQueuedEventReachesAppThatSubscribesLaterAndAckRemovesIt() throws {
         let h = try makeBroker()
         let tool = try h.tool()

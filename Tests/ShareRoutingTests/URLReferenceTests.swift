@@ -234,3 +234,39 @@ extension URLReferenceTests {
         }
     }
 }
+
+/// IRIs (non-ASCII characters, spaces) become the URIs they name; RFC 3492's sample strings.
+final class URLReferenceIRITests: XCTestCase {
+    func testPunycodeMatchesRFC3492() {
+        XCTAssertEqual(URLReference.punycode(Array("bücher".unicodeScalars.map(\.value))), "bcher-kva")
+        XCTAssertEqual(URLReference.punycode(Array("münchen".unicodeScalars.map(\.value))), "mnchen-3ya")
+        // RFC 3492 7.1 (B) Chinese (simplified) and (L) a Japanese mixed sample.
+        XCTAssertEqual(URLReference.punycode(Array("他们为什么不说中文".unicodeScalars.map(\.value))), "ihqwcrb4cv8a8dqg056pqjye")
+        XCTAssertEqual(URLReference.punycode(Array("3年B組金八先生".unicodeScalars.map(\.value))), "3B-ww4c5e180e575a65lsy2b")
+    }
+
+    func testIRIsAreEncoded() throws {
+        let cases: [(String, String)] = [
+            ("https://de.wikipedia.org/wiki/Straße", "https://de.wikipedia.org/wiki/Stra%C3%9Fe"),
+            ("https://bücher.de/", "https://xn--bcher-kva.de/"),
+            ("https://Bücher.example.com:8443/a b?q=ä ö#frag ment", "https://xn--bcher-kva.example.com:8443/a%20b?q=%C3%A4%20%C3%B6#frag%20ment"),
+            ("notes://ünï", "notes://xn--n-nga1b"),
+            ("notes:a b", "notes:a%20b"),
+            ("https://user:pä@example.com/x", "https://user:p%C3%A4@example.com/x"),
+            ("https://example.com/{a}|\"b\"", "https://example.com/%7Ba%7D%7C%22b%22"),
+        ]
+        for (iri, uri) in cases {
+            XCTAssertEqual(URLReference.encodingIRI(iri), uri, iri)
+            XCTAssertEqual(try URLReference(parsingLeniently: iri).original, uri, iri)
+        }
+        // Nothing to encode: nil, and the lenient parse is the strict one.
+        XCTAssertNil(URLReference.encodingIRI("https://example.com/a%20b"))
+        XCTAssertEqual(try URLReference(parsingLeniently: "HTTPS://Example.com/").original, "HTTPS://Example.com/")
+        // What encoding cannot fix stays an error, reported for the text as written.
+        for bad in ["https://exa\tmple.com/ä", "ä b", "https://x/%zz ä", "https://[::1 ä]/"] {
+            XCTAssertThrowsError(try URLReference(parsingLeniently: bad), bad) { error in
+                XCTAssertEqual((error as? URLParseError)?.input, bad)
+            }
+        }
+    }
+}

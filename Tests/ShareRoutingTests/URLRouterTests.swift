@@ -117,12 +117,12 @@ final class URLRouterTests: XCTestCase {
         let bad = r.resolve("foo bar", fallback: nil)
         XCTAssertEqual(bad.errorCode, -32602)
         XCTAssertEqual(bad.errorMessage, "invalid URL 'foo bar': space at position 3 must be percent-encoded (%20)")
-        // Seed 001's unencoded message.
+        // Seed 001's unencoded message is opened encoded, as iOS 17's URL(string:) does (before
+        // it, the seed's `URL(string: path)!` crashed).
         let seed = r.resolve("DeepLinkingDemo://customerdetail?id=Hi Deep Linking", fallback: nil)
-        XCTAssertEqual(seed.errorCode, -32602)
         XCTAssertEqual(
-            seed.errorMessage,
-            "invalid URL 'DeepLinkingDemo://customerdetail?id=Hi Deep Linking': space at position 38 must be percent-encoded (%20)")
+            seed, routed("com.bluemango.DeepLinkingDemo", .scheme, .openURL, "DeepLinkingDemo://customerdetail?id=Hi%20Deep%20Linking"))
+        XCTAssertEqual(r.resolve("DeepLinkingDemo://customerdetail?id=\u{7}", fallback: nil).errorCode, -32602, "a control character is not encoded")
         let badFallback = r.resolve("unknown://x", fallback: "https:///nohost")
         XCTAssertEqual(badFallback.errorCode, -32602)
         XCTAssertEqual(

@@ -19,11 +19,15 @@ say "-- the button in another app (ViewController.nextBtnClicked): canOpenURL, t
 "$PYTHON" "$EXAMPLE_DIR/viewcontroller.py" "Hi Deep Linking"
 say "-- the customer pastes a link into the browser's address bar (the scheme is case-insensitive)"
 "$SHARECLIENT_BIN" open 'deeplinkingdemo://customerdetail?id=practice'
-say "-- an unencoded space is not a URL: the broker says so instead of crashing like URL(string:)!"
-"$SHARECLIENT_BIN" open 'DeepLinkingDemo://customerdetail?id=Hi Deep Linking' 2>"$TMP/invalid.err"
+say "-- the seed's unencoded link: opened as the URL it names (encoded), as iOS 17's URL(string:) does"
+"$SHARECLIENT_BIN" open 'DeepLinkingDemo://customerdetail?id=Hi Deep Linking'
+check "the unencoded link is accepted" test $? -eq 0
+say "-- a malformed escape is not a URL: the broker says so instead of crashing like URL(string:)!"
+"$SHARECLIENT_BIN" open 'DeepLinkingDemo://customerdetail?id=100%' 2>"$TMP/invalid.err"
 status=$?
 sed 's/^/   /' "$TMP/invalid.err"
 check "an invalid URL is refused with exit 1 (-32602)" test "$status" -eq 1
+check "the refusal says what is wrong" contains "$TMP/invalid.err" "invalid percent-escape"
 wait_for_line "$TMP/app.out" "practice" 5
 sed 's/^/   /' "$TMP/app.out"
 check "the deep link opened the customer screen with the decoded id" \

@@ -9,7 +9,8 @@ sharebroker: url.canOpen, then url.open. (url.open also takes the web page as it
 one call does both; `shareclient open URL --fallback URL` is that call.)
 
 Unlike the seed, the message is percent-encoded: "DeepLinkingDemo://customerdetail?id=Hi Deep
-Linking" is not a valid URL (URL(string:) returns nil there; the broker answers -32602).
+Linking" is not a valid URL as written (URL(string:) returns nil there before iOS 17; the broker,
+like iOS 17, opens it encoded).
 """
 
 import os
