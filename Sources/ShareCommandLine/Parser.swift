@@ -89,6 +89,13 @@ public struct ParsedCommand: Sendable, Equatable {
 
     /// Option `--long` as an `Int`, nil if absent; throws "option '--long' expects an integer, got 'x'".
     public func int(_ long: String) throws(UsageError) -> Int? { try value(long, as: "an integer") { Int($0) } }
+    /// Option `--long` as an `Int` of at least `minimum`, nil if absent; throws "option '--long'
+    /// must be at least N[ unit], got M" below it.
+    public func int(_ long: String, atLeast minimum: Int, unit: String = "") throws(UsageError) -> Int? {
+        guard let n = try int(long) else { return nil }
+        guard n >= minimum else { throw usageError("option '--\(long)' must be at least \(minimum)\(unit.isEmpty ? "" : " " + unit), got \(n)") }
+        return n
+    }
     /// Option `--long` as a `Double`, nil if absent; throws "... expects a number, got 'x'".
     public func double(_ long: String) throws(UsageError) -> Double? {
         try value(long, as: "a number") { Double($0) }

@@ -96,38 +96,14 @@ func serve(_ cmd: ParsedCommand) throws -> Int32 {
         throw cmd.usageError("option '--\(name)' needs a path, got an empty one")
     }
     var config = BrokerConfiguration(socketPath: cmd.value("socket"), stateDirectory: cmd.value("state"))
-    if let max = try cmd.int("max-message") {
-        guard max >= 1024 else { throw cmd.usageError("option '--max-message' must be at least 1024 bytes, got \(max)") }
-        config.maxMessage = max
-    }
-    if let n = try cmd.int("max-total-output") {
-        guard n >= 65536 else { throw cmd.usageError("option '--max-total-output' must be at least 65536 bytes, got \(n)") }
-        config.maxTotalOutput = n
-    }
-    if let out = try cmd.int("max-output") {
-        guard out >= 4096 else { throw cmd.usageError("option '--max-output' must be at least 4096 bytes, got \(out)") }
-        config.maxOutputBuffer = out
-    }
-    if let n = try cmd.int("max-connections-per-user") {
-        guard n >= 1 else { throw cmd.usageError("option '--max-connections-per-user' must be at least 1, got \(n)") }
-        config.maxConnectionsPerUID = n
-    }
-    if let n = try cmd.int("max-pending-events") {
-        guard n >= 1 else { throw cmd.usageError("option '--max-pending-events' must be at least 1, got \(n)") }
-        config.maxPendingEventsPerApp = n
-    }
-    if let n = try cmd.int("max-pending-event-bytes") {
-        guard n >= 4096 else { throw cmd.usageError("option '--max-pending-event-bytes' must be at least 4096, got \(n)") }
-        config.maxPendingEventBytesPerApp = n
-    }
-    if let n = try cmd.int("max-group-share-bytes") {
-        guard n >= 4096 else { throw cmd.usageError("option '--max-group-share-bytes' must be at least 4096, got \(n)") }
-        config.maxGroupShareBytes = n
-    }
-    if let n = try cmd.int("max-requests-in-flight") {
-        guard n >= 1 else { throw cmd.usageError("option '--max-requests-in-flight' must be at least 1, got \(n)") }
-        config.maxRequestsInFlight = n
-    }
+    if let n = try cmd.int("max-message", atLeast: 1024, unit: "bytes") { config.maxMessage = n }
+    if let n = try cmd.int("max-total-output", atLeast: 65536, unit: "bytes") { config.maxTotalOutput = n }
+    if let n = try cmd.int("max-output", atLeast: 4096, unit: "bytes") { config.maxOutputBuffer = n }
+    if let n = try cmd.int("max-connections-per-user", atLeast: 1) { config.maxConnectionsPerUID = n }
+    if let n = try cmd.int("max-pending-events", atLeast: 1) { config.maxPendingEventsPerApp = n }
+    if let n = try cmd.int("max-pending-event-bytes", atLeast: 4096) { config.maxPendingEventBytesPerApp = n }
+    if let n = try cmd.int("max-group-share-bytes", atLeast: 4096) { config.maxGroupShareBytes = n }
+    if let n = try cmd.int("max-requests-in-flight", atLeast: 1) { config.maxRequestsInFlight = n }
     if let n = try cmd.int("journal-segment-size") {
         guard n >= 4096 && n <= 1 << 30 else {
             throw cmd.usageError("option '--journal-segment-size' must be between 4096 and 1073741824 bytes (1 GiB), got \(n)")

@@ -142,8 +142,7 @@ struct Session {
 /// `--count N` (at least 1) and `--timeout SECONDS` (more than 0, at most 2,000,000 s, about 23
 /// days: the milliseconds fit an Int32), checked.
 func countAndTimeout(_ cmd: ParsedCommand) throws -> (count: Int?, timeout: Double?) {
-    let count = try cmd.int("count")
-    if let count, count < 1 { throw cmd.usageError("option '--count' must be at least 1, got \(count)") }
+    let count = try cmd.int("count", atLeast: 1)
     let timeout = try cmd.double("timeout")
     if let timeout, !(timeout > 0 && timeout <= 2_000_000) {
         throw cmd.usageError("option '--timeout' must be a number of seconds above 0 and at most 2000000, got \(timeout)")
