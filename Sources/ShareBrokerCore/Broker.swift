@@ -178,6 +178,8 @@ public final class Broker {
     /// Off-loop work finished and taken up by its request / dropped (its connection gone).
     var offLoopFinished: UInt64 = 0
     var offLoopAbandoned: UInt64 = 0
+    /// Stores' work handed to `workers` (defaults snapshots), by id: what the loop runs when it is done.
+    var storeWork: [UInt64: () -> Void] = [:]
     /// Set by a handler that continues off the loop (`suspendRequest`), taken by the caller.
     var suspension: OffLoopTask? = nil
     /// Requests whose work is done but whose batch has members in the commit being written
@@ -574,6 +576,7 @@ public final class Broker {
             if stopping { checkShutdownComplete() }
         }
         drainCommits()
+        finishStoreWork()
         for c in Array(connections.values) { closeNow(c, reason: "broker stopped") }
         closeListener()
         syncWorker.stop()

@@ -169,6 +169,8 @@ extension Broker {
             let s = try DefaultsStore(
                 directory: directory, group: group, segmentLimit: config.journalSegmentLimit, turn: turn)
             if let inject = config.storeFaults { s.journal.faultInjector = inject }
+            // Its snapshots are written on the worker pool, not on the loop.
+            s.backgroundRunner = { [unowned self] work, done in self.runStoreWork(work, then: done) }
             s.compactionFailingChanged = { [unowned self] failing in
                 self.defaults.compactionErrors += failing ? 1 : -1
             }

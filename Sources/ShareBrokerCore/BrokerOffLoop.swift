@@ -149,10 +149,36 @@ extension Broker {
     /// The error a request gets when its work could not be handed to a thread.
     static let noWorkerError = RPCError(.internalError, "Internal error: no thread to do this request's file work; nothing was stored")
 
+    /// Runs a store's work on the pool (a defaults snapshot: see `DefaultsStore.backgroundRunner`);
+    /// `done` runs on the loop once it has. False when the pool cannot take it.
+    func runStoreWork(_ work: @escaping @Sendable () -> Void, then done: @escaping () -> Void) -> Bool {
+        let id = nextOffLoopID
+        nextOffLoopID += 1
+        guard workers.submit((id, work)) else { return false }
+        storeWork[id] = done
+        return true
+    }
+
+    /// At shutdown: store work not started is taken back (its `done` runs: a snapshot not written
+    /// is tried again after the next start), and the compactions running are waited for, so none
+    /// writes or deletes segments once the broker has stopped (and let go of its state directory).
+    func finishStoreWork() {
+        for (id, done) in storeWork where workers.cancel(id) {
+            storeWork[id] = nil
+            done()
+        }
+        for s in defaults.stores.values { s.waitForCompaction() }
+        storeWork.removeAll()
+    }
+
     /// The pool reported finished work: each request finishes on the loop, and its connection
     /// reads on.
     func handleOffLoopDone() {
         for id in workers.takeFinished() {
+            if let done = storeWork.removeValue(forKey: id) {
+                done()
+                continue
+            }
             guard let task = offLoop.removeValue(forKey: id) else { continue }
             // (the connection may have closed meanwhile, or moved on)
             let conn = task.conn

@@ -1,6 +1,13 @@
 // Group defaults: one App Group's key-value suite (any JSON value per key) on a journal in the
 // group's directory (STATE/groups/GROUP/defaults-NNNNNN.log), with a version that rises with every
 // change and never goes back, rollback of a failed turn, and whole-suite snapshot compaction.
+//
+// Compaction (once superseded records dominate, after a commit with nothing else pending) writes
+// the committed suite as one snapshot record into a segment of its own, S, reserved on the loop
+// while the live journal moves on to S+1; the snapshot is serialized, written to a temporary
+// file, made durable and renamed to S off the loop (`backgroundRunner`, the broker's worker pool),
+// and only then are the segments before S deleted (SnapshotJob.swift has the crash rules). Sets go
+// on meanwhile, into S+1.
 
 #if canImport(Glibc)
     @preconcurrency import Glibc
@@ -61,7 +68,8 @@ public struct DefaultsLimits: Sendable, Equatable {
 /// broker's end-of-turn group commit), and undone when that commit fails.
 ///
 /// Records (JSON payloads): set `{key, value, version}`, remove `{key, version}`, and snapshot
-/// `{version, values}` (the whole suite in one checksummed record, so it is never half-written).
+/// `{version, values}` (the whole suite in one checksummed record, so it is never half-written;
+/// it is the only record of its segment, which replaces every segment before it).
 public final class DefaultsStore: TurnParticipant {
     enum RecordType: UInt8 {
         case set = 1
@@ -69,7 +77,7 @@ public final class DefaultsStore: TurnParticipant {
         case snapshot = 3
     }
 
-    struct Entry {
+    struct Entry: Sendable {  // (a compaction's worker reads the entries the loop captured)
         var value: JSONValue
         /// Bytes of the value's compact JSON text.
         var size: Int
@@ -189,7 +197,11 @@ public final class DefaultsStore: TurnParticipant {
     public func value(forKey key: String) -> JSONValue? { values[key]?.value }
 
     /// Appends the suite as a compact JSON object, keys sorted, to `out`.
-    public func writeValues(to out: inout [UInt8]) {
+    public func writeValues(to out: inout [UInt8]) { DefaultsStore.writeValues(values, to: &out) }
+
+    /// Appends `values` as a compact JSON object, keys sorted, to `out` (also on a compaction's
+    /// worker thread, from the suite it captured).
+    static func writeValues(_ values: [String: Entry], to out: inout [UInt8]) {
         out.append(UInt8(ascii: "{"))
         var first = true
         for key in values.keys.sorted() {
@@ -383,39 +395,99 @@ public final class DefaultsStore: TurnParticipant {
         return dead >= limits.compactMinBytes && dead > limits.compactRatio * live && journalBytes >= retryCompactionAt
     }
 
+    // MARK: Compaction
+
+    /// Runs a compaction's disk work off the calling thread: `work` on another thread, then `done`
+    /// back on this store's thread (the loop). Returns false when it cannot take the work (the
+    /// compaction then fails, and is tried again later). Nil: compactions run on the calling thread.
+    public var backgroundRunner: ((_ work: @escaping @Sendable () -> Void, _ done: @escaping () -> Void) -> Bool)? = nil
+
+    /// The compaction whose disk work runs (at most one per store).
+    var compacting: SnapshotJob? = nil
+
+    /// True while a compaction's disk work runs (or waits for a thread).
+    public var compactionRunning: Bool { compacting != nil }
+
+    /// Starts a compaction when it pays and the suite is all committed (after a commit with nothing
+    /// else pending): off the loop with a `backgroundRunner`, else on the calling thread.
     func compactIfUseful() {
-        guard compactionDue, !journal.hasPending else { return }
-        try? compact()
+        guard compactionDue, compacting == nil, !journal.hasPending, !journal.batchInFlight, undo.isEmpty else { return }
+        guard let job = try? beginCompaction() else { return }
+        if let runner = backgroundRunner {
+            if !runner({ job.run() }, { [self] in finishCompaction(job) }) {
+                compacting = nil
+                compactionFailed(StoreError("cannot compact \(participantName): no thread to write the snapshot"))
+            }
+        } else {
+            job.run()
+            finishCompaction(job)
+        }
     }
 
-    /// Writes the whole suite and its version as one snapshot record at the start of a new segment,
-    /// makes it durable, then deletes the older segments. A crash at any point leaves either the
-    /// old segments (the snapshot is torn or absent) or a complete snapshot that replaces them.
+    /// Writes the whole suite and its version as one snapshot record, on the calling thread (the
+    /// same steps as a compaction off the loop: see `SnapshotJob`), after any compaction running.
     public func compact() throws(StoreError) {
         precondition(!journal.hasPending, "compact() with uncommitted changes")
-        let through = journal.activeSegment
-        do {
-            try journal.roll()
-            let before = journal.pending.count
-            try journal.append(type: RecordType.snapshot.rawValue) { out in
-                out.append(contentsOf: #"{"version":"#.utf8)
-                out.append(contentsOf: String(version).utf8)
-                out.append(contentsOf: #","values":"#.utf8)
-                writeValues(to: &out)
-                out.append(UInt8(ascii: "}"))
-            }
-            let size = journal.pending.count - before
-            try journal.commit()
-            journal.deleteSegments(through: through)
-            journalBytes = size
-            compactions += 1
-            lastCompactionError = nil
-            retryCompactionAt = 0
-        } catch {
-            journal.discardPending()
-            lastCompactionError = error.message
-            retryCompactionAt = journalBytes + limits.compactMinBytes
+        waitForCompaction()
+        let job = try beginCompaction()
+        job.run()
+        finishCompaction(job)
+        if let error = job.error { throw error }
+    }
+
+    /// Blocks until the compaction running off the loop, if any, has ended, and takes its outcome
+    /// (at shutdown: no snapshot is left being written behind the broker).
+    public func waitForCompaction() {
+        guard let job = compacting else { return }
+        job.waitUntilFinished()
+        finishCompaction(job)
+    }
+
+    /// On the loop: captures the committed suite (an O(1) copy: see `SnapshotJob`), reserves the
+    /// snapshot's segment and moves the live journal past it.
+    func beginCompaction() throws(StoreError) -> SnapshotJob {
+        precondition(compacting == nil && undo.isEmpty && !journal.batchInFlight, "a compaction with changes not durable")
+        let replaced = journal.segments
+        let segment: Int
+        do { segment = try journal.reserveSnapshotSegment() } catch {
+            compactionFailed(error)
             throw error
         }
+        let job = SnapshotJob(
+            segment: segment, version: version, values: values, sizeHint: liveRecordBytes + 64, journal: journal,
+            replaced: replaced, journalBytesAtStart: journalBytes)
+        compacting = job
+        return job
+    }
+
+    /// On the loop, once the job has run (or will never run: then it failed): on success the
+    /// snapshot and what was appended since are the journal; on failure nothing changed but the
+    /// empty segment reserved for the snapshot (a gap) and it is tried again later.
+    func finishCompaction(_ job: SnapshotJob) {
+        guard compacting === job else { return }  // (taken already, by `waitForCompaction`)
+        compacting = nil
+        guard job.finished else {
+            compactionFailed(StoreError("cannot compact \(participantName): the snapshot was not written"))
+            return
+        }
+        if let error = job.error {
+            compactionFailed(error)
+            return
+        }
+        journal.snapshotInstalled(job.segment, kept: job.kept)
+        // The snapshot replaces the records counted when the suite was captured; those appended
+        // since stay (also in the figures a rollback goes back to).
+        let delta = job.bytes - job.journalBytesAtStart
+        journalBytes += delta
+        turnStart?.journalBytes += delta
+        inflightStart?.journalBytes += delta
+        compactions += 1
+        lastCompactionError = nil
+        retryCompactionAt = 0
+    }
+
+    func compactionFailed(_ error: StoreError) {
+        lastCompactionError = error.message
+        retryCompactionAt = journalBytes + limits.compactMinBytes
     }
 }

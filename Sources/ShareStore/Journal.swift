@@ -1,6 +1,8 @@
 // A segmented, checksummed, append-only journal with group commit: records appended during one
 // loop turn are written with one write(2) and made durable with one fdatasync at `commit()`.
-// Recovery truncates a torn tail and quarantines records whose checksum fails.
+// Recovery truncates a torn tail and quarantines records whose checksum fails. Segment numbers
+// may have gaps (a number reserved for a snapshot that was never put in place: see
+// SnapshotJob.swift); a snapshot's temporary file (`NAME-NNNNNN.log.tmp`) found at open is removed.
 
 #if canImport(Glibc)
     @preconcurrency import Glibc
@@ -64,6 +66,14 @@ public enum JournalFaultPoint: Sendable {
     case write
     /// fdatasync at commit.
     case sync
+    /// Writing a snapshot into its temporary file (off the loop; `write` fails it too).
+    case snapshotWrite
+    /// fdatasync of the snapshot's temporary file (`sync` fails it too).
+    case snapshotSync
+    /// Renaming the snapshot's temporary file to its segment's name.
+    case snapshotRename
+    /// fsync of the directory after that rename.
+    case snapshotDirectorySync
 }
 
 /// One journal's records of one commit, written and made durable off the loop thread.
@@ -185,12 +195,22 @@ public final class Journal {
             throw StoreError("cannot read the directory \(directory)")
         }
         let prefix = name + "-"
-        for e in entries where e.hasPrefix(prefix) && e.hasSuffix(".log") {
-            if let n = Int(e.dropFirst(prefix.count).dropLast(4)) { segments.append(n) }
+        for e in entries where e.hasPrefix(prefix) {
+            if e.hasSuffix(".log") {
+                if let n = Int(e.dropFirst(prefix.count).dropLast(4)) { segments.append(n) }
+            } else if e.hasSuffix(".log" + Journal.tempSuffix) {
+                // A snapshot a crash interrupted before its rename: the segments it was to replace
+                // are all still there.
+                unlink(directory + "/" + e)
+            }
         }
         segments.sort()
     }
 
+
+    /// Ends the name of a snapshot being written (`NAME-NNNNNN.log.tmp`) until it is renamed to
+    /// its segment's name; one found when the journal is opened is a crash's leftover and removed.
+    static let tempSuffix = ".tmp"
 
     func path(of segment: Int) -> String {
         let digits = String(segment)
@@ -347,17 +367,8 @@ public final class Journal {
     @discardableResult
     public func append(type: UInt8, freeing: Bool = false, _ body: (inout [UInt8]) -> Void) throws(StoreError) -> Int {
         let start = pending.count
-        pending.append(contentsOf: Journal.headerTemplate)
-        pending[start + 2] = type
-        body(&pending)
+        Journal.encodeRecord(type: type, to: &pending, body)
         let len = pending.count - start - Journal.headerSize
-        pending.withUnsafeMutableBytes { buf in
-            let header = buf.baseAddress! + start
-            header.storeBytes(of: UInt32(len).littleEndian, toByteOffset: 4, as: UInt32.self)
-            let c = sb_crc32c(0, header + 2, 6)
-            let crc = sb_crc32c(c, header + Journal.headerSize, len)
-            header.storeBytes(of: crc.littleEndian, toByteOffset: 8, as: UInt32.self)
-        }
         // Other records keep `freeingHeadroom` reserved behind them for space-freeing ones.
         let needed = activeSize + pending.count + (freeing ? 0 : freeingHeadroom)
         if needed > reservedEnd {
@@ -377,6 +388,23 @@ public final class Journal {
         }
         appendCount += 1
         return len
+    }
+
+    /// Appends one whole record (header, then the payload `body` writes) to `out`.
+    @inline(__always)
+    static func encodeRecord(type: UInt8, to out: inout [UInt8], _ body: (inout [UInt8]) -> Void) {
+        let start = out.count
+        out.append(contentsOf: Journal.headerTemplate)
+        out[start + 2] = type
+        body(&out)
+        let len = out.count - start - Journal.headerSize
+        out.withUnsafeMutableBytes { buf in
+            let header = buf.baseAddress! + start
+            header.storeBytes(of: UInt32(len).littleEndian, toByteOffset: 4, as: UInt32.self)
+            let c = sb_crc32c(0, header + 2, 6)
+            let crc = sb_crc32c(c, header + Journal.headerSize, len)
+            header.storeBytes(of: crc.littleEndian, toByteOffset: 8, as: UInt32.self)
+        }
     }
 
     /// Drops the pending batch (used when a turn is rolled back).
@@ -502,6 +530,26 @@ public final class Journal {
     }
 
     func syncDirectory() { FD.syncDirectory(directory) }
+
+    // MARK: Snapshots written off the loop
+
+    /// Reserves the next segment number for a snapshot written off the loop (`SnapshotJob`) and
+    /// makes the one after it the active segment, so that records appended meanwhile follow the
+    /// snapshot in replay order. The reserved number is not in `segments` until the snapshot is
+    /// in place (`snapshotInstalled`); until then (and for good, when the snapshot fails) it is a
+    /// gap, which replay skips.
+    func reserveSnapshotSegment() throws(StoreError) -> Int {
+        precondition(pending.isEmpty && !batchInFlight, "a snapshot with records pending or in flight")
+        let reserved = activeSegment + 1
+        try startSegment(reserved + 1)
+        return reserved
+    }
+
+    /// The snapshot is durable in `segment` and the segments before it are deleted, except those
+    /// listed in `kept` (an unlink that failed: replay reads them, then the snapshot replaces them).
+    func snapshotInstalled(_ segment: Int, kept: [Int]) {
+        segments = kept + [segment] + segments.filter { $0 > segment }
+    }
 
     /// Deletes sealed segments numbered up to `through` (never the active one).
     public func deleteSegments(through: Int) {

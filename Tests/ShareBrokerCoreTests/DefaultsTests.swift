@@ -524,6 +524,76 @@ final class DefaultsTests: XCTestCase {
         h.stop()
     }
 
+    func testCompactionRunsOffTheLoopAndAFailedOneLosesNothing() throws {
+        // Holds the snapshot's worker (the first time it gets there), or fails its rename.
+        final class Gate: @unchecked Sendable {
+            let reached = DispatchSemaphore(value: 0)
+            let released = DispatchSemaphore(value: 0)
+            let lock = NSLock()
+            var hold = true
+            var failRename = false
+            var injector: @Sendable (JournalFaultPoint) -> Int32? {
+                { [self] p in
+                    lock.lock()
+                    let h = p == .snapshotWrite && hold
+                    if h { hold = false }
+                    let fail = p == .snapshotRename && failRename
+                    lock.unlock()
+                    if h {
+                        reached.signal()
+                        _ = released.wait(timeout: .now() + 20)
+                    }
+                    return fail ? EIO : nil
+                }
+            }
+        }
+        let gate = Gate()
+        defer { gate.released.signal() }
+        let h = try makeBroker { $0.storeFaults = gate.injector }
+        let app = try session(h)
+        let other = try session(h, "org.other.app")
+        let big = JSONValue.string(String(repeating: "c", count: 300_000))
+        var expected: JSONObject = [:]
+        // Superseded records pile up until the journal compacts (over 1 MiB and twice the live ones).
+        var i = 0
+        while gate.reached.wait(timeout: .now()) != .success && i < 40 {
+            try app.call("defaults.set", p("big", ["value": big]))
+            i += 1
+        }
+        XCTAssertLessThan(i, 40, "a compaction started")
+        expected["big"] = big
+        // The snapshot's worker is held: the loop still answers, commits and replays nothing lost.
+        for n in 0..<10 {
+            try app.call("defaults.set", p("during\(n)", ["value": .int(n)]))
+            expected["during\(n)"] = .int(n)
+        }
+        try other.call("defaults.set", p("x", ["value": 1], group: "group.org.other"))
+        XCTAssertNotNil(try other.call("broker.status")["defaults"])
+        XCTAssertEqual(try app.call("defaults.get", p("during9"))["value"], 9)
+        gate.released.signal()
+        // A later compaction fails at its rename: reported, and nothing is lost.
+        gate.lock.lock()
+        gate.failRename = true
+        gate.lock.unlock()
+        var failing = false
+        for _ in 0..<40 where !failing {
+            try app.call("defaults.set", p("big", ["value": big]))
+            failing = try defaultsStatus(app)?["compactionErrors"] == 1
+        }
+        XCTAssertTrue(failing, "the failed compaction is counted in broker.status")
+        try app.call("defaults.set", p("last", ["value": "set after the failure"]))
+        expected["last"] = "set after the failure"
+        let listed = try app.call("defaults.list", p())
+        h.stop()
+        try h.start()
+        let after = try session(h).call("defaults.list", p())
+        XCTAssertEqual(after, listed, "the suite as acknowledged")
+        XCTAssertEqual(after["values"], .object(JSONObject(expected.sorted { $0.key < $1.key }.map { ($0.key, $0.value) })))
+        XCTAssertEqual(
+            try session(h, "org.other.app").call("defaults.get", p("x", group: "group.org.other"))["value"], 1)
+        h.stop()
+    }
+
     func testSlowWatcherIsDroppedWhileTheWriterContinues() throws {
         let h = try makeBroker { $0.maxOutputBuffer = 8 << 20 }  // the 1 MiB watcher limit applies
         let socket = h.socket

@@ -250,7 +250,8 @@ final class DefaultsStoreTests: XCTestCase {
             _ = try s.remove("k")
             try s.commit()
             try s.compact()
-            XCTAssertEqual(segmentFiles(), ["defaults-000002.log"])
+            XCTAssertEqual(
+                segmentFiles(), ["defaults-000002.log", "defaults-000003.log"], "the snapshot, then the active segment")
         }
         let s = try open()
         XCTAssertEqual(s.count, 0)
@@ -279,14 +280,15 @@ final class DefaultsStoreTests: XCTestCase {
         XCTAssertEqual(s.valuesObject(), ["k0": "after", "k1": 7, "k2": 8])
         XCTAssertEqual(s.version, 13)
 
-        // A crash while the snapshot was being written: the torn snapshot is cut off and the old
-        // segments, still there, stand.
+        // A snapshot damaged at its end (it is renamed into place only once durable, but a disk
+        // may still lose its end) with the old segments still there: the torn snapshot is cut off
+        // and the old segments stand.
         let before = Dictionary(
             uniqueKeysWithValues: try segmentFiles().map {
                 ($0, try Data(contentsOf: URL(fileURLWithPath: dir + "/" + $0)))
             })
         try s.compact()
-        let snapshotFile = dir + "/" + segmentFiles().last!
+        let snapshotFile = dir + "/" + segmentFiles().dropLast().last!  // (the last is the active one)
         XCTAssertNil(before[(snapshotFile as NSString).lastPathComponent])
         var snap = try Data(contentsOf: URL(fileURLWithPath: snapshotFile))
         while snap.last == 0 { snap.removeLast() }  // the zeros written ahead of the records
@@ -310,5 +312,236 @@ final class DefaultsStoreTests: XCTestCase {
         let again = try open()
         XCTAssertEqual(again.count, 20000)
         XCTAssertEqual(again.version, 20000)
+    }
+}
+
+/// Holds a snapshot compaction's worker at one step until released, fails steps on demand, and
+/// notes on which threads the steps ran.
+final class SnapshotGate: @unchecked Sendable {  // guarded by `lock`
+    let lock = NSLock()
+    var holdAt: JournalFaultPoint? = nil
+    var failures: [JournalFaultPoint: Int32] = [:]
+    var threads: [pthread_t] = []
+    let reached = DispatchSemaphore(value: 0)
+    let released = DispatchSemaphore(value: 0)
+
+    var injector: @Sendable (JournalFaultPoint) -> Int32? {
+        { [self] p in
+            guard [.snapshotWrite, .snapshotSync, .snapshotRename, .snapshotDirectorySync].contains(p) else { return nil }
+            lock.lock()
+            threads.append(pthread_self())
+            let hold = holdAt == p
+            if hold { holdAt = nil }
+            lock.unlock()
+            if hold {
+                reached.signal()
+                _ = released.wait(timeout: .now() + 20)
+            }
+            lock.lock()
+            defer { lock.unlock() }
+            return failures[p]
+        }
+    }
+
+    func set(hold: JournalFaultPoint?, fail: [JournalFaultPoint: Int32] = [:]) {
+        lock.lock()
+        holdAt = hold
+        failures = fail
+        lock.unlock()
+    }
+
+    /// True when some step ran on `thread`.
+    func ran(on thread: pthread_t) -> Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        return threads.contains { pthread_equal($0, thread) != 0 }
+    }
+}
+
+/// A store's background runner for tests: the work runs on a thread of its own; its outcome is
+/// handed back when the test (playing the loop) calls `finishAll`.
+final class ThreadRunner {
+    var done: [() -> Void] = []
+    let finished = DispatchSemaphore(value: 0)
+    var started = 0
+
+    func run(_ work: @escaping @Sendable () -> Void, _ done: @escaping () -> Void) -> Bool {
+        started += 1
+        self.done.append(done)
+        let finished = self.finished
+        Thread.detachNewThread {
+            work()
+            finished.signal()
+        }
+        return true
+    }
+
+    /// Waits for the work handed over (at most 20 s each) and takes its outcome on this thread.
+    func finishAll(file: StaticString = #filePath, line: UInt = #line) {
+        for d in done {
+            XCTAssertEqual(finished.wait(timeout: .now() + 20), .success, "the snapshot's work ended", file: file, line: line)
+            d()
+        }
+        done.removeAll()
+    }
+}
+
+/// Snapshot compaction off the loop: the calling thread goes on while the snapshot is written,
+/// every step's failure leaves the suite intact (and is retried), and a crash at any step replays
+/// to the suite as acknowledged, sets made meanwhile included.
+final class DefaultsCompactionTests: XCTestCase {
+    var root = ""
+    var dir: String { root + "/groups/group.com.example" }
+    var limits = DefaultsLimits()
+    var acknowledged: [String: JSONValue] = [:]
+    var acknowledgedVersion: UInt64 = 0
+    let gate = SnapshotGate()
+    let runner = ThreadRunner()
+
+    override func setUp() {
+        root = NSTemporaryDirectory() + "sbcompact-\(UUID().uuidString.prefix(8))"
+        limits.compactMinBytes = 16 * 1024
+        acknowledged = [:]
+        acknowledgedVersion = 0
+    }
+
+    override func tearDown() {
+        gate.released.signal()
+        try? FileManager.default.removeItem(atPath: root)
+    }
+
+    func open(_ directory: String? = nil) throws -> DefaultsStore {
+        let s = try DefaultsStore(
+            directory: directory ?? dir, group: "group.com.example", limits: limits, segmentLimit: 64 * 1024)
+        s.journal.faultInjector = gate.injector
+        s.backgroundRunner = { [runner] work, done in runner.run(work, done) }
+        return s
+    }
+
+    func files(_ directory: String? = nil) -> [String] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: directory ?? dir)) ?? []).sorted()
+    }
+
+    /// Sets `key`, commits, and notes the result as acknowledged.
+    func put(_ s: DefaultsStore, _ key: String, _ value: JSONValue, file: StaticString = #filePath, line: UInt = #line) throws {
+        try s.set(key, value)
+        try s.commit()
+        acknowledged[key] = value
+        acknowledgedVersion = s.version
+    }
+
+    /// Rewrites a few keys until a compaction starts (its work handed to the runner).
+    func writeUntilCompactionStarts(_ s: DefaultsStore, round: inout Int) throws {
+        let before = runner.started
+        while runner.started == before && round < 2000 {
+            try put(s, "k\(round % 4)", .array([.int(round), .string(String(repeating: "v", count: 2000))]))
+            round += 1
+        }
+        XCTAssertGreaterThan(runner.started, before, "a compaction started")
+    }
+
+    func assertAcknowledged(_ s: DefaultsStore, _ what: String, file: StaticString = #filePath, line: UInt = #line) {
+        XCTAssertEqual(s.valuesObject(), JSONObject(acknowledged.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }), what, file: file, line: line)
+        XCTAssertEqual(s.version, acknowledgedVersion, what, file: file, line: line)
+    }
+
+    func testTheStoreGoesOnWhileTheSnapshotIsWrittenAndEverySetSurvives() throws {
+        var round = 0
+        do {
+            let s = try open()
+            gate.set(hold: .snapshotWrite)
+            try writeUntilCompactionStarts(s, round: &round)
+            XCTAssertEqual(gate.reached.wait(timeout: .now() + 20), .success, "the snapshot is being written")
+            XCTAssertTrue(s.compactionRunning)
+            // The worker is held: this thread (the loop) still takes and commits sets.
+            for i in 0..<20 { try put(s, "during\(i % 3)", .int(i)) }
+            _ = try s.remove("k3")
+            try s.commit()
+            acknowledged["k3"] = nil
+            acknowledgedVersion = s.version
+            XCTAssertEqual(s.compactions, 0)
+            gate.released.signal()
+            runner.finishAll()
+            XCTAssertFalse(gate.ran(on: pthread_self()), "no step of the snapshot ran on the store's thread")
+            XCTAssertEqual(s.compactions, 1)
+            XCTAssertNil(s.lastCompactionError)
+            assertAcknowledged(s, "in memory")
+            XCTAssertFalse(files().contains { $0.hasSuffix(".tmp") })
+            XCTAssertLessThanOrEqual(files().filter { $0.hasSuffix(".log") }.count, 3, "old segments deleted: \(files())")
+            try put(s, "after", "yes")
+        }
+        let s = try open()
+        assertAcknowledged(s, "after a restart")
+        XCTAssertLessThan(s.journalBytes, 2 * 4 * 2100 + 20 * 64, "the journal holds the snapshot and what followed it")
+    }
+
+    func testACompactionFailingAtEachStepLosesNothingAndIsTriedAgain() throws {
+        for point in [JournalFaultPoint.snapshotWrite, .snapshotSync, .snapshotRename, .snapshotDirectorySync] {
+            setUp()
+            var round = 0
+            do {
+                let s = try open()
+                gate.set(hold: point, fail: [point: EIO])
+                try writeUntilCompactionStarts(s, round: &round)
+                XCTAssertEqual(gate.reached.wait(timeout: .now() + 20), .success, "\(point)")
+                for i in 0..<5 { try put(s, "during\(i)", .int(i)) }  // while it runs, then fails
+                gate.released.signal()
+                runner.finishAll()
+                XCTAssertEqual(s.compactions, 0, "\(point)")
+                XCTAssertNotNil(s.lastCompactionError, "\(point)")
+                assertAcknowledged(s, "\(point): in memory")
+                XCTAssertFalse(files().contains { $0.hasSuffix(".tmp") }, "\(point): \(files())")
+                let reopened = try DefaultsStore(directory: dir, group: "group.com.example", limits: limits)
+                assertAcknowledged(reopened, "\(point): replayed after the failure")
+                // Tried again later, once the disk works again.
+                gate.set(hold: nil)
+                try writeUntilCompactionStarts(s, round: &round)
+                runner.finishAll()
+                XCTAssertEqual(s.compactions, 1, "\(point): the retry succeeded")
+                XCTAssertNil(s.lastCompactionError, "\(point)")
+                try put(s, "end", .int(round))
+            }
+            let s = try open()
+            assertAcknowledged(s, "\(point): after a restart")
+            tearDown()
+        }
+    }
+
+    func testACrashAtAnyStepOfTheSnapshotReplaysTheAcknowledgedSuite() throws {
+        var round = 0
+        let s = try open()
+        for point in [JournalFaultPoint.snapshotWrite, .snapshotSync, .snapshotRename, .snapshotDirectorySync] {
+            gate.set(hold: point)
+            try writeUntilCompactionStarts(s, round: &round)
+            XCTAssertEqual(gate.reached.wait(timeout: .now() + 20), .success, "\(point)")
+            for i in 0..<5 { try put(s, "during\(i)", .string("\(point) \(i)")) }
+            // The directory as the crash left it, opened by a new store.
+            let copy = root + "/crash-\(point)"
+            try FileManager.default.copyItem(atPath: dir, toPath: copy)
+            let hadTemp = files(copy).contains { $0.hasSuffix(".tmp") }
+            XCTAssertEqual(hadTemp, point != .snapshotDirectorySync, "\(point): \(files(copy))")
+            let crashed = try DefaultsStore(directory: copy, group: "group.com.example", limits: limits)
+            assertAcknowledged(crashed, "\(point): replayed")
+            XCTAssertFalse(files(copy).contains { $0.hasSuffix(".tmp") }, "\(point): the temporary file is removed")
+            XCTAssertEqual(try crashed.set("new", 1), acknowledgedVersion + 1)
+            try crashed.commit()
+            // Without the temporary file (segment S absent: a crash before it was created).
+            let bare = root + "/bare-\(point)"
+            try FileManager.default.copyItem(atPath: dir, toPath: bare)
+            for f in files(bare) where f.hasSuffix(".tmp") { try FileManager.default.removeItem(atPath: bare + "/" + f) }
+            assertAcknowledged(try DefaultsStore(directory: bare, group: "group.com.example", limits: limits), "\(point): no S")
+            if point == .snapshotDirectorySync {
+                // S in place, the old segments all there, or only some of them (deleted oldest first).
+                let logs = files(bare).filter { $0.hasSuffix(".log") }
+                XCTAssertGreaterThanOrEqual(logs.count, 3, "old segments, the snapshot, the active one: \(logs)")
+                try FileManager.default.removeItem(atPath: bare + "/" + logs[0])
+                assertAcknowledged(try DefaultsStore(directory: bare, group: "group.com.example", limits: limits), "some old segments deleted")
+            }
+            gate.released.signal()
+            runner.finishAll()
+            XCTAssertNil(s.lastCompactionError, "\(point)")
+        }
+        XCTAssertEqual(s.compactions, 4)
+        assertAcknowledged(try open(), "after the last compaction")
     }
 }
