@@ -379,7 +379,7 @@ public final class EventStore: TurnParticipant {
         recoveredNextSequence = nextSeq
         recoveredEvents = pendingCount
         journal.onNewSegment = { [unowned self] j in
-            try? j.append(type: RecordType.sequence.rawValue) { out in
+            _ = try? j.append(type: RecordType.sequence.rawValue) { out in
                 JSONValue.object(["next": .number(String(self.nextSeq))]).write(to: &out)
             }
         }
