@@ -162,7 +162,7 @@ public final class Broker {
     /// `totalRequests` when the last commit started (a commit of one request runs inline).
     var requestsAtCommitStart: UInt64 = 0
     var nextCommitID: UInt64 = 1
-    /// Requests refused with -32007 (in-flight quota), for `broker.status`.
+    /// Requests refused with -32007 (too much unread output), for `broker.status`.
     var rejectedOverQuota = 0
     /// Random bytes for share IDs (`randomHex`), refilled from the kernel's CSPRNG.
     var randomPool: [UInt8] = []

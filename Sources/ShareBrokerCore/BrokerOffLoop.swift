@@ -278,6 +278,11 @@ extension Broker {
     /// After a suspension (or a stop at the in-flight quota): the frames read before it are run,
     /// then the connection is read again.
     func readOn(_ conn: Connection) {
+        // (at the in-flight quota already, e.g. after a batch that passed it: nothing more runs yet)
+        if !conn.closing, !conn.throttled, conn.inFlight >= config.maxRequestsInFlight {
+            _ = throttle(conn)
+            return
+        }
         if !conn.closing {
             do {
                 try conn.framer.resume { frame, mode in

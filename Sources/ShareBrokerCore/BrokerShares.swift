@@ -223,13 +223,17 @@ extension Broker {
         return PreparedItem(stored: stored, attachment: a, file: nil, size: text.utf8.count)
     }
 
+    /// An item with its members set to null left out (`"name": null`, `"url": null` beside a
+    /// `path`), as the optional top-level params are: clients that write every optional field.
+    static func leavingOutNulls(_ o: JSONObject) -> JSONObject {
+        o.members.contains(where: { $0.value == .null }) ? JSONObject(uniqueMembers: o.members.filter { $0.value != .null }) : o
+    }
+
     func prepareItem(
         _ v: JSONValue, index i: Int, conn: Connection, forStoring: Bool, usedNames: inout Set<String>
     ) throws(RPCError) -> PreparedItem {
-        guard case .object(var o) = v else { throw .invalidParams("Invalid params: items[\(i)] must be an object, got \(v.typeName)") }
-        // A member set to null is taken as left out (`"name": null`, `"type": null`), as the
-        // optional top-level params are.
-        if o.members.contains(where: { $0.value == .null }) { o = JSONObject(uniqueMembers: o.members.filter { $0.value != .null }) }
+        guard case .object(let raw) = v else { throw .invalidParams("Invalid params: items[\(i)] must be an object, got \(v.typeName)") }
+        let o = Broker.leavingOutNulls(raw)
         var givenType: String? = nil
         if let t = o["type"] {
             guard case .string(let s) = t, !s.isEmpty else { throw .invalidParams("Invalid params: items[\(i)].type must be a UTI string") }
@@ -371,7 +375,9 @@ extension Broker {
         for (i, v) in list.enumerated() {
             // Only an item that is a path item and nothing else (prepareItem refuses the others
             // before they would need their file).
-            guard case .object(let o) = v, case .string(let path)? = o["path"], path.hasPrefix("/"), !path.utf8.contains(0),
+            guard case .object(let raw) = v else { continue }
+            let o = Broker.leavingOutNulls(raw)
+            guard case .string(let path)? = o["path"], path.hasPrefix("/"), !path.utf8.contains(0),
                 o["url"] == nil, o["text"] == nil, o["data"] == nil
             else { continue }
             paths.append((i, path))

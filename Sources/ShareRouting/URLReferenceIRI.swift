@@ -1,8 +1,10 @@
 // Lenient input: an IRI (a URL written with non-ASCII characters or spaces, as people type and
 // paste them: `https://de.wikipedia.org/wiki/Straße`, `https://bücher.de/`) becomes the URI that
-// names the same resource, as browsers and iOS 17's `URL(string:)` do: the host's non-ASCII
-// labels in IDNA's ASCII form (`xn--` + Punycode, RFC 3492), everything else that is not allowed
-// raw percent-encoded as UTF-8. Control characters and malformed `%` escapes stay errors.
+// names the same resource, much as browsers and iOS 17's `URL(string:)` do: spaces around it
+// dropped, the host's non-ASCII labels lowercased in IDNA's ASCII form (`xn--` + Punycode,
+// RFC 3492; without Unicode normalization or UTS 46 mapping: a host typed in decomposed form
+// gets another name), everything else not allowed raw percent-encoded as UTF-8. Control
+// characters and malformed `%` escapes stay errors.
 
 extension URLReference {
     /// Parses `text`; when it is not a URL as written only because it holds characters a URL
@@ -19,8 +21,12 @@ extension URLReference {
     /// may not hold raw percent-encoded (UTF-8); nil when there is nothing to encode, or when it
     /// holds what encoding cannot fix (control characters).
     public static func encodingIRI(_ text: String) -> String? {
-        let scalars = Array(text.unicodeScalars)
-        var needed = false
+        // Spaces around the URL (a pasted link) are not part of it, as browsers say.
+        var scalars = Array(text.unicodeScalars)
+        let written = scalars.count
+        while scalars.last == " " { scalars.removeLast() }
+        if let first = scalars.firstIndex(where: { $0 != " " }) { scalars.removeFirst(first) } else { return nil }
+        var needed = scalars.count != written
         for u in scalars {
             if u.value < 0x20 || u.value == 0x7F { return nil }
             if u.value > 0x7F || URLReference.mustEncode(UInt8(u.value)) { needed = true }

@@ -367,6 +367,10 @@ final class ShareFlowTests: XCTestCase {
         XCTAssertEqual(item?["type"]?.stringValue, "com.adobe.pdf")
         let stored = item?["path"]?.stringValue ?? ""
         XCTAssertEqual(FileManager.default.contents(atPath: stored).map { Array($0) }, pdfBytes, "the link's target was copied")
+        // A client that writes every optional member (null) sends a path item so: read all the same.
+        let nulls: JSONValue = ["path": .string(target), "url": .null, "text": .null, "data": .null, "name": .null, "type": .null]
+        XCTAssertEqual(try tool.call("share.targets", ["items": [nulls]])["targets"]?.arrayValue?.count, 1)
+        XCTAssertNotNil(try tool.call("share.send", ["items": [nulls], "extension": "com.example.pdfreader.share"])["shareID"])
         XCTAssertEqual(rpcCode { try tool.call("share.send", ["items": [["data": "%%%"]]]) }, -32602)
         XCTAssertEqual(rpcCode { try tool.call("share.send", ["items": []]) }, -32602)
         XCTAssertEqual(rpcCode { try tool.call("share.send", ["items": [["url": "x", "text": "y"]]]) }, -32602)

@@ -254,6 +254,8 @@ final class URLReferenceIRITests: XCTestCase {
             ("notes:a b", "notes:a%20b"),
             ("https://user:pä@example.com/x", "https://user:p%C3%A4@example.com/x"),
             ("https://example.com/{a}|\"b\"", "https://example.com/%7Ba%7D%7C%22b%22"),
+            ("  https://example.com/page ", "https://example.com/page"),  // (spaces around a pasted link)
+            (" notes:a b ", "notes:a%20b"),
         ]
         for (iri, uri) in cases {
             XCTAssertEqual(URLReference.encodingIRI(iri), uri, iri)

@@ -33,6 +33,8 @@ sed 's/^/   /' "$TMP/app.out"
 check "the deep link opened the customer screen with the decoded id" \
     contains "$TMP/app.out" "customerdetail\?id=Hi%20Deep%20Linking \(via scheme\) -> CustomerMessageViewController: customerIdLabel.text = Hi Deep Linking$"
 check "the lower-case scheme reached the same app" contains "$TMP/app.out" "customerIdLabel.text = practice$"
+for _ in $(seq 50); do [ "$(grep -c 'id=Hi%20Deep%20Linking (via scheme)' "$TMP/app.out")" -ge 2 ] && break; sleep 0.1; done
+check "the unencoded link reached the app too, encoded" test "$(grep -c 'id=Hi%20Deep%20Linking (via scheme)' "$TMP/app.out")" -eq 2
 
 say "-- the app is uninstalled (its manifest removed, apps.reload)"
 kill "$APP_PID" 2>/dev/null
