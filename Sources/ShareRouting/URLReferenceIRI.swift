@@ -43,7 +43,7 @@ extension URLReference {
             var hostEnd = hostStart
             if hostStart < end, scalars[hostStart] != "[" {
                 while hostEnd < end, scalars[hostEnd] != ":" { hostEnd += 1 }
-                hostRange = hostStart..<hostEnd
+                if hostEnd > hostStart { hostRange = hostStart..<hostEnd }  // (an empty host: nothing to map)
             }
         }
         var out = ""
@@ -91,8 +91,11 @@ extension URLReference {
                 labels.append(String(String.UnicodeScalarView(label)))
                 return true
             }
+            // (a DNS label is at most 63 octets: a longer one has no A-label, and Punycode's cost
+            // grows with the square of its length)
+            guard label.count <= 63 else { return false }
             let lowered = Array(String(String.UnicodeScalarView(label)).lowercased().unicodeScalars)
-            guard let code = URLReference.punycode(lowered.map(\.value)) else { return false }
+            guard let code = URLReference.punycode(lowered.map(\.value)), code.utf8.count <= 59 else { return false }
             labels.append("xn--" + code)
             return true
         }

@@ -49,4 +49,17 @@ final class FuzzRegressionTests: XCTestCase {
             XCTAssertEqual(try PredicateFormat(parsing: p.description), p, "\(text) printed as \(p.description)")
         }
     }
+
+    /// fuzz/targets/association.swift: an IRI whose authority has an empty host before a port
+    /// (`https://:...`, with something to encode) looped forever in URLReference.encodingIRI (the
+    /// host's range was empty, and the loop jumped to its end: where it stood). Hosts with labels
+    /// too long for DNS are not Punycoded (bounded cost).
+    func testAnEmptyHostInAnIRITerminates() throws {
+        XCTAssertEqual(URLReference.encodingIRI("https://://example.exa\u{FFFD}"), "https://://example.exa%EF%BF%BD")
+        XCTAssertEqual(URLReference.encodingIRI("notes://:80/ä"), "notes://:80/%C3%A4")
+        XCTAssertNil(URLReference.encodingIRI("https://" + String(repeating: "ü", count: 64) + ".de/"))
+        let router = URLRouter(apps: [AppManifest(bundleID: "com.b", urlSchemes: ["https"])], associations: [:])
+        _ = router.resolve("https\u{FFFD}\u{FFFD}https://://example.exa\u{FFFD}", fallback: "myapp://fallback")
+        _ = router.resolve("https://" + String(repeating: "\u{10FFFF}\u{80}", count: 5000) + "/", fallback: nil)
+    }
 }

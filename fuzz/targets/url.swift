@@ -1,6 +1,7 @@
 // Fuzz target: URL parsing and scanning (Sources/ShareRouting/URLReference.swift; exactURL/urlsFoundIn in
-// UTIShareItems.swift; AssociatedDomainEntry in Manifest.swift). Properties: a parsed URL's components put
-// back together give the original text; the host is the lowercased original host; ports are in range;
+// UTIShareItems.swift; AssociatedDomainEntry in Manifest.swift; the lenient IRI parse in URLReferenceIRI.swift).
+// Properties: a parsed URL's components put back together give the original text; an IRI's encoded form
+// is ASCII, parses to itself and is not encoded again; the host is the lowercased original host; ports are in range;
 // every URL found in a text parses; a valid associatedDomains entry parses.
 
 import ShareRouting
@@ -36,6 +37,15 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
         }
     }
     _ = URLReference.percentDecoded(text)
+
+    // Lenient parsing (IRIs): a valid URL parses as written; what it accepts otherwise is the
+    // encoded form, plain ASCII, which parses strictly to itself and is not encoded again.
+    if let lenient = try? URLReference(parsingLeniently: text) {
+        if URLReference.parse(text) != nil { fuzzCheck(lenient.original == text, "a valid URL was changed: \(text)") }
+        fuzzCheck(lenient.original.utf8.allSatisfy { $0 < 0x80 }, "the encoded form is not ASCII: \(lenient.original)")
+        fuzzCheck(URLReference.parse(lenient.original) == lenient, "the encoded form does not parse to itself")
+        fuzzCheck(URLReference.encodingIRI(lenient.original) == nil, "the encoded form was encoded again")
+    }
 
     if let exact = exactURL(in: text) {
         fuzzCheck(URLReference.parse(exact) != nil, "exactURL returned a string that does not parse: \(exact)")
