@@ -21,6 +21,8 @@ extension URLReference {
     /// may not hold raw percent-encoded (UTF-8); nil when there is nothing to encode, or when it
     /// holds what encoding cannot fix (control characters).
     public static func encodingIRI(_ text: String) -> String? {
+        // (most text that is not a URL has nothing to encode: no copy is made for it)
+        guard text.utf8.contains(where: { $0 >= 0x80 || URLReference.mustEncode($0) }) else { return nil }
         // Spaces around the URL (a pasted link) are not part of it, as browsers say.
         var scalars = Array(text.unicodeScalars)
         let written = scalars.count

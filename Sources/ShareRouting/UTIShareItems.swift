@@ -265,7 +265,9 @@ extension UTITable {
     }
 }
 
-/// The URL a whole text is, after trimming surrounding whitespace and newlines, or nil.
+/// The URL a whole text is, after trimming surrounding whitespace and newlines, or nil. A text
+/// written as an IRI (`https://bücher.de/`) gives the URL it names, encoded
+/// (`URLReference(parsingLeniently:)`).
 ///
 /// The text must parse as an absolute URL (RFC 3986) without inner whitespace, with an authority (`scheme://`)
 /// or one of the common opaque schemes (`mailto:`, `tel:`, `sms:`, `facetime:`, `facetime-audio:`, `urn:`,
@@ -277,16 +279,17 @@ public func exactURL(in text: String) -> String? {
     while let f = t.first, f.isWhitespace { t = t.dropFirst() }
     while let l = t.last, l.isWhitespace { t = t.dropLast() }
     guard !t.isEmpty, !t.contains(where: { $0.isWhitespace }) else { return nil }
-    let s = String(t)
-    guard let ref = URLReference.parse(s) else { return nil }
+    // (an IRI, `https://bücher.de/`, is the URL it names: the encoded form is returned)
+    guard let ref = try? URLReference(parsingLeniently: String(t)) else { return nil }
     let opaque: Set<String> = ["mailto", "tel", "sms", "facetime", "facetime-audio", "urn", "magnet", "geo"]
     guard ref.authority != nil || opaque.contains(ref.normalizedScheme) else { return nil }
     if ref.isWeb, (ref.host ?? "").isEmpty { return nil }
-    return s
+    return ref.original
 }
 
 /// The URLs a text carries: each `scheme://...` run (ending at whitespace, quotes or angle brackets, without
-/// trailing punctuation or an unbalanced closing bracket) that parses as a URL, in order, without duplicates.
+/// trailing punctuation or an unbalanced closing bracket) that parses as a URL (an IRI's encoded form), in
+/// order, without duplicates.
 /// `http`/`https` URLs need a host. A text that is exactly a URL yields that URL.
 public func urlsFoundIn(_ text: String) -> [String] {
     let s = Array(text.unicodeScalars)
@@ -353,10 +356,11 @@ public func urlsFoundIn(_ text: String) -> [String] {
         }
         var candidate = ""
         candidate.unicodeScalars.append(contentsOf: s[start..<end])
-        if let ref = URLReference.parse(candidate), !(ref.isWeb && (ref.host ?? "").isEmpty),
-            seen.insert(candidate).inserted
+        // (an IRI is the URL it names: its encoded form is the one listed)
+        if let ref = try? URLReference(parsingLeniently: candidate), !(ref.isWeb && (ref.host ?? "").isEmpty),
+            seen.insert(ref.original).inserted
         {
-            out.append(candidate)
+            out.append(ref.original)
         }
         i = max(end, i + 3)
     }

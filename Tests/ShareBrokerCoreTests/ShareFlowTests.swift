@@ -226,6 +226,22 @@ final class ShareFlowTests: XCTestCase {
         h.stop()
     }
 
+    /// A link pasted with non-ASCII characters, as a URL item or as text that is exactly the
+    /// link, is the web URL it names: a web-URL extension takes it, and it is stored encoded.
+    func testAnIRIIsAWebURLForActivationRules() throws {
+        let h = try start()
+        defer { h.stop() }
+        let ext = try session(h, "extension", "com.mycompany.myapp.share")
+        let asURL = try ext.call("share.send", ["items": [["url": "https://de.wikipedia.org/wiki/Straße"]]])
+        let asText = try ext.call("share.send", ["items": [["text": " https://bücher.de/ "]]])
+        let app = try session(h, "app", "com.mycompany.myapp")
+        let url = try app.call("share.get", ["shareID": asURL["shareID"]!])["items"]?.arrayValue?.first
+        XCTAssertEqual(url?["url"], "https://de.wikipedia.org/wiki/Stra%C3%9Fe")
+        let text = try app.call("share.get", ["shareID": asText["shareID"]!])["items"]?.arrayValue?.first
+        XCTAssertEqual(text?["text"], " https://bücher.de/ ", "the text is kept as it was")
+        XCTAssertEqual(text?["urls"], ["https://xn--bcher-kva.de/"], "\(String(describing: text))")
+    }
+
     func testSeed000YouTubeFilterIsASharebrokerExtensionKey() throws {
         let seedPlistRule = """
             {"bundleID": "com.mycompany.myapp", "urlSchemes": ["deeplinkmyapp"], "appGroups": ["group.com.mycompany.myapp"],

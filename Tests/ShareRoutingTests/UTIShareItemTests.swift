@@ -82,6 +82,9 @@ final class UTIShareItemTests: XCTestCase {
             ("no links here", [], nil, #line),
             ("Re: lunch", [], nil, #line),
             ("https://a.example b", ["https://a.example"], nil, #line),
+            // IRIs give the URLs they name, encoded.
+            (" https://bücher.de/straße\n", ["https://xn--bcher-kva.de/stra%C3%9Fe"], "https://xn--bcher-kva.de/stra%C3%9Fe", #line),
+            ("lies https://de.wikipedia.org/wiki/Straße!", ["https://de.wikipedia.org/wiki/Stra%C3%9Fe"], nil, #line),
         ]
         for (text, found, exact, line) in cases {
             XCTAssertEqual(urlsFoundIn(text), found, text, line: line)
@@ -238,10 +241,10 @@ private func recountingURLsFoundIn(_ text: String) -> [String] {
         }
         var candidate = ""
         candidate.unicodeScalars.append(contentsOf: s[start..<end])
-        if let ref = URLReference.parse(candidate), !(ref.isWeb && (ref.host ?? "").isEmpty),
-            seen.insert(candidate).inserted
+        if let ref = try? URLReference(parsingLeniently: candidate), !(ref.isWeb && (ref.host ?? "").isEmpty),
+            seen.insert(ref.original).inserted
         {
-            out.append(candidate)
+            out.append(ref.original)
         }
         i = max(end, i + 3)
     }
