@@ -15,8 +15,11 @@ public enum ClientError: Error, Sendable, CustomStringConvertible {
     case unreachable(path: String, cause: SystemError)
     /// The broker answered with a JSON-RPC error.
     case rpc(RPCError)
-    /// The connection broke or the broker sent something that is not JSON-RPC.
+    /// The connection broke.
     case connection(String)
+    /// What answered on the socket sent something that is not JSON-RPC (it is not a broker, or
+    /// not this protocol's).
+    case protocolError(String)
     /// No answer within the time allowed.
     case timeout
 
@@ -27,6 +30,7 @@ public enum ClientError: Error, Sendable, CustomStringConvertible {
             return "cannot reach the broker at \(path): \(cause) (is 'sharebroker serve' running?)"
         case .rpc(let e): return "\(e.message) (\(e.code))"
         case .connection(let why): return "connection to the broker failed: \(why)"
+        case .protocolError(let why): return "the peer on the socket does not speak sharebroker's protocol: \(why)"
         case .timeout: return "timed out waiting for the broker"
         }
     }
@@ -82,7 +86,7 @@ public final class BrokerConnection {
                     inboxOffset = 0
                 }
                 do { return try JSONParser.parse(line) } catch {
-                    throw .connection("broker sent invalid JSON: \(error)")
+                    throw .protocolError("it sent invalid JSON: \(error)")
                 }
             }
             if timeoutMillis >= 0 {
@@ -134,7 +138,7 @@ public final class BrokerConnection {
                 case .failure(let e): throw .rpc(e)
                 }
             case nil:
-                throw .connection("broker sent something that is not JSON-RPC: \(msg.compactText)")
+                throw .protocolError("it sent something that is not JSON-RPC: \(msg.compactText)")
             }
         }
     }

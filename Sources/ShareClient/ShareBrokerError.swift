@@ -77,6 +77,7 @@ public enum ShareBrokerError: Error, Sendable, Equatable, CustomStringConvertibl
         case .unreachable(let path, let cause): self = .unreachable(path: path, reason: "\(cause)")
         case .rpc(let r): self = ShareBrokerError(r)
         case .connection(let why): self = .connectionLost(reason: why)
+        case .protocolError(let why): self = .connectionLost(reason: "the peer does not speak sharebroker's protocol: \(why)")
         case .timeout: self = .timeout(method: "")
         }
     }

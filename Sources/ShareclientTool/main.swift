@@ -27,7 +27,7 @@ let globalOptions: [OptionSpec] = [
 let root = CommandSpec(
     name: "shareclient",
     abstract: "Command-line client for the sharebroker daemon.",
-    discussion: "Exit codes: 0 ok, 1 the broker answered an error, 64 usage error, 69 broker unreachable, 70 internal error.",
+    discussion: "Exit codes: 0 ok, 1 the broker answered an error, 64 usage error, 69 broker unreachable, 70 internal error (or the peer on the socket is not a broker).",
     options: globalOptions,
     subcommands: [
         CommandSpec(
@@ -494,6 +494,10 @@ runMain(root: root, version: "shareclient \(SharebrokerVersion.string)") { cmd i
         case .connection, .timeout:
             writeErr("shareclient: error: \(e)\n")
             return Exit.unavailable
+        case .protocolError:
+            // Something answers on the socket, but not a broker: not "unreachable".
+            writeErr("shareclient: error: \(e)\n")
+            return Exit.software
         }
     } catch let e as UsageError {
         throw e

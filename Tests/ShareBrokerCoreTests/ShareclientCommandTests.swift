@@ -5,6 +5,7 @@ import Foundation
 import ShareBrokerCore
 import ShareClient
 import ShareProtocol
+import ShareSystem
 import XCTest
 
 final class ShareclientCommandTests: XCTestCase {
@@ -98,6 +99,33 @@ final class BadInputTests: XCTestCase {
             let r = try runProcess(Products.shareclient, ["status", "--socket", path], timeout: 10)
             XCTAssertEqual(r.status, 69, r.err)
             XCTAssertTrue(r.err.contains("not a socket") && r.err.contains(path), r.err)
+        }
+    }
+
+    /// Something answers on the socket, but not a broker (it sends what is not JSON-RPC): not
+    /// "unreachable" (69) but an internal error (70), saying so.
+    func testAPeerThatIsNotABrokerExitsSeventy() throws {
+        let dir = TempDir()
+        let path = dir.path + "/fake.sock"
+        let listener = try UnixSocket.listen(path: path)
+        defer { close(listener) }
+        _ = fcntl(listener, F_SETFL, fcntl(listener, F_GETFL) & ~O_NONBLOCK)  // (the thread below waits in accept)
+        let server = Thread {
+            for reply in ["this is not json\n", #"{"jsonrpc":"2.0","method":5}"# + "\n"] {
+                let fd = accept(listener, nil, nil)
+                guard fd >= 0 else { return }
+                var buf = [UInt8](repeating: 0, count: 4096)
+                _ = read(fd, &buf, buf.count)
+                _ = reply.withCString { write(fd, $0, strlen($0)) }
+                usleep(200_000)
+                close(fd)
+            }
+        }
+        server.start()
+        for _ in 0..<2 {
+            let r = try runProcess(Products.shareclient, ["open", "myapp://x", "--socket", path], timeout: 10)
+            XCTAssertEqual(r.status, 70, r.err)
+            XCTAssertTrue(r.err.contains("does not speak sharebroker's protocol"), r.err)
         }
     }
 
