@@ -56,6 +56,9 @@ public final class BrokerConnection {
     var readBuffer = [UInt8](repeating: 0, count: 65536)
     /// Notifications received while waiting for responses, oldest first.
     public private(set) var notifications: [BrokerNotification] = []
+    /// How long `call` waits for its answer when not told (milliseconds; -1: for ever). A broker
+    /// that accepted the connection but hangs then gives `ClientError.timeout`.
+    public var answerTimeoutMillis: Int32 = -1
 
     /// Connects to the broker's socket.
     public init(socketPath: String) throws(ClientError) {
@@ -114,7 +117,8 @@ public final class BrokerConnection {
 
     /// Sends a request and waits for its response; notifications that arrive meanwhile are kept.
     @discardableResult
-    public func call(_ method: String, _ params: JSONValue? = nil, timeoutMillis: Int32 = -1) throws(ClientError) -> JSONValue {
+    public func call(_ method: String, _ params: JSONValue? = nil, timeoutMillis: Int32? = nil) throws(ClientError) -> JSONValue {
+        let timeoutMillis = timeoutMillis ?? answerTimeoutMillis
         let id = nextID
         nextID += 1
         var out: [UInt8] = []

@@ -147,7 +147,7 @@ func runDefaults(_ cmd: ParsedCommand, socket: String) throws -> Int32 {
 private func defaultsSession(_ cmd: ParsedCommand, socket: String) throws -> BrokerConnection {
     let bundle = cmd.value("as") ?? ProcessInfoLite.env("SHAREBROKER_BUNDLE_ID")
     try checkRole(cmd)  // a usage error before any connection
-    let conn = try BrokerConnection(socketPath: socket)
+    let conn = try openConnection(socket)
     try sayHello(
         conn, cmd, bundle: bundle, token: cmd.value("token") ?? ProcessInfoLite.env("SHAREBROKER_TOKEN"), roleWithBundle: "app")
     if bundle == nil {

@@ -159,9 +159,24 @@ func socketPath(_ cmd: ParsedCommand) throws -> String {
 }
 
 
+/// Seconds a call waits for the broker's answer: $SHARECLIENT_TIMEOUT (0: for ever), else 60 (a
+/// broker that accepts the connection but hangs is then reported, exit 69, instead of waited for).
+func answerTimeoutSeconds() -> Double {
+    if let s = ProcessInfoLite.env("SHARECLIENT_TIMEOUT"), let t = Double(s), t >= 0, t <= 2_000_000 { return t }
+    return 60
+}
+
+/// A connection to the broker whose calls wait at most `answerTimeoutSeconds()` for an answer.
+func openConnection(_ path: String) throws -> BrokerConnection {
+    let conn = try BrokerConnection(socketPath: path)
+    let t = answerTimeoutSeconds()
+    conn.answerTimeoutMillis = t == 0 ? -1 : Int32(max(1, t * 1000))
+    return conn
+}
+
 func connect(_ cmd: ParsedCommand, hello: Bool = true, defaultRoleWithBundle: String = "app") throws -> Session {
     try checkRole(cmd)  // a usage error before any connection
-    let conn = try BrokerConnection(socketPath: socketPath(cmd))
+    let conn = try openConnection(socketPath(cmd))
     if hello {
         try sayHello(conn, cmd, bundle: cmd.value("as"), token: cmd.value("token"), roleWithBundle: defaultRoleWithBundle)
     }
@@ -294,7 +309,7 @@ func run(_ cmd: ParsedCommand) throws -> Int32 {
         if let role = cmd.value("role"), role != "app" {
             throw cmd.usageError("listen subscribes as an app: option '--role' can only be app, got '\(role)'")
         }
-        let conn = try BrokerConnection(socketPath: socketPath(cmd))
+        let conn = try openConnection(socketPath(cmd))
         try conn.hello(role: "app", bundleID: bundle, token: cmd.value("token") ?? ProcessInfoLite.env("SHAREBROKER_TOKEN"))
         try conn.call("app.subscribe")
         var seen = 0
@@ -491,7 +506,12 @@ runMain(root: root, version: "shareclient \(SharebrokerVersion.string)") { cmd i
             writeErr("shareclient: error: \(rpc.message) (code \(rpc.code))\n")
             if let data = rpc.data { writeErr("shareclient: details: \(data.compactText)\n") }
             return Exit.remote
-        case .connection, .timeout:
+        case .timeout:
+            let path = (try? socketPath(cmd)) ?? "the socket"
+            writeErr(
+                "shareclient: error: the broker at \(path) did not answer within \(answerTimeoutSeconds().rounded() == answerTimeoutSeconds() ? String(Int(answerTimeoutSeconds())) : String(answerTimeoutSeconds())) s (is it hung or stopped? $SHARECLIENT_TIMEOUT sets the wait; 0 waits for ever)\n")
+            return Exit.unavailable
+        case .connection:
             writeErr("shareclient: error: \(e)\n")
             return Exit.unavailable
         case .protocolError:

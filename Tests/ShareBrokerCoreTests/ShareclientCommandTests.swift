@@ -129,6 +129,23 @@ final class BadInputTests: XCTestCase {
         }
     }
 
+    /// A broker that accepts the connection but never answers (hung, or stopped with SIGSTOP) is
+    /// not waited for forever: exit 69 after $SHARECLIENT_TIMEOUT seconds (default 60), naming the
+    /// socket.
+    func testAHungBrokerIsNotWaitedForForever() throws {
+        let dir = TempDir()
+        let path = dir.path + "/hung.sock"
+        let listener = try UnixSocket.listen(path: path)  // (connections wait in the backlog, unanswered)
+        defer { close(listener) }
+        var env = ProcessInfo.processInfo.environment
+        env["SHARECLIENT_TIMEOUT"] = "0.3"
+        let started = Date()
+        let r = try runProcess(Products.shareclient, ["status", "--socket", path], env: env, timeout: 10)
+        XCTAssertEqual(r.status, 69, r.err)
+        XCTAssertTrue(r.err.contains(path) && r.err.contains("did not answer"), r.err)
+        XCTAssertLessThan(Date().timeIntervalSince(started), 5)
+    }
+
     func testSharebrokerRefusesAnEmptySocketPathAndAMissingStateDirectory() throws {
         let dir = TempDir()
         let serve = try runProcess(Products.sharebroker, ["serve", "--socket", "", "--state", dir.path + "/state"], timeout: 10)
