@@ -188,7 +188,8 @@ example_cleanup() {
         kill -KILL "$BROKER_PID" 2>/dev/null
         wait "$BROKER_PID" 2>/dev/null
     fi
-    if [ -n "$TMP" ]; then
+    if [ -n "$TMP" ] && [ -z "${TMP_DONE:-}" ]; then
+        TMP_DONE=1  # (cleanup may run twice: explicitly, then on EXIT)
         if [ "${KEEP:-0}" = 1 ]; then
             say "   kept $TMP"
         else

@@ -246,12 +246,23 @@ public enum DefaultPaths {
         return "\(tmp)/sharebroker-\(getuid())"
     }
 
-    /// `$SHAREBROKER_STATE`, else `$XDG_STATE_HOME/sharebroker`, else `~/.local/state/sharebroker`.
+    /// `$SHAREBROKER_STATE`, else `$XDG_STATE_HOME/sharebroker`, else `~/.local/state/sharebroker`
+    /// (the home directory from `$HOME`, else the user's password entry: never a shared one).
     public static func state() -> String {
         if let s = ProcessInfoLite.env("SHAREBROKER_STATE") { return s }
         if let d = ProcessInfoLite.env("XDG_STATE_HOME") { return d + "/sharebroker" }
-        let home = ProcessInfoLite.env("HOME") ?? "/tmp"
-        return home + "/.local/state/sharebroker"
+        return homeDirectory() + "/.local/state/sharebroker"
+    }
+
+    /// `$HOME`, else the home directory of the user's password entry (a service started without
+    /// `HOME`), else `/` — never a directory other users share, such as `/tmp`.
+    public static func homeDirectory() -> String {
+        if let h = ProcessInfoLite.env("HOME") { return h }
+        if let pw = getpwuid(getuid()), let dir = pw.pointee.pw_dir {
+            let h = String(cString: dir)
+            if !h.isEmpty { return h }
+        }
+        return "/"
     }
 
     /// Creates `path` and missing parents; new directories get `mode`. Existing ones are left as they are.

@@ -36,18 +36,18 @@ let root = CommandSpec(
                     default: "2 x max-message + 1 MiB"),
                 .option(
                     "max-total-output", valueName: "bytes",
-                    help: "Unread output all clients together may have (at least 65536): past it, a client holding more than 1/1024 of it (at most 1 MiB) unread gets -32007, and one over its --max-output is dropped at once.",
+                    help: "Unread output all clients together may have (at least 65536): past it, a client holding more than 1/1024 of it (at most 1 MiB) unread gets -32007, and one over its --max-output that does not read for 1 s is dropped.",
                     default: "1073741824"),
                 .option("log-level", valueName: "level", help: "trace, debug, info, warning or error.", default: "info"),
                 .option(
-                    "max-connections-per-user", valueName: "n", help: "Connections one user id may hold open.",
+                    "max-connections-per-user", valueName: "n", help: "Connections one user id may hold open (at least 1).",
                     default: "16384"),
                 .option(
-                    "max-pending-events", valueName: "n", help: "Pending (unacked) events one app may have.",
+                    "max-pending-events", valueName: "n", help: "Pending (unacked) events one app may have (at least 1).",
                     default: "1000000"),
                 .option(
                     "max-pending-event-bytes", valueName: "bytes",
-                    help: "Journal bytes one app's pending events may take (then url.open for it is -32005).",
+                    help: "Journal bytes one app's pending events may take (at least 4096; then url.open for it is -32005).",
                     default: "134217728"),
                 .option(
                     "max-group-share-bytes", valueName: "bytes",
@@ -55,14 +55,14 @@ let root = CommandSpec(
                     default: "4294967296"),
                 .option(
                     "max-requests-in-flight", valueName: "n",
-                    help: "Requests one connection may have waiting for their replies (then it is not read until replies go out).", default: "4096"),
+                    help: "Requests one connection may have waiting for their replies, at least 1 (then it is not read until replies go out).", default: "4096"),
                 .option(
                     "journal-segment-size", valueName: "bytes",
                     help: "Size at which a journal starts a new segment file, 4096 to 1073741824 (smaller: old records go sooner, more files).",
                     default: "16777216"),
                 .option(
                     "launch-timeout", valueName: "seconds",
-                    help: "How long an app launched on demand may run without subscribing before it is stopped (SIGTERM, then SIGKILL 5 s later) and relaunched with backoff; 0: never stopped.",
+                    help: "How long an app launched on demand may run without subscribing before it is stopped (SIGTERM, then SIGKILL 5 s later) and relaunched with backoff; 0 to 86400, 0: never stopped.",
                     default: "30"),
                 .flag(
                     "no-commit-pacing",
@@ -71,7 +71,7 @@ let root = CommandSpec(
         CommandSpec(
             name: "explain",
             abstract: "Explain, step by step, which app a URL opens, from the manifests and association documents in the state directory.",
-            discussion: "Works offline (no broker needed). Exit 0 when the URL opens, 1 when nothing handles it, 64 for an invalid URL.",
+            discussion: "Works offline (no broker needed). Exit 0 when the URL opens, 1 when nothing handles it, 64 for an invalid URL, 66 when the state directory is missing.",
             options: [
                 .option("state", valueName: "dir", help: "State directory to read.", default: "as for serve"),
                 .option("fallback", valueName: "url", help: "A fallback URL, as url.open takes it."),
@@ -139,7 +139,7 @@ func explain(_ cmd: ParsedCommand) throws -> Int32 {
     var st = stat()
     guard stat(state, &st) == 0, (st.st_mode & S_IFMT) == S_IFDIR else {
         Console.err("sharebroker: error: the state directory \(state) \(FileIO.exists(state) ? "is not a directory" : "does not exist") (pass --state DIR)\n")
-        return 1
+        return 66  // (EX_NOINPUT: not "nothing opens the URL")
     }
     let files = StateFiles.load(stateDirectory: state)
     let url = cmd.argument("url")!

@@ -300,7 +300,11 @@ func run(_ cmd: ParsedCommand) throws -> Int32 {
         } else {
             writeOut((r["text"]?.stringValue ?? r.prettyText()) + "\n")
         }
-        // As `sharebroker explain` and `can-open`: 1 when nothing opens it.
+        // As `sharebroker explain` and `can-open`: 1 when nothing opens it; an invalid URL is an
+        // error (said on stderr too).
+        if let error = r["decision"]?["error"], error["code"]?.intValue != ErrorCode.noHandler.rawValue {
+            writeErr("shareclient: error: \(error["message"]?.stringValue ?? error.compactText)\n")
+        }
         return r["decision"]?["app"]?.stringValue != nil ? Exit.ok : Exit.remote
     case "listen":
         let bundle = cmd.value("as") ?? ProcessInfoLite.env("SHAREBROKER_BUNDLE_ID")
