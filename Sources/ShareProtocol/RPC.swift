@@ -167,6 +167,11 @@ public enum RPCCodec {
     /// `ShareSendParams`) and come after its method gets them in `shareSendParams`, not as a tree
     /// in `params` (the broker's hot path). Other requests decode the same either way.
     public static func decode(_ frame: UnsafeRawBufferPointer, readingShareSend: Bool = false) -> IncomingMessage {
+        // A UTF-8 byte order mark before a message is ignored (RFC 8259 lets a parser; a client
+        // that encodes each message with a preamble sends one every time).
+        if frame.count >= 3, frame[0] == 0xEF, frame[1] == 0xBB, frame[2] == 0xBF {
+            return decode(UnsafeRawBufferPointer(rebasing: frame[3...]), readingShareSend: readingShareSend)
+        }
         // The usual request, read without a tree for its envelope; anything else (batches,
         // errors, unusual shapes) goes the general way below.
         if let request = JSONParser.parseRequestEnvelope(frame, readingShareSend: readingShareSend) {

@@ -109,6 +109,17 @@ struct RPCDecodeTests {
         #expect(e.id == .number("4"))
     }
 
+    /// A byte order mark before a message is ignored (RFC 8259 lets a parser).
+    @Test func byteOrderMarkBeforeAMessageIsIgnored() throws {
+        let bytes: [UInt8] = [0xEF, 0xBB, 0xBF] + Array(#"{"jsonrpc":"2.0","id":3,"method":"m"}"#.utf8)
+        let decoded = bytes.withUnsafeBytes { RPCCodec.decode($0) }
+        guard case .single(.success(let r)) = decoded else {
+            Issue.record("\(decoded)")
+            return
+        }
+        #expect(r.method == "m" && r.id == .number("3"))
+    }
+
     /// Null params are taken as omitted (Go's sourcegraph/jsonrpc2 sends them by default).
     @Test func nullParamsAreOmittedParams() throws {
         let r = try #require(request(#"{"jsonrpc":"2.0","id":1,"method":"m","params":null}"#))
