@@ -512,8 +512,10 @@ runMain(root: root, version: "shareclient \(SharebrokerVersion.string)") { cmd i
             return Exit.remote
         case .timeout:
             let path = (try? socketPath(cmd)) ?? "the socket"
+            let t = answerTimeoutSeconds()
+            let shown = t.rounded() == t ? String(Int(t)) : String(t)
             writeErr(
-                "shareclient: error: the broker at \(path) did not answer within \(answerTimeoutSeconds().rounded() == answerTimeoutSeconds() ? String(Int(answerTimeoutSeconds())) : String(answerTimeoutSeconds())) s (is it hung or stopped? $SHARECLIENT_TIMEOUT sets the wait; 0 waits for ever)\n")
+                "shareclient: error: the broker at \(path) did not answer within \(shown) s (is it hung or stopped? $SHARECLIENT_TIMEOUT sets the wait; 0 waits for ever)\n")
             return Exit.unavailable
         case .connection:
             writeErr("shareclient: error: \(e)\n")
