@@ -218,6 +218,13 @@ int sb_signal_forward(int write_fd, const int *signals, int count) {
         sa.sa_flags = SA_RESTART;
         if (sigaction(signals[i], &sa, NULL) != 0) return -1;
     }
+    /* A parent may have started us with these signals blocked (the mask is inherited across
+       exec: some supervisors and Foundation's Process do): unblock them, or SIGTERM would stay
+       pending for ever. Threads started later inherit this thread's mask. */
+    sigset_t set;
+    sigemptyset(&set);
+    for (int i = 0; i < count; i++) sigaddset(&set, signals[i]);
+    if (pthread_sigmask(SIG_UNBLOCK, &set, NULL) != 0) return -1;
     return 0;
 }
 

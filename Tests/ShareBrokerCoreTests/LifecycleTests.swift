@@ -177,6 +177,29 @@ final class LifecycleTests: XCTestCase {
         } catch {}
     }
 
+    /// Started with SIGTERM, SIGINT and SIGHUP blocked (the mask is inherited across exec: some
+    /// supervisors, and Foundation's Process at times, start children so), the broker still
+    /// stops on SIGTERM: it unblocks the signals it handles.
+    func testSIGTERMStopsABrokerStartedWithTheSignalsBlocked() throws {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/python3") else { throw XCTSkip("needs /usr/bin/python3") }
+        let dir = TempDir()
+        let socket = dir.path + "/b.sock"
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+        p.arguments = [
+            "-c",
+            "import os, signal, sys; signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGTERM, signal.SIGINT, signal.SIGHUP]); os.execv(sys.argv[1], sys.argv[1:])",
+            Products.sharebroker, "serve", "--socket", socket, "--state", dir.path + "/state",
+        ]
+        p.standardError = FileHandle.nullDevice
+        try p.run()
+        defer { if p.isRunning { kill(p.processIdentifier, SIGKILL) } }
+        XCTAssertTrue(waitUntil(timeout: 10) { (try? BrokerConnection(socketPath: socket).call("broker.status")) != nil }, "the broker did not start")
+        kill(p.processIdentifier, SIGTERM)
+        XCTAssertTrue(waitUntil(timeout: 5) { !p.isRunning }, "SIGTERM stayed pending")
+        if !p.isRunning { XCTAssertEqual(p.terminationStatus, 0) }
+    }
+
     func testSIGHUPReloadsManifests() throws {
         let dir = TempDir()
         let p = try startBroker(dir)

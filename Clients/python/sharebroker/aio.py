@@ -12,7 +12,7 @@ from typing import Any, AsyncIterator, Deque, Dict, Optional, Union
 
 from . import framing as _framing
 from .client import Notification, _is_notification, default_socket_path, result_or_error
-from .errors import BrokerConnectionError, ConnectionClosed
+from .errors import BrokerConnectionError, BrokerError, ConnectionClosed
 from .methods import BrokerMethods
 
 _DEFAULT = object()
@@ -103,6 +103,15 @@ class AsyncClient(BrokerMethods):
                         fut = self._futures.pop(msg["id"])
                         if not fut.done():
                             fut.set_result(msg)
+                    elif isinstance(msg, dict) and msg.get("id") is None and "error" in msg and self._futures:
+                        # An error the broker could not tie to a request (a message over its size
+                        # limit, a framing error; the connection closes after it): the calls
+                        # waiting get it, not just "closed".
+                        error = BrokerError.from_error_object(msg["error"])
+                        for fut in self._futures.values():
+                            if not fut.done():
+                                fut.set_exception(error)
+                        self._futures.clear()
                     else:
                         self._replies.put_nowait(msg)
         except asyncio.CancelledError:
@@ -134,7 +143,10 @@ class AsyncClient(BrokerMethods):
         """The next message that answers no pending call (e.g. a batch's list)."""
         if self._replies is None:
             raise BrokerConnectionError(f"not connected to sharebroker at {self.path}")
-        return await asyncio.wait_for(self._replies.get(), self.timeout if timeout is _DEFAULT else timeout)
+        try:
+            return await asyncio.wait_for(self._replies.get(), self.timeout if timeout is _DEFAULT else timeout)
+        except asyncio.TimeoutError as e:  # (not the built-in TimeoutError before Python 3.11)
+            raise TimeoutError(f"no message from sharebroker at {self.path} in time") from e
 
     async def call(self, method: str, params: Optional[Dict[str, Any]] = None, *, timeout: Any = _DEFAULT) -> Any:
         """Call any method and return its result; raise :class:`BrokerError` for an error."""
@@ -146,8 +158,21 @@ class AsyncClient(BrokerMethods):
         fut: "asyncio.Future[Any]" = asyncio.get_running_loop().create_future()
         self._futures[rid] = fut
         try:
-            await self.send_raw(request)
+            try:
+                await self.send_raw(request)
+            except OSError:
+                # The broker may have refused the message and closed (a message over its size
+                # limit): its error, on the way, says why better than the broken pipe.
+                try:
+                    await asyncio.wait_for(asyncio.shield(fut), 1.0)
+                except BrokerError:
+                    raise
+                except Exception:
+                    pass
+                raise
             msg = await asyncio.wait_for(fut, self.timeout if timeout is _DEFAULT else timeout)
+        except asyncio.TimeoutError as e:  # (not the built-in TimeoutError before Python 3.11)
+            raise TimeoutError(f"no answer from sharebroker at {self.path} to {method!r} in time") from e
         finally:
             self._futures.pop(rid, None)
         result = result_or_error(msg, method)

@@ -29,7 +29,7 @@ VERSION_CONFLICT = -32006
 """``defaults.set``/``defaults.remove`` with ``ifVersion`` that did not match; ``data["version"]``
 is the group's current version."""
 TOO_MANY_REQUESTS = -32007
-"""The connection already had the broker's limit of requests waiting for replies; not run."""
+"""Too many of the connection's replies were unread (over the broker's output limit); not run."""
 
 ERROR_NAMES = {
     PARSE_ERROR: "parse error",

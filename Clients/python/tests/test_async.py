@@ -48,6 +48,19 @@ class AsyncClientTests(support.BrokerTestCase):
 
         self.run_async(flow())
 
+    def test_an_error_without_an_id_reaches_the_waiting_call(self):
+        async def flow():
+            async with AsyncClient(self.broker.socket, role="tool") as c:
+                # Over the broker's message limit (4 MiB): -32600 with id null, then it closes.
+                with self.assertRaises(sb.BrokerError) as cm:
+                    await c.call("broker.status", {"pad": "x" * (5 << 20)}, timeout=10)
+                self.assertEqual(cm.exception.code, sb.INVALID_REQUEST)
+            async with AsyncClient(self.broker.socket, role="tool") as c:
+                with self.assertRaises(TimeoutError):  # the built-in one, on every Python
+                    await c.call("broker.status", timeout=1e-9)
+
+        self.run_async(flow())
+
     def test_connection_errors(self):
         async def flow():
             with self.assertRaises(sb.BrokerConnectionError):
