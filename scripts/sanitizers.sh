@@ -59,6 +59,11 @@ for s in "${sanitizers[@]}"; do
         if [ $rc -ne 0 ] || [ "$reports" -ne 0 ]; then verdict=FAIL; status=1; fi
         line="sanitize=$s: $verdict — $xct; $swt; $reports sanitizer report(s); exit $rc; build $((built - start)) s, tests $((end - built)) s; log $log"
     fi
+    # Name the failed tests, so a CI log that keeps only the tail still says which ones.
+    failed=$(grep -oE "Test Case '[^']+' failed|✘ Test [^ ]+ failed|Test [^ ]+\(\) failed" "$log" \
+        | sed -E "s/^Test Case '([^']+)' failed$/\1/; s/^✘ Test ([^ ]+) failed$/\1/; s/^Test ([^ ]+) failed$/\1/" \
+        | sort -u | head -12 | paste -sd ' ' -)
+    [ -n "$failed" ] && line="$line; failed: $failed"
     summary+=("$line")
     echo "$line"
 done
