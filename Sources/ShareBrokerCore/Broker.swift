@@ -523,6 +523,9 @@ public final class Broker {
     /// still go out, then the connection closes.
     func revokeSession(_ conn: Connection, _ why: String) {
         log.log(.warning, "\(conn.identity): \(why) after the reload; ending the session", connection: conn.id)
+        // The client is told why before the connection closes (an error without an id, as for a
+        // message over the limit), after every reply it is owed (`closeDrained`).
+        conn.lastWords = RPCError(.unauthorized, "Unauthorized: session ended by a manifest reload: \(why)")
         endSession(conn)
         conn.role = nil  // (counted out once: closing it later does not count it again)
         if conn.subscribedApp != nil {
@@ -1251,7 +1254,7 @@ public final class Broker {
                 updateInterest(conn)
             }
             // A closing connection still waiting for replies held for a commit stays until they are written.
-            if conn.closing && conn.drained { closeNow(conn, reason: "closed") }
+            if conn.closing && conn.drained { closeDrained(conn) }
             return
         }
         // Past the cap, requests get -32007 (`refuseOverQuota`) instead of more replies; a client
@@ -1355,10 +1358,22 @@ public final class Broker {
         guard !conn.closing else { return }
         conn.closing = true
         if conn.drained {
-            closeNow(conn, reason: "closed")
+            closeDrained(conn)
         } else {
             updateInterest(conn)
         }
+    }
+
+    /// Closes a closing connection that owes nothing more, once it has read its last words (why
+    /// the broker ends it, when it says: `Connection.lastWords`).
+    func closeDrained(_ conn: Connection) {
+        if let words = conn.lastWords {
+            conn.lastWords = nil
+            conn.emit { RPCCodec.writeError(id: .null, error: words, to: &$0) }
+            flush(conn)  // (closes it once that is written)
+            return
+        }
+        closeNow(conn, reason: "closed")
     }
 
     func closeNow(_ conn: Connection, reason: String) {

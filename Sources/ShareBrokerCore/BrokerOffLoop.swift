@@ -296,7 +296,7 @@ extension Broker {
         }
         if conn.suspended == nil && !conn.throttled {
             if conn.closing {
-                if conn.drained { closeNow(conn, reason: "closed") }
+                if conn.drained { closeDrained(conn) }
             } else {
                 updateInterest(conn)
                 if conn.framer.bufferedByteCount >= Broker.partialWatchBytes { watchPartial(conn) }

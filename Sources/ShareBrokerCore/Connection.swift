@@ -40,6 +40,9 @@ final class Connection {
     var dirty = false
     /// Closing: no more reads; close once `out` drains (or at once when `abort`).
     var closing = false
+    /// What the broker tells the client, without an id, once every reply it is owed is written
+    /// and before it closes the connection (why a manifest reload ended the session).
+    var lastWords: RPCError?
     /// Closed (gone from the broker's table; its descriptor is closed): set by `closeNow`.
     var closed = false
     /// The role from `hello`; nil before it.

@@ -285,6 +285,7 @@ extension Broker {
             "broker": ["name": .string(SharebrokerVersion.brokerName), "version": .string(SharebrokerVersion.string)],
             "session": .number(String(conn.id)),
             "role": .string(conn.role?.rawValue ?? "tool"),
+            "maxMessage": .int(config.maxMessage),
         ]
         if let b = conn.bundleID { o["bundleID"] = .string(b) }
         return .object(o)

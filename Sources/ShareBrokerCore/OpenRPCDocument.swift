@@ -86,6 +86,10 @@ let openRPCDocumentText = ####"""
             "role": {
               "type": "string"
             },
+            "maxMessage": {
+              "type": "integer",
+              "description": "The largest message the broker reads, in bytes; a longer one gets -32600 without an id and the connection is closed."
+            },
             "bundleID": {
               "type": "string"
             }
@@ -129,6 +133,7 @@ let openRPCDocumentText = ####"""
               },
               "session": 16,
               "role": "app",
+              "maxMessage": 4194304,
               "bundleID": "com.mycompany.myapp"
             }
           }

@@ -273,6 +273,12 @@ final class ConformanceManifestTests: XCTestCase {
 
         try FileManager.default.removeItem(atPath: h.state + "/apps/notes.json")
         _ = try tool.call("apps.reload")
+        let notice = app.readJSON()
+        XCTAssertEqual(notice?["id"], .null, "the session is told why it ends: \(String(describing: notice))")
+        XCTAssertEqual(notice?["error"]?["code"], -32001, "\(String(describing: notice))")
+        XCTAssertTrue(
+            notice?["error"]?["message"]?.stringValue?.contains("com.example.notes is no longer registered") == true,
+            "\(String(describing: notice))")
         XCTAssertTrue(app.waitForClose(), "the removed app's session ended")
         let status = try tool.call("broker.status")
         XCTAssertEqual(status["subscribers"], 1, "\(status)")
@@ -295,6 +301,9 @@ final class ConformanceManifestTests: XCTestCase {
         try FileManager.default.removeItem(atPath: h.state + "/apps/notes.json")
         h.dir.write("state/apps/other.json", manifestJSON("com.example.other", schemes: ["other"], extensions: [ext]))
         _ = try tool.call("apps.reload")
+        XCTAssertTrue(
+            back.readJSON()?["error"]?["message"]?.stringValue?.contains("now registered with another role") == true,
+            "the session is told why it ends")
         XCTAssertTrue(back.waitForClose(), "a session whose bundle changed role ended")
         XCTAssertEqual(try otherApp.call("broker.status")["subscribers"], 1, "the other app's session is kept")
     }

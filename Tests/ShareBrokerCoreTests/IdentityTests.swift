@@ -134,6 +134,11 @@ final class IdentityTests: XCTestCase {
         let reload = raw.readJSON()
         XCTAssertEqual(reload?["id"]?.intValue, 2)
         XCTAssertNotNil(reload?["result"], "the reload's own reply arrives: \(String(describing: reload))")
+        let notice = raw.readJSON()
+        XCTAssertEqual(notice?["id"], .null, "then the reason, not an answer to id 3: \(String(describing: notice))")
+        XCTAssertEqual(notice?["error"]?["code"], -32001, "\(String(describing: notice))")
+        XCTAssertTrue(
+            notice?["error"]?["message"]?.stringValue?.contains("token changed") == true, "\(String(describing: notice))")
         XCTAssertTrue(raw.waitForClose(), "the session opened under the old token ends")
         XCTAssertEqual(try h.tool().call("broker.status")["subscribers"]?.intValue, 0, "the request after the reload was not run")
     }

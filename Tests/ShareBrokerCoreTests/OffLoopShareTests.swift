@@ -449,6 +449,11 @@ final class OffLoopShareTests: XCTestCase {
         XCTAssertEqual(reply[0]["error"]?["code"], -32001, "\(reply[0])")
         XCTAssertEqual(reply[1]["error"]?["code"], -32001, "not run after the session ended: \(reply[1])")
         XCTAssertTrue(reply[1]["error"]?["message"]?.stringValue?.contains("session ended") == true, "\(reply[1])")
+        let notice = ext.readJSON(timeout: 10)
+        XCTAssertEqual(notice?["id"], .null, "why the session ended comes last, after the batch's reply: \(String(describing: notice))")
+        XCTAssertTrue(
+            notice?["error"]?["message"]?.stringValue?.contains("session ended by a manifest reload: its manifest's token changed") == true,
+            "\(String(describing: notice))")
         XCTAssertTrue(ext.waitForClose(timeout: 10))
         h.stop()
     }
