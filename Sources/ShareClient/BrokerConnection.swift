@@ -79,7 +79,18 @@ public final class BrokerConnection {
     }
 
     /// Reads the next JSON line the broker sends (response or notification); nil at end of stream.
+    /// `timeoutMillis` bounds the whole wait (-1: for ever), however the message trickles in.
     public func readMessage(timeoutMillis: Int32 = -1) throws(ClientError) -> JSONValue? {
+        try readMessage(until: Self.deadline(timeoutMillis))
+    }
+
+    /// The monotonic time `timeoutMillis` from now (nil for a negative timeout: none).
+    static func deadline(_ timeoutMillis: Int32) -> UInt64? {
+        timeoutMillis < 0 ? nil : Clock.monotonicNanos() + UInt64(timeoutMillis) * 1_000_000
+    }
+
+    /// The next JSON line, waiting until `deadline` (monotonic nanoseconds) at most.
+    func readMessage(until deadline: UInt64?) throws(ClientError) -> JSONValue? {
         while true {
             if let nl = inbox[inboxOffset...].firstIndex(of: 0x0A) {
                 let line = inbox[inboxOffset..<nl]
@@ -92,10 +103,13 @@ public final class BrokerConnection {
                     throw .protocolError("it sent invalid JSON: \(error)")
                 }
             }
-            if timeoutMillis >= 0 {
+            if let deadline {
+                let now = Clock.monotonicNanos()
+                guard now < deadline else { throw .timeout }
                 var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-                let r = poll(&pfd, 1, timeoutMillis)
+                let r = poll(&pfd, 1, Int32(min((deadline - now + 999_999) / 1_000_000, UInt64(Int32.max))))
                 if r == 0 { throw .timeout }
+                if r < 0 { continue }  // (a signal: wait again for what is left)
             }
             let n: Int
             do {
@@ -118,7 +132,8 @@ public final class BrokerConnection {
     /// Sends a request and waits for its response; notifications that arrive meanwhile are kept.
     @discardableResult
     public func call(_ method: String, _ params: JSONValue? = nil, timeoutMillis: Int32? = nil) throws(ClientError) -> JSONValue {
-        let timeoutMillis = timeoutMillis ?? answerTimeoutMillis
+        // (One deadline for the whole call: notifications arriving meanwhile do not extend it.)
+        let deadline = Self.deadline(timeoutMillis ?? answerTimeoutMillis)
         let id = nextID
         nextID += 1
         var out: [UInt8] = []
@@ -126,7 +141,7 @@ public final class BrokerConnection {
         out.append(0x0A)
         try sendRaw(out)
         while true {
-            guard let msg = try readMessage(timeoutMillis: timeoutMillis) else {
+            guard let msg = try readMessage(until: deadline) else {
                 throw .connection("broker closed the connection before answering '\(method)'")
             }
             switch RPCIncoming.decode(msg) {
@@ -155,12 +170,22 @@ public final class BrokerConnection {
         try sendRaw(out)
     }
 
-    /// The next notification: one already received, or waits for one.
+    /// The next notification: one already received, or waits for one (`timeoutMillis` in all,
+    /// however many responses arrive meanwhile; -1: for ever). nil at the end of the stream; an
+    /// error the broker sends without an id (why it is closing the connection) is thrown.
     public func nextNotification(timeoutMillis: Int32 = -1) throws(ClientError) -> BrokerNotification? {
         if !notifications.isEmpty { return notifications.removeFirst() }
+        let deadline = Self.deadline(timeoutMillis)
         while true {
-            guard let msg = try readMessage(timeoutMillis: timeoutMillis) else { return nil }
-            if case .notification(let m, let p)? = RPCIncoming.decode(msg) { return BrokerNotification(method: m, params: p) }
+            guard let msg = try readMessage(until: deadline) else { return nil }
+            switch RPCIncoming.decode(msg) {
+            case .notification(let m, let p)?: return BrokerNotification(method: m, params: p)
+            case .response(.null, .failure(let e))?:
+                // Without an id: the broker says why it is closing the connection (a message
+                // over its limit, a session a manifest reload ended).
+                throw .rpc(e)
+            default: continue
+            }
         }
     }
 

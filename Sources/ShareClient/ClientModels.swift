@@ -65,6 +65,8 @@ public struct HelloInfo: Sendable, Equatable {
     public let role: Role
     /// The bundle ID the session has (app and extension roles).
     public let bundleID: String?
+    /// The largest message the broker reads, in bytes (nil from a broker that does not say).
+    public let maxMessage: Int?
     /// The whole answer.
     public let raw: JSONValue
 
@@ -77,6 +79,7 @@ public struct HelloInfo: Sendable, Equatable {
         guard let role = Role(rawValue: try r.string("role")) else { throw r.fail("role", "app, extension or tool") }
         self.role = role
         bundleID = r.optionalString("bundleID")
+        maxMessage = json["maxMessage"]?.intValue
         raw = json
     }
 }

@@ -18,7 +18,8 @@ import ShareSystem
 ///
 /// Calls in flight when the connection drops fail with `.connectionLost` and are never retried
 /// (the broker may or may not have done them). Calls made while the client is reconnecting wait
-/// until it is connected again (or gives up, or is closed).
+/// until it is connected again (or gives up, or is closed), within their `requestTimeout`, and
+/// end with `.cancelled` when their task is cancelled meanwhile.
 public actor ShareBrokerClient {
     /// The socket path: the one given, else `$SHAREBROKER_SOCKET`, else the contract's default
     /// (`$XDG_RUNTIME_DIR/sharebroker.sock`, else `/tmp/sharebroker-UID/sharebroker.sock`).
@@ -33,7 +34,7 @@ public actor ShareBrokerClient {
     public nonisolated let reconnects: Bool
     /// Delays and limit of reconnection attempts.
     public nonisolated let reconnectPolicy: ReconnectPolicy
-    /// How long a call waits for its answer (nil: no limit).
+    /// How long a call waits for its answer, the wait for a reconnection included (nil: no limit).
     public nonisolated let requestTimeout: Duration?
 
     enum State: Equatable {
@@ -57,7 +58,12 @@ public actor ShareBrokerClient {
     var generation = 0
     var nextRequestID = 1
     var pending: [Int: Pending] = [:]
-    var connectWaiters: [CheckedContinuation<Result<Void, ShareBrokerError>, Never>] = []
+    var connectWaiters: [Int: CheckedContinuation<Result<Void, ShareBrokerError>, Never>] = [:]
+    var nextWaiterID = 1
+    /// The broker's message size limit on the current connection (its `hello` says it): a
+    /// request over it fails here with `.invalidRequest`, as the broker would refuse it and then
+    /// close the connection.
+    var messageLimit: Int?
     var reconnectTask: Task<Void, Never>?
     var lastBrokerNotice: String?
     var nextStreamID = 1
@@ -77,7 +83,8 @@ public actor ShareBrokerClient {
     ///   - token: the manifest's token, when it sets one.
     ///   - reconnect: re-establish the connection (and the subscriptions) when it drops.
     ///   - reconnectPolicy: backoff and attempt limit for reconnection.
-    ///   - requestTimeout: fail calls with `.timeout` when no answer comes in this time.
+    ///   - requestTimeout: fail calls with `.timeout` when no answer comes in this time (counted
+    ///     from the call, so a wait for a reconnection is part of it).
     public init(
         socketPath: String? = nil, role: Role, bundleID: String? = nil, token: String? = nil, reconnect: Bool = false,
         reconnectPolicy: ReconnectPolicy = ReconnectPolicy(), requestTimeout: Duration? = nil
@@ -118,7 +125,7 @@ public actor ShareBrokerClient {
         case .closed:
             throw .closed
         case .connecting, .reconnecting:
-            try await waitForConnection()
+            try await waitForConnection(method: "hello", deadline: nil)
             if let helloInfo { return helloInfo }
             throw .notConnected
         case .idle:
@@ -184,8 +191,9 @@ public actor ShareBrokerClient {
     /// `app.subscribe` / `defaults.watch` here: their notifications go to those streams only.)
     @discardableResult
     public func call(_ method: String, _ params: JSONValue? = nil) async throws(ShareBrokerError) -> JSONValue {
-        let t = try await connectedTransport()
-        return try await send(method, params, on: t)
+        let deadline = callDeadline()
+        let t = try await connectedTransport(method: method, deadline: deadline)
+        return try await send(method, params, on: t, deadline: deadline)
     }
 
     /// Acks events (`app.ack`); returns how many were removed. Ids the app does not hold
@@ -208,7 +216,8 @@ public actor ShareBrokerClient {
     /// previous stream. Ending iteration (or cancelling the task) stops delivery to this client;
     /// unacked events stay pending in the broker.
     public func subscribe() async throws(ShareBrokerError) -> AsyncThrowingStream<AppEvent, any Error> {
-        let t = try await connectedTransport()
+        let deadline = callDeadline()
+        let t = try await connectedTransport(method: "app.subscribe", deadline: deadline)
         let (stream, continuation) = AsyncThrowingStream<AppEvent, any Error>.makeStream(bufferingPolicy: .unbounded)
         let id = nextStreamID
         nextStreamID += 1
@@ -219,7 +228,7 @@ public actor ShareBrokerClient {
             Task { await self.dropEventSink(id) }
         }
         do throws(ShareBrokerError) {
-            _ = try await send("app.subscribe", .object([:]), on: t)
+            _ = try await send("app.subscribe", .object([:]), on: t, deadline: deadline)
         } catch {
             if eventSink?.id == id { eventSink = previous }
             continuation.finish()
@@ -241,7 +250,8 @@ public actor ShareBrokerClient {
         if let keys, keys.isEmpty {
             throw .invalidParams(message: "Invalid params: 'keys' must not be empty; pass nil to watch every key")
         }
-        let t = try await connectedTransport()
+        let deadline = callDeadline()
+        let t = try await connectedTransport(method: "defaults.watch", deadline: deadline)
         let (stream, continuation) = AsyncThrowingStream<DefaultsChange, any Error>.makeStream(bufferingPolicy: .unbounded)
         let id = nextStreamID
         nextStreamID += 1
@@ -251,7 +261,7 @@ public actor ShareBrokerClient {
             Task { await self.dropWatcher(id) }
         }
         do throws(ShareBrokerError) {
-            _ = try await send("defaults.watch", watchParams(group), on: t)
+            _ = try await send("defaults.watch", watchParams(group), on: t, deadline: deadline)
         } catch {
             watchers[id] = nil
             continuation.finish()
@@ -289,7 +299,7 @@ public actor ShareBrokerClient {
     func resumeWaiters(_ r: Result<Void, ShareBrokerError>) {
         let waiters = connectWaiters
         connectWaiters.removeAll()
-        for w in waiters { w.resume(returning: r) }
+        for w in waiters.values { w.resume(returning: r) }
     }
 
     func failPending(_ error: ShareBrokerError, generation gen: Int?) {
@@ -310,15 +320,41 @@ public actor ShareBrokerClient {
         for w in ws.values { w.continuation.finish(throwing: error) }
     }
 
-    func waitForConnection() async throws(ShareBrokerError) {
-        let r = await withCheckedContinuation { (c: CheckedContinuation<Result<Void, ShareBrokerError>, Never>) in
-            connectWaiters.append(c)
+    /// When a call made now times out (nil: never).
+    func callDeadline() -> ContinuousClock.Instant? {
+        requestTimeout.map { ContinuousClock.now + $0 }
+    }
+
+    /// Waits until the client is connected (or gives up, or is closed); ends with `.timeout` at
+    /// the deadline and with `.cancelled` when the calling task is cancelled.
+    func waitForConnection(method: String, deadline: ContinuousClock.Instant?) async throws(ShareBrokerError) {
+        if Task.isCancelled { throw .cancelled }
+        let id = nextWaiterID
+        nextWaiterID += 1
+        var timer: Task<Void, Never>?
+        let r = await withTaskCancellationHandler {
+            await withCheckedContinuation { (c: CheckedContinuation<Result<Void, ShareBrokerError>, Never>) in
+                connectWaiters[id] = c
+                if let deadline {
+                    timer = Task { [weak self] in
+                        do { try await Task.sleep(until: deadline, clock: .continuous) } catch { return }
+                        await self?.finishWaiter(id, with: .timeout(method: method))
+                    }
+                }
+            }
+        } onCancel: {
+            Task { [weak self] in await self?.finishWaiter(id, with: .cancelled) }
         }
+        timer?.cancel()
         try r.get()
     }
 
+    func finishWaiter(_ id: Int, with error: ShareBrokerError) {
+        connectWaiters.removeValue(forKey: id)?.resume(returning: .failure(error))
+    }
+
     /// The live transport, waiting while (re)connecting.
-    func connectedTransport() async throws(ShareBrokerError) -> SocketTransport {
+    func connectedTransport(method: String, deadline: ContinuousClock.Instant?) async throws(ShareBrokerError) -> SocketTransport {
         while true {
             switch state {
             case .connected:
@@ -326,7 +362,7 @@ public actor ShareBrokerClient {
                 throw .connectionLost(reason: "the connection is closed")
             case .idle: throw .notConnected
             case .closed: throw .closed
-            case .connecting, .reconnecting: try await waitForConnection()
+            case .connecting, .reconnecting: try await waitForConnection(method: method, deadline: deadline)
             }
         }
     }
@@ -338,6 +374,7 @@ public actor ShareBrokerClient {
         let gen = generation
         transport = t
         lastBrokerNotice = nil
+        messageLimit = nil
         t.start()
         let inbound = t.inbound
         Task { [weak self] in
@@ -353,7 +390,9 @@ public actor ShareBrokerClient {
         if let bundleID { p["bundleID"] = .string(bundleID) }
         if let token { p["token"] = .string(token) }
         do throws(ShareBrokerError) {
-            return try HelloInfo(json: try await send("hello", .object(p), on: t))
+            let info = try HelloInfo(json: try await send("hello", .object(p), on: t, deadline: callDeadline()))
+            if generation == gen { messageLimit = info.maxMessage }
+            return info
         } catch {
             t.close()
             if generation == gen { transport = nil }
@@ -361,16 +400,24 @@ public actor ShareBrokerClient {
         }
     }
 
-    /// Sends one request on `t` and waits for its answer.
-    func send(_ method: String, _ params: JSONValue?, on t: SocketTransport) async throws(ShareBrokerError) -> JSONValue {
+    /// Sends one request on `t` and waits for its answer, until `deadline` at most.
+    func send(_ method: String, _ params: JSONValue?, on t: SocketTransport, deadline: ContinuousClock.Instant?)
+        async throws(ShareBrokerError) -> JSONValue
+    {
         if Task.isCancelled { throw .cancelled }
         let id = nextRequestID
         nextRequestID += 1
         var frame: [UInt8] = []
         RPCCodec.writeRequest(id: .number(String(id)), method: method, params: params, to: &frame)
+        if let limit = messageLimit, frame.count > limit {
+            // The broker would answer -32600 without an id and close the connection, failing
+            // every other call in flight: refuse it here instead.
+            throw .invalidRequest(
+                message: "Invalid Request: the '\(method)' request is \(frame.count) bytes, over the broker's limit of \(limit) bytes; it was not sent")
+        }
         frame.append(0x0A)
         let gen = generation
-        let timeout = requestTimeout
+        var timer: Task<Void, Never>?
         let result = await withTaskCancellationHandler {
             await withCheckedContinuation { (c: CheckedContinuation<Result<JSONValue, ShareBrokerError>, Never>) in
                 pending[id] = Pending(method: method, generation: gen, continuation: c)
@@ -381,9 +428,10 @@ public actor ShareBrokerClient {
                     c.resume(returning: .failure(error))
                     return
                 }
-                if let timeout {
-                    Task { [weak self] in
-                        try? await Task.sleep(for: timeout)
+                if let deadline {
+                    // (Cancelled as soon as the answer is in: no sleeping task outlives its call.)
+                    timer = Task { [weak self] in
+                        do { try await Task.sleep(until: deadline, clock: .continuous) } catch { return }
                         await self?.finishCall(id, with: .timeout(method: method))
                     }
                 }
@@ -391,6 +439,7 @@ public actor ShareBrokerClient {
         } onCancel: {
             Task { [weak self] in await self?.finishCall(id, with: .cancelled) }
         }
+        timer?.cancel()
         return try result.get()
     }
 
@@ -514,7 +563,7 @@ public actor ShareBrokerClient {
     func restoreStreams(on t: SocketTransport) async throws(ShareBrokerError) {
         if let sink = eventSink {
             do throws(ShareBrokerError) {
-                _ = try await send("app.subscribe", .object([:]), on: t)
+                _ = try await send("app.subscribe", .object([:]), on: t, deadline: callDeadline())
             } catch {
                 if error.isConnectionError { throw error }
                 if eventSink?.id == sink.id { eventSink = nil }
@@ -525,7 +574,7 @@ public actor ShareBrokerClient {
         for w in watchers.values where !groups.contains(w.group) { groups.append(w.group) }
         for group in groups.sorted() {
             do throws(ShareBrokerError) {
-                _ = try await send("defaults.watch", watchParams(group), on: t)
+                _ = try await send("defaults.watch", watchParams(group), on: t, deadline: callDeadline())
             } catch {
                 if error.isConnectionError { throw error }
                 for (id, w) in watchers where w.group == group {

@@ -116,7 +116,8 @@ public enum ShareBrokerError: Error, Sendable, Equatable, CustomStringConvertibl
         case .notConnected: return "not connected to the broker: call connect() first"
         case .closed: return "the client was closed"
         case .cancelled: return "the call was cancelled"
-        case .timeout(let method): return "no answer from the broker to '\(method)' in time"
+        case .timeout(let method):
+            return method.isEmpty ? "no answer from the broker in time" : "no answer from the broker to '\(method)' in time"
         case .unexpectedResponse(let why): return "unexpected answer from the broker: \(why)"
         }
     }

@@ -223,4 +223,28 @@ extension ShareclientCommandTests {
         XCTAssertEqual(try shareclient(h, ["send", "--file", source, "--to", "com.example.pdfreader.share"]).status, 0)
         h.stop()
     }
+
+    /// `shareclient listen` whose session a manifest reload ends says why on stderr and exits 1
+    /// (it used to say only that the broker closed the connection).
+    func testListenEndedByAReloadSaysWhy() throws {
+        let h = BrokerHarness(manifests: ["myapp.json": manifest])
+        try h.start()
+        defer { h.stop() }
+        let listener = Process()
+        listener.executableURL = URL(fileURLWithPath: Products.shareclient)
+        listener.arguments = ["listen", "--as", "com.mycompany.myapp", "--timeout", "60", "--socket", h.socket]
+        let err = Pipe()
+        listener.standardOutput = FileHandle.nullDevice
+        listener.standardError = err
+        try listener.run()
+        defer { if listener.isRunning { listener.terminate() } }
+        let tool = try h.tool()
+        XCTAssertTrue(waitUntil(timeout: 10) { (try? tool.call("broker.status"))?["subscribers"]?.intValue == 1 }, "nobody subscribed")
+        try FileManager.default.removeItem(atPath: h.state + "/apps/myapp.json")
+        _ = try tool.call("apps.reload")
+        XCTAssertTrue(waitUntil(timeout: 10) { !listener.isRunning }, "listen ended")
+        let said = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        XCTAssertEqual(listener.terminationStatus, 1, said)
+        XCTAssertTrue(said.contains("session ended by a manifest reload: its bundle com.mycompany.myapp is no longer registered"), said)
+    }
 }

@@ -404,6 +404,30 @@ struct ClientTests {
         #expect(await events.waitForEnd())
     }
 
+    /// A reload that removes the app ends its session, and the client is told why: the stream
+    /// ends with `.connectionLost` naming the reason; reconnecting is refused (`hello` -32001),
+    /// so the client gives up instead of retrying for ever.
+    @Test func aSessionEndedByAReloadSaysWhy() async throws {
+        let h = try startBroker()
+        let app = h.client(.app, "com.mycompany.myapp", reconnect: true)
+        #expect(try await app.connect().maxMessage == 4 * 1024 * 1024, "hello says the broker's message limit")
+        let states = await Collector.start(await app.connectionEvents())
+        let events = await Collector.start(try await app.subscribe())
+        try FileManager.default.removeItem(atPath: h.state + "/apps/10-myapp.json")
+        let tool = h.client(.tool)
+        try await tool.connect()
+        _ = try await tool.call("apps.reload")
+        #expect(await events.waitForEnd())
+        let s = await states.wait(for: 2)
+        guard s.count == 2, case .disconnected(.connectionLost(let why)) = s[0], case .gaveUp(let refusal) = s[1] else {
+            Issue.record("expected .disconnected then .gaveUp, got \(s)")
+            return
+        }
+        #expect(why.contains("session ended by a manifest reload: its bundle com.mycompany.myapp is no longer registered"), "\(why)")
+        #expect(refusal.code == -32001, "\(refusal)")
+        await tool.close()
+    }
+
     @Test func reconnectGivesUpAfterMaxAttempts() async throws {
         let h = try startBroker()
         let app = ShareBrokerClient(
@@ -496,5 +520,118 @@ struct ClientFailureTests {
         await client.close()
         #expect(await eventually { fake.done })
         #expect(fake.log == ["slow", "slow", "ping", "ping"])
+    }
+
+    /// A call made while the client reconnects to a broker that stays away ends at its
+    /// `requestTimeout` (the wait for the connection counts), not never.
+    @Test func aCallWaitingForAReconnectionTimesOut() async throws {
+        let dir = TempDir()
+        let fake = try FakeBroker(path: dir.path + "/f.sock")
+        fake.run { f in
+            guard let c = f.accept(), c.answerHello() else { return }
+            _ = c.read()
+            unlink(f.path)  // the broker is gone for good: every reconnection attempt fails
+            c.close()
+        }
+        let client = ShareBrokerClient(
+            socketPath: fake.path, role: .tool, reconnect: true, reconnectPolicy: fast, requestTimeout: .milliseconds(400))
+        try await client.connect()
+        guard case .connectionLost? = await brokerError({ try await client.call("drop") }) else {
+            Issue.record("the first call should fail with connectionLost")
+            return
+        }
+        let start = ContinuousClock.now
+        #expect(await brokerError { try await client.call("ping") } == .timeout(method: "ping"))
+        let waited = ContinuousClock.now - start
+        #expect(waited >= .milliseconds(390), "it waited for the reconnection first: \(waited)")
+        #expect(await client.isConnected == false)
+        await client.close()
+        #expect(fake.log.isEmpty)
+    }
+
+    /// Without a timeout, cancelling the task of a call that waits for a reconnection ends it.
+    @Test func aCallWaitingForAReconnectionCanBeCancelled() async throws {
+        let dir = TempDir()
+        let fake = try FakeBroker(path: dir.path + "/f.sock")
+        fake.run { f in
+            guard let c = f.accept(), c.answerHello() else { return }
+            _ = c.read()
+            unlink(f.path)
+            c.close()
+        }
+        let client = ShareBrokerClient(socketPath: fake.path, role: .tool, reconnect: true, reconnectPolicy: fast)
+        try await client.connect()
+        guard case .connectionLost? = await brokerError({ try await client.call("drop") }) else {
+            Issue.record("the first call should fail with connectionLost")
+            return
+        }
+        let waiting = Task { try await client.call("ping") }
+        let other = Task { try await client.call("other") }
+        try await Task.sleep(for: .milliseconds(100))
+        waiting.cancel()
+        switch await waiting.result {
+        case .success(let v): Issue.record("expected cancellation, got \(v)")
+        case .failure(let e): #expect(e as? ShareBrokerError == .cancelled)
+        }
+        // The other waiting call is not affected by the cancellation; close() ends it.
+        await client.close()
+        switch await other.result {
+        case .success(let v): Issue.record("expected closed, got \(v)")
+        case .failure(let e): #expect(e as? ShareBrokerError == .closed)
+        }
+    }
+
+    /// The blocking `BrokerConnection`'s timeout bounds the whole call: a peer that keeps
+    /// sending notifications but never answers does not hold it longer.
+    @Test func aBlockingCallsTimeoutIsNotExtendedByNotifications() async throws {
+        let dir = TempDir()
+        let fake = try FakeBroker(path: dir.path + "/f.sock")
+        fake.run { f in
+            guard let c = f.accept(), c.read() != nil else { return }
+            for i in 0..<50 {  // 5 s of notifications, one every 100 ms, and no answer
+                c.notify("tick", ["n": .int(i)])
+                usleep(100_000)
+            }
+        }
+        let conn = try BrokerConnection(socketPath: fake.path)
+        let start = ContinuousClock.now
+        do {
+            try conn.call("never", timeoutMillis: 500)
+            Issue.record("expected a timeout")
+        } catch {
+            guard case .timeout = error else {
+                Issue.record("expected a timeout, got \(error)")
+                return
+            }
+        }
+        let waited = ContinuousClock.now - start
+        #expect(waited >= .milliseconds(490) && waited < .seconds(3), "the 500 ms timeout held: \(waited)")
+        #expect(conn.notifications.count >= 1, "the notifications were kept")
+    }
+
+    /// A request longer than the broker's `maxMessage` (its hello says it) fails with
+    /// `.invalidRequest` before it is sent; the connection and the calls in flight are unharmed.
+    @Test func aRequestOverTheBrokersLimitIsRefusedBeforeItIsSent() async throws {
+        let dir = TempDir()
+        let fake = try FakeBroker(path: dir.path + "/f.sock")
+        fake.run { f in
+            guard let c = f.accept(), c.answerHello(maxMessage: 200) else { return }
+            while let req = c.read(timeout: 5) {
+                f.record(req["method"]?.stringValue ?? "?")
+                c.reply(req["id"], ["ok": true])
+            }
+        }
+        let client = ShareBrokerClient(socketPath: fake.path, role: .tool)
+        #expect(try await client.connect().maxMessage == 200)
+        let big = await brokerError { try await client.call("big", ["text": .string(String(repeating: "x", count: 300))]) }
+        guard case .invalidRequest(let message)? = big else {
+            Issue.record("expected invalidRequest, got \(String(describing: big))")
+            return
+        }
+        #expect(message.contains("'big'") && message.contains("limit of 200 bytes"), "\(message)")
+        #expect(try await client.call("small", ["text": "x"])["ok"] == true)
+        await client.close()
+        #expect(await eventually { fake.done })
+        #expect(fake.log == ["small"], "the request over the limit was never sent")
     }
 }

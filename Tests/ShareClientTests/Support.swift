@@ -326,10 +326,20 @@ final class FakeConnection {
         try? FD.sendAll(fd, out)
     }
 
-    /// Reads `hello` and answers it as a tool session.
-    func answerHello() -> Bool {
+    /// Sends a notification.
+    func notify(_ method: String, _ params: JSONValue) {
+        var out: [UInt8] = []
+        RPCCodec.writeRequest(id: nil, method: method, params: params, to: &out)
+        out.append(0x0A)
+        try? FD.sendAll(fd, out)
+    }
+
+    /// Reads `hello` and answers it as a tool session (saying `maxMessage` when given).
+    func answerHello(maxMessage: Int? = nil) -> Bool {
         guard let req = read(), req["method"]?.stringValue == "hello" else { return false }
-        reply(req["id"], ["protocol": 1, "broker": ["name": "fake", "version": "0"], "session": 1, "role": "tool"])
+        var result: JSONObject = ["protocol": 1, "broker": ["name": "fake", "version": "0"], "session": 1, "role": "tool"]
+        if let maxMessage { result["maxMessage"] = .int(maxMessage) }
+        reply(req["id"], .object(result))
         return true
     }
 }
