@@ -1,7 +1,8 @@
 """``python3 -m sharebroker [options] METHOD [PARAMS-JSON]``: call one method, print the result.
 
 Options: ``--socket PATH``, ``--role ROLE`` (default ``tool``; ``none``: no hello),
-``--as BUNDLE`` (the bundle ID; the role then defaults to ``app``), ``--token TOKEN``,
+``--as BUNDLE`` (the bundle ID; the role then defaults to ``app``, or ``extension`` when the broker
+says the bundle is an extension, as ``shareclient --as`` does), ``--token TOKEN``,
 ``--listen SECONDS`` (after the call, print notifications as JSON lines for that long).
 Exit status: 0 ok, 1 the broker answered an error, 64 usage error, 69 broker unreachable (also
 when what answers at the socket does not speak the protocol, or no answer comes in time), as
@@ -14,7 +15,7 @@ import sys
 import time
 
 from .client import Client
-from .errors import BrokerConnectionError, BrokerError, ConnectionClosed, ProtocolError
+from .errors import UNAUTHORIZED, BrokerConnectionError, BrokerError, ConnectionClosed, ProtocolError
 
 
 def main(argv=None) -> int:
@@ -39,7 +40,16 @@ def main(argv=None) -> int:
     try:
         with Client(args.socket, connect=True) as c:
             if role != "none":
-                c.hello(role, args.bundle_id, args.token)
+                try:
+                    c.hello(role, args.bundle_id, args.token)
+                except BrokerError as e:
+                    # Without --role, a bundle of the other kind is said hello as that kind (the
+                    # refusal's data.role names it).
+                    other = e.data.get("role") if isinstance(e.data, dict) else None
+                    if (args.role or not args.bundle_id or e.code != UNAUTHORIZED
+                            or other not in ("app", "extension") or other == role):
+                        raise
+                    c.hello(other, args.bundle_id, args.token)
             print(json.dumps(c.call(args.method, params), ensure_ascii=False))
             if args.listen > 0:
                 deadline = time.monotonic() + args.listen

@@ -161,6 +161,13 @@ class ProtocolTests(support.BrokerTestCase):
         r = run("--as", APP, "app.subscribe", "--listen", "0.3")
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("pending", json.loads(r.stdout.splitlines()[0]))
+        # An extension's bundle ID with --as alone: the role follows the broker's data.role.
+        r = run("--as", support.APP_SHARE, "defaults.list", json.dumps({"group": support.APP_GROUP}))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("version", json.loads(r.stdout))
+        r = run("--as", support.APP_SHARE, "--role", "app", "broker.status")
+        self.assertEqual(r.returncode, 1, "an explicit --role is not changed")
+        self.assertIn("-32001", r.stderr)
         r = run("--socket", "/nonexistent/s.sock", "broker.status")
         self.assertEqual(r.returncode, 69)
         self.assertIn("/nonexistent/s.sock", r.stderr)
