@@ -510,6 +510,8 @@ public final class Broker {
                 conn.checksWriter = true
             }
         }
+        // Watches of groups a bundle no longer lists end now, and their sessions are told.
+        if !defaults.watchers.isEmpty { endUnlistedWatches() }
     }
 
     /// What a session of `bundleID` was admitted under (compared at each reload).

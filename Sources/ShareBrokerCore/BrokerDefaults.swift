@@ -355,8 +355,9 @@ extension Broker {
     /// the watches of every key and those naming `key`, no others.
     /// A watcher with more than `defaultsWatcherBacklogLimit` bytes unread is dropped instead, so a
     /// slow reader never holds back writers or other watchers. A watcher whose bundle no longer
-    /// lists the group (a manifest reload) loses its watch instead; the registry is consulted only
-    /// for watches not yet checked since the last reload.
+    /// lists the group loses its watch instead (a manifest reload ends those at once,
+    /// `endUnlistedWatches`: this is the backstop); the registry is consulted only for watches
+    /// not yet checked since the last reload.
     func sendDefaultsChanged(group: String, key: String, value: JSONValue?, version: UInt64, sequence: UInt64) {
         guard let watching = defaults.watchers[group] else { return }
         var message: [UInt8] = []
@@ -392,10 +393,7 @@ extension Broker {
         if let named = watching.byKey[key] {
             for (_, w) in named { deliver(w) }
         }
-        for c in revoked {
-            log.log(.info, "\(c.identity) no longer lists \(group) in its appGroups; its watch ended", connection: c.id)
-            removeDefaultsWatch(c.id, group: group)
-        }
+        for c in revoked { endUnlistedWatch(c, group: group) }
         for c in slow {
             defaults.droppedWatchers += 1
             droppedSlowClients += 1
@@ -410,6 +408,38 @@ extension Broker {
 
     func removeDefaultsWatch(_ id: UInt64, group: String) {
         defaults.removeWatch(id, group: group)
+    }
+
+    /// After a manifest reload: ends the watches of sessions whose bundle no longer lists the
+    /// group, telling each at once (`defaults.watchEnded`) rather than at the group's next change;
+    /// the others are marked as checked, so delivery needs no registry look-up for them.
+    /// (Sessions the reload ended altogether are left to their closing.)
+    func endUnlistedWatches() {
+        let generation = registryGeneration
+        var unlisted: [(Connection, String)] = []
+        for (group, watching) in defaults.watchers {
+            for (_, w) in watching.byConnection where !w.conn.closed && !w.conn.closing && w.entitledGeneration != generation {
+                if let bundle = w.conn.bundleID, registry.appGroups(of: bundle).contains(group) {
+                    w.entitledGeneration = generation
+                } else {
+                    unlisted.append((w.conn, group))
+                }
+            }
+        }
+        for (c, group) in unlisted { endUnlistedWatch(c, group: group) }
+    }
+
+    /// Ends a watch whose session's bundle no longer lists the group, with a
+    /// `defaults.watchEnded {group, reason}` notification to the session (which stays open).
+    func endUnlistedWatch(_ c: Connection, group: String) {
+        let why = "\(c.bundleID ?? "the session") no longer lists \(group) in its appGroups"
+        log.log(.info, "\(why); its watch ended", connection: c.id)
+        removeDefaultsWatch(c.id, group: group)
+        c.emit {
+            RPCCodec.writeRequest(
+                id: nil, method: "defaults.watchEnded", params: ["group": .string(group), "reason": .string(why)], to: &$0)
+        }
+        markDirty(c)
     }
 
     /// Clean-up when a connection closes (its watches).

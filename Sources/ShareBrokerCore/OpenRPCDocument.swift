@@ -1622,6 +1622,25 @@ let openRPCDocumentText = ####"""
           }
         }
       }
+    },
+    {
+      "name": "defaults.watchEnded",
+      "description": "Sent to a session whose watch of a group a manifest reload ended (its bundle no longer lists the group in appGroups); the session stays open. Watch again once the group is listed again.",
+      "params": {
+        "type": "object",
+        "required": [
+          "group",
+          "reason"
+        ],
+        "properties": {
+          "group": {
+            "type": "string"
+          },
+          "reason": {
+            "type": "string"
+          }
+        }
+      }
     }
   ]
 }

@@ -239,7 +239,8 @@ public actor ShareBrokerClient {
     }
 
     /// Watches a group's defaults (`defaults.watch`) and returns its changes, after each is
-    /// durable, in version order; only for `keys` when given (nil: every key). Several watches
+    /// durable, in version order; only for `keys` when given (nil: every key). The stream ends
+    /// with `.unauthorized` when a manifest reload takes the group from this bundle. Several watches
     /// may be open at once (the broker is asked for the union of their keys; each stream gets
     /// its own). Renewed after a reconnection; changes committed between the broker's restart
     /// and the renewal are not replayed (compare `version`, or re-read with `defaultsList`, on
@@ -481,6 +482,14 @@ public actor ShareBrokerClient {
                 guard let change = DefaultsChange(json: params) else { return }
                 for w in watchers.values where w.group == change.group && (w.keys?.contains(change.key) ?? true) {
                     w.continuation.yield(change)
+                }
+            case "defaults.watchEnded":
+                // A manifest reload took the group from this app or extension: its streams end.
+                guard let group = params["group"]?.stringValue else { return }
+                let reason = params["reason"]?.stringValue ?? "the group is no longer this bundle's"
+                for (id, w) in watchers where w.group == group {
+                    watchers[id] = nil
+                    w.continuation.finish(throwing: ShareBrokerError.unauthorized(message: "Unauthorized: \(reason); the watch ended"))
                 }
             default:
                 break

@@ -466,6 +466,15 @@ final class DefaultsTests: XCTestCase {
                     #"{"bundleID":"com.mycompany.myapp.share","point":"com.apple.share-services","appGroups":["group.com.mycompany.myapp"]}"#
                 ]))
         _ = try tool.call("apps.reload")
+        // Each of the app's sessions is told at once that its watch ended (they stay open).
+        for c in [appAll, appA, appB] {
+            let n = try XCTUnwrap(c.nextNotification(timeoutMillis: 5000))
+            XCTAssertEqual(n.method, "defaults.watchEnded")
+            XCTAssertEqual(n.params?["group"], "group.com.mycompany.myapp")
+            XCTAssertEqual(
+                n.params?["reason"], "com.mycompany.myapp no longer lists group.com.mycompany.myapp in its appGroups")
+        }
+        XCTAssertEqual(try defaultsStatus(writer)?["watches"], 1, "only the extension's watch is left, before any change")
         try writer.call("defaults.set", p("a", ["value": 2]))  // 2
         try writer.call("defaults.set", p("b", ["value": 3]))  // 3
         XCTAssertEqual(rpcCode { try appAll.call("defaults.watch", p()) }, -32001)

@@ -428,6 +428,34 @@ struct ClientTests {
         await tool.close()
     }
 
+    /// A reload that takes the group from the app ends its defaults stream with `.unauthorized`
+    /// (the broker says so at once); the session and its other streams go on.
+    @Test func aWatchOfAGroupAReloadTakesAwayEnds() async throws {
+        let h = try startBroker()
+        let app = h.client(.app, "com.mycompany.myapp")
+        try await app.connect()
+        let changes = await Collector.start(try await app.defaultsWatch(group: appGroup))
+        let events = await Collector.start(try await app.subscribe())
+        var manifest = myAppManifest  // the app's own appGroups (the first) emptied
+        let own = try #require(manifest.range(of: #""appGroups": ["\#(appGroup)"]"#))
+        manifest.replaceSubrange(own, with: #""appGroups": []"#)
+        h.dir.write("state/apps/10-myapp.json", manifest)
+        let tool = h.client(.tool)
+        try await tool.connect()
+        _ = try await tool.call("apps.reload")
+        #expect(await changes.waitForEnd())
+        guard case .unauthorized(let message)? = await changes.failure as? ShareBrokerError else {
+            Issue.record("expected unauthorized, got \(String(describing: await changes.failure))")
+            return
+        }
+        #expect(message.contains("no longer lists \(appGroup)"), "\(message)")
+        #expect(await app.isConnected)
+        let opened = try await tool.urlOpen("deeplinkmyapp://still")
+        #expect(await events.wait(for: 1).first?.id == opened.eventID, "the subscription goes on")
+        await app.close()
+        await tool.close()
+    }
+
     @Test func reconnectGivesUpAfterMaxAttempts() async throws {
         let h = try startBroker()
         let app = ShareBrokerClient(

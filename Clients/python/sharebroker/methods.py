@@ -172,7 +172,8 @@ class BrokerMethods:
 
     def defaults_watch(self, group: str, keys: Optional[Iterable[str]] = None):
         """Watch a group (optionally some keys): ``{watching: true, ...}``; then
-        ``defaults.changed {group, key, value?, removed?, version}`` notifications arrive."""
+        ``defaults.changed {group, key, value?, removed?, version}`` notifications arrive, until
+        ``defaults.watchEnded {group, reason}`` says a manifest reload took the group away."""
         params: Dict[str, Any] = {"group": group}
         if keys is not None:
             params["keys"] = [keys] if isinstance(keys, str) else list(keys)
