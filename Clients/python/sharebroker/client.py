@@ -175,7 +175,7 @@ class Client(BrokerMethods):
         """Read once from the socket (waiting until ``deadline``) and sort what arrived."""
         sock = self._require()
         if self._eof:
-            raise ConnectionClosed(f"sharebroker at {self.path} closed the connection")
+            raise ConnectionClosed(f"sharebroker at {self.path} closed the connection{self._last_words()}")
         remaining = None if deadline is None else deadline - time.monotonic()
         if remaining is not None and remaining <= 0:
             raise TimeoutError(f"no answer from sharebroker at {self.path} in time")
@@ -189,7 +189,7 @@ class Client(BrokerMethods):
             raise ConnectionClosed(f"lost the connection to sharebroker at {self.path}: {e}") from e
         if not data:
             self._eof = True
-            raise ConnectionClosed(f"sharebroker at {self.path} closed the connection")
+            raise ConnectionClosed(f"sharebroker at {self.path} closed the connection{self._last_words()}")
         for msg in self._decoder.feed(data):
             if _is_notification(msg):
                 self._notifications.append(Notification(msg["method"], msg.get("params")))
@@ -197,6 +197,15 @@ class Client(BrokerMethods):
                 self._abandoned.discard(msg.get("id"))
             else:
                 self._replies.append(msg)
+
+    def _last_words(self) -> str:
+        """Why the broker closed the connection, when it said so in an error without an id (a
+        message over its limit, a session a manifest reload ended): ": MESSAGE (CODE)"."""
+        for msg in reversed(self._replies):
+            if isinstance(msg, dict) and msg.get("id") is None and isinstance(msg.get("error"), dict):
+                e = msg["error"]
+                return f": {e.get('message')} ({e.get('code')})"
+        return ""
 
     def send_raw(self, message: Union[Any, str, bytes]) -> None:
         """Send one message as is: a JSON value (object, batch list, ...) or a JSON text

@@ -1,6 +1,9 @@
 """The asyncio client against a real broker: the seed share flow, errors, notifications."""
 
 import asyncio
+import os
+import socket
+import tempfile
 import unittest
 
 import support
@@ -55,9 +58,17 @@ class AsyncClientTests(support.BrokerTestCase):
                 with self.assertRaises(sb.BrokerError) as cm:
                     await c.call("broker.status", {"pad": "x" * (5 << 20)}, timeout=10)
                 self.assertEqual(cm.exception.code, sb.INVALID_REQUEST)
-            async with AsyncClient(self.broker.socket, role="tool") as c:
-                with self.assertRaises(TimeoutError):  # the built-in one, on every Python
-                    await c.call("broker.status", timeout=1e-9)
+            # A peer that never answers (not timing-dependent: 1e-9 s raced a fast broker).
+            with tempfile.TemporaryDirectory() as d:
+                silent = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                silent.bind(os.path.join(d, "silent.sock"))
+                silent.listen(1)
+                try:
+                    async with AsyncClient(os.path.join(d, "silent.sock"), role=None) as c:
+                        with self.assertRaises(TimeoutError):  # the built-in one, on every Python
+                            await c.call("broker.status", timeout=0.2)
+                finally:
+                    silent.close()
 
         self.run_async(flow())
 

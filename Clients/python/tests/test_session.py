@@ -152,6 +152,27 @@ class SessionTests(support.BrokerTestCase):
             c.apps_reload()
         self.assertFalse(c.url_can_open("laterapp://x")["canOpen"])
 
+    def test_a_session_a_reload_ends_is_told_why(self):
+        extra = {"bundleID": "com.example.later", "urlSchemes": ["laterapp"]}
+        path = self.broker.state / "apps" / "92-later.json"
+        path.write_text(json.dumps(extra))
+        c = self.tool()
+        try:
+            c.apps_reload()
+            app = self.app("com.example.later")
+            app.call("app.subscribe")
+            path.unlink()
+            c.apps_reload()
+            with self.assertRaises(sb.ConnectionClosed) as cm:
+                app.next_notification(timeout=5)
+            self.assertIn("session ended by a manifest reload: its bundle com.example.later is no longer registered (-32001)",
+                          str(cm.exception))
+            app.close()
+        finally:
+            if path.exists():
+                path.unlink()
+                c.apps_reload()
+
 
 class LifecycleTests(unittest.TestCase):
     def test_sigterm_closes_clients_and_exits_zero(self):
