@@ -8,7 +8,7 @@
 
 import asyncio
 import collections
-from typing import Any, AsyncIterator, Deque, Dict, Optional, Union
+from typing import Any, AsyncIterator, Deque, Dict, List, Optional, Sequence, Tuple, Union
 
 from . import framing as _framing
 from .client import Notification, _is_notification, default_socket_path, result_or_error
@@ -35,6 +35,8 @@ class AsyncClient(BrokerMethods):
         self._writer: Optional[asyncio.StreamWriter] = None
         self._task: Optional["asyncio.Task[None]"] = None
         self._futures: Dict[int, "asyncio.Future[Any]"] = {}
+        # Batches waiting for their reply (a list): each request id of a batch → its future.
+        self._batches: Dict[int, "asyncio.Future[Any]"] = {}
         self._notifications: Deque[Notification] = collections.deque()
         # Created in connect(): before Python 3.10 they bind to the loop current at creation.
         self._replies: "Optional[asyncio.Queue[Any]]" = None
@@ -103,16 +105,30 @@ class AsyncClient(BrokerMethods):
                         fut = self._futures.pop(msg["id"])
                         if not fut.done():
                             fut.set_result(msg)
-                    elif isinstance(msg, dict) and msg.get("id") is None and "error" in msg and self._futures:
+                    elif isinstance(msg, list) and self._batch_of(msg) is not None:
+                        fut = self._batch_of(msg)
+                        for rid in [k for k, f in self._batches.items() if f is fut]:
+                            del self._batches[rid]
+                        if not fut.done():
+                            fut.set_result(msg)
+                    elif isinstance(msg, dict) and msg.get("id") is None and "error" in msg and (
+                            self._futures or self._batches):
                         # An error the broker could not tie to a request (a message over its size
                         # limit, a framing error; the connection closes after it): the calls
                         # waiting get it, not just "closed".
                         error = BrokerError.from_error_object(msg["error"])
-                        for fut in self._futures.values():
+                        for fut in list(self._futures.values()) + list(self._batches.values()):
                             if not fut.done():
                                 fut.set_exception(error)
                         self._futures.clear()
+                        self._batches.clear()
                     else:
+                        if isinstance(msg, dict) and msg.get("id") is None and isinstance(msg.get("error"), dict):
+                            # Said before the broker closes the connection (a session a manifest
+                            # reload ended): what the closed connection reports from now on.
+                            e = msg["error"]
+                            error = ConnectionClosed(f"sharebroker at {self.path} closed the connection: "
+                                                     f"{e.get('message')} ({e.get('code')})")
                         self._replies.put_nowait(msg)
         except asyncio.CancelledError:
             raise
@@ -120,10 +136,11 @@ class AsyncClient(BrokerMethods):
             error = e
         finally:
             self._closed_error = error
-            for fut in self._futures.values():
+            for fut in list(self._futures.values()) + list(self._batches.values()):
                 if not fut.done():
                     fut.set_exception(error)
             self._futures.clear()
+            self._batches.clear()
             self._changed.set()
 
     def _send(self, message: Any) -> None:
@@ -179,6 +196,46 @@ class AsyncClient(BrokerMethods):
         if method == "hello" and isinstance(result, dict):
             self.hello_result = result
         return result
+
+    def _batch_of(self, reply: List[Any]) -> "Optional[asyncio.Future[Any]]":
+        for r in reply:
+            if isinstance(r, dict) and type(r.get("id")) is int and r["id"] in self._batches:
+                return self._batches[r["id"]]
+        return None
+
+    async def batch(self, calls: Sequence[Tuple[str, Optional[Dict[str, Any]]]], *,
+                    timeout: Any = _DEFAULT) -> List[Any]:
+        """Send several calls as one JSON-RPC batch; returns, in order, each call's result or
+        its :class:`BrokerError` (returned, not raised), as :meth:`Client.batch` does."""
+        if not calls:
+            raise ValueError("an empty batch is an invalid request")
+        requests, ids = [], []
+        for method, params in calls:
+            self._next_id += 1
+            ids.append(self._next_id)
+            req: Dict[str, Any] = {"jsonrpc": "2.0", "id": self._next_id, "method": method}
+            if params is not None:
+                req["params"] = params
+            requests.append(req)
+        fut: "asyncio.Future[Any]" = asyncio.get_running_loop().create_future()
+        for rid in ids:
+            self._batches[rid] = fut
+        try:
+            await self.send_raw(requests)
+            reply = await asyncio.wait_for(fut, self.timeout if timeout is _DEFAULT else timeout)
+        except asyncio.TimeoutError as e:  # (not the built-in TimeoutError before Python 3.11)
+            raise TimeoutError(f"no answer from sharebroker at {self.path} to a batch in time") from e
+        finally:
+            for rid in ids:
+                self._batches.pop(rid, None)
+        by_id = {r.get("id"): r for r in reply if isinstance(r, dict)}
+        out: List[Any] = []
+        for (method, _), rid in zip(calls, ids):
+            try:
+                out.append(result_or_error(by_id.get(rid), method))
+            except BrokerError as e:
+                out.append(e)
+        return out
 
     async def notify(self, method: str, params: Optional[Dict[str, Any]] = None) -> None:
         """Send a notification (no id, never answered)."""

@@ -51,6 +51,38 @@ class AsyncClientTests(support.BrokerTestCase):
 
         self.run_async(flow())
 
+    def test_batch_and_the_reason_a_session_ended(self):
+        async def flow():
+            async with AsyncClient(self.broker.socket, role="tool") as c:
+                got = await c.batch([("url.canOpen", {"url": "deeplinkmyapp://x"}),
+                                     ("url.open", {"url": "nosuchscheme://x"}),
+                                     ("broker.status", None)])
+                self.assertEqual(got[0]["app"], APP)
+                self.assertIsInstance(got[1], sb.BrokerError)
+                self.assertEqual(got[1].code, sb.NO_HANDLER)
+                self.assertIn("version", got[2])
+                # Batches and single calls in flight together each get their own answer.
+                both = await asyncio.gather(c.batch([("broker.status", None)]), c.call("broker.status"),
+                                            c.batch([("url.canOpen", {"url": "deeplinkmyapp://y"})]))
+                self.assertIn("version", both[0][0])
+                self.assertIn("version", both[1])
+                self.assertTrue(both[2][0]["canOpen"])
+                with self.assertRaises(ValueError):
+                    await c.batch([])
+            path = self.broker.state / "apps" / "93-gone.json"
+            path.write_text('{"bundleID": "com.example.gone", "urlSchemes": ["goneapp"]}')
+            async with AsyncClient(self.broker.socket, role="tool") as tool:
+                await tool.call("apps.reload")
+                async with AsyncClient(self.broker.socket, role="app", bundle_id="com.example.gone") as app:
+                    await app.call("app.subscribe")
+                    path.unlink()
+                    await tool.call("apps.reload")
+                    with self.assertRaises(sb.ConnectionClosed) as cm:
+                        await app.next_notification(timeout=5)
+                    self.assertIn("session ended by a manifest reload", str(cm.exception))
+
+        self.run_async(flow())
+
     def test_an_error_without_an_id_reaches_the_waiting_call(self):
         async def flow():
             async with AsyncClient(self.broker.socket, role="tool") as c:
