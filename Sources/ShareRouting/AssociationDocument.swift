@@ -152,6 +152,9 @@ public struct AssociationMatch: Sendable, Equatable {
     /// Human-readable steps: which details were for other apps, which patterns did not match and why,
     /// and which one decided. Empty when the match was computed without an explanation.
     public var trail: [String]
+    /// Matching stopped at `AssociationDocument.matchingBudget` steps, before an answer: taken as
+    /// `.noMatch` (`url.explain` says so in the trail).
+    public var overBudget = false
 
     /// True for `.matched`.
     public var isMatch: Bool { outcome == .matched }
@@ -189,12 +192,22 @@ public struct AssociationDocument: Sendable, Equatable {
 
     /// Parses and validates the bytes of an apple-app-site-association file (JSON).
     public init(parsing bytes: [UInt8]) throws(AssociationDocumentError) {
+        guard bytes.count <= AssociationDocument.maxBytes else {
+            throw AssociationDocumentError(
+                key: "",
+                reason:
+                    "the document is \(bytes.count) bytes, over the \(AssociationDocument.maxBytes) (128 KB) that iOS reads: iOS ignores such a file, so it gives no app universal links"
+            )
+        }
         let value: JSONValue
         do { value = try JSONParser.parse(JSONParser.withoutByteOrderMark(bytes)) } catch {
             throw AssociationDocumentError(key: "", reason: "invalid JSON: \(error)")
         }
         try self.init(json: value)
     }
+
+    /// The largest document iOS takes (128 KB since iOS 9.3.1; a larger file is ignored whole).
+    public static let maxBytes = 128 * 1024
 
     /// Validates an already parsed document.
     public init(json: JSONValue) throws(AssociationDocumentError) {
@@ -226,10 +239,25 @@ public struct AssociationDocument: Sendable, Equatable {
         evaluate(url: url, appID: appID, trace: true)
     }
 
+    /// The most steps one URL's match against one document may take (`AssociationPattern`'s
+    /// VM steps, ~10 ns each): far beyond any real document and URL (a few thousand), it bounds
+    /// what a costly document (long substitution lists under many `*`) and a huge URL can cost the
+    /// broker's loop to a few tens of milliseconds.
+    public static let matchingBudget = 1_000_000
+
     /// `match` without building the trail (the router's fast path).
     func evaluate(url: URLReference, appID: String, trace: Bool) -> AssociationMatch {
+        var budget = AssociationDocument.matchingBudget
         var trail: [String] = []
         func note(_ s: @autoclosure () -> String) { if trace { trail.append(s()) } }
+        /// Matching stopped before an answer: no match, said in the trail.
+        func overBudget(_ d: Int, _ k: Int) -> AssociationMatch {
+            note(
+                "matching stopped at details[\(d)] pattern \(k): over \(AssociationDocument.matchingBudget) steps (a very long URL against costly patterns); taken as no match")
+            var m = AssociationMatch(outcome: .noMatch, detailIndex: nil, patternIndex: nil, pattern: nil, trail: trail)
+            m.overBudget = true
+            return m
+        }
         guard hasApplinks else {
             note("the document has no 'applinks' section, so it gives no app universal links")
             return AssociationMatch(outcome: .noMatch, detailIndex: nil, patternIndex: nil, pattern: nil, trail: trail)
@@ -254,7 +282,9 @@ public struct AssociationDocument: Sendable, Equatable {
                 let path = parts.path(decoded: false)
                 note("details[\(d)] lists \(appID); legacy paths are matched against the path '\(url.path)'")
                 for (k, entry) in detail.paths.enumerated() {
-                    if entry.compiled.matches(normalizedPath: path) {
+                    let matched = entry.compiled.matches(normalizedPath: path, budget: &budget)
+                    if budget < 0 { return overBudget(d, k) }
+                    if matched {
                         if entry.isExclusion {
                             note("details[\(d)].paths[\(k)] '\(entry.source)' matches: excluded, not a universal link for \(appID)")
                             return AssociationMatch(
@@ -270,7 +300,9 @@ public struct AssociationDocument: Sendable, Equatable {
             case .components:
                 note("details[\(d)] lists \(appID); trying its \(detail.components.count) components in order")
                 for (k, c) in detail.components.enumerated() {
-                    if let why = AssociationDocument.mismatch(c, &parts, trace: trace) {
+                    let mismatch = AssociationDocument.mismatch(c, &parts, trace: trace, budget: &budget)
+                    if budget < 0 { return overBudget(d, k) }
+                    if let why = mismatch {
                         note("details[\(d)].components[\(k)] \(c.summary) does not match: \(why)")
                         continue
                     }
@@ -290,17 +322,18 @@ public struct AssociationDocument: Sendable, Equatable {
     }
 
     /// Nil when `c` matches the URL; otherwise why not (a non-empty placeholder when not tracing).
-    static func mismatch(_ c: AssociationComponent, _ parts: inout URLParts, trace: Bool) -> String? {
+    /// Within `budget` steps (below zero after it: the answer is then meaningless).
+    static func mismatch(_ c: AssociationComponent, _ parts: inout URLParts, trace: Bool, budget: inout Int) -> String? {
         let decoded = !c.percentEncoded
         if let pp = c.pathPattern {
             let path = parts.path(decoded: decoded)
-            if !pp.matches(normalizedPath: path) {
+            if !pp.matches(normalizedPath: path, budget: &budget) {
                 return trace ? "path '\(parts.rawOrDecodedPath(decoded))' does not match '\(c.path ?? "")'" : ""
             }
         }
         if let qp = c.queryPattern {
             let q = parts.query(decoded: decoded)
-            if !qp.matches(q) { return trace ? "query '\(q)' does not match '\(qp.source)'" : "" }
+            if !qp.matches(q, budget: &budget) { return trace ? "query '\(q)' does not match '\(qp.source)'" : "" }
         }
         if case .items(let items) = c.query {
             let all = parts.items(decoded: decoded, folded: !c.caseSensitive)
@@ -308,13 +341,13 @@ public struct AssociationDocument: Sendable, Equatable {
                 var found = false
                 for (name, value) in all where name == item.matchName {
                     found = true
-                    if !item.compiled.matches(value ?? "") {
+                    if !item.compiled.matches(value ?? "", budget: &budget) {
                         return trace
                             ? "query item '\(item.name)' value '\(value ?? "")' does not match '\(item.pattern)' (every occurrence must match)"
                             : ""
                     }
                 }
-                if !found, !item.compiled.matches("") {
+                if !found, !item.compiled.matches("", budget: &budget) {
                     return trace
                         ? "query item '\(item.name)' is absent (counts as empty) and '' does not match '\(item.pattern)'" : ""
                 }
@@ -322,7 +355,7 @@ public struct AssociationDocument: Sendable, Equatable {
         }
         if let fp = c.fragmentPattern {
             let f = parts.fragment(decoded: decoded)
-            if !fp.matches(f) { return trace ? "fragment '\(f)' does not match '\(fp.source)'" : "" }
+            if !fp.matches(f, budget: &budget) { return trace ? "fragment '\(f)' does not match '\(fp.source)'" : "" }
         }
         return nil
     }

@@ -45,6 +45,8 @@ public struct AssociationPattern: Sendable, Equatable, CustomStringConvertible {
     /// Whether matching folds case (`caseSensitive: false`).
     public let foldsCase: Bool
     let ops: [Op]
+    /// How far one step moves ahead at most (1, or the longest word of a `.words` op).
+    let reach: Int
     /// Fast paths: the pattern is exactly `*`, or has no wildcard or variable at all.
     let matchesEverything: Bool
     let literal: String?
@@ -100,56 +102,96 @@ public struct AssociationPattern: Sendable, Equatable, CustomStringConvertible {
             i += 1
         }
         b.emit(.match)
+        guard b.ops.count <= AssociationPattern.maxStates else {
+            throw CompileError(
+                reason:
+                    "too complex: it compiles to \(b.ops.count) states, over the limit of \(AssociationPattern.maxStates) (use fewer or shorter substitution values)"
+            )
+        }
         ops = b.ops
+        var reach = 1
+        for case .words(_, let lengths) in b.ops { reach = max(reach, lengths.max() ?? 1) }
+        self.reach = reach
         matchesEverything = pattern == "*"
         literal = hasSpecial ? nil : (foldCase ? pattern.lowercased() : pattern)
     }
 
+    /// The most states a compiled pattern may have: real patterns have tens (a substitution
+    /// variable adds about its values' length in all, each time it is used).
+    static let maxStates = 4096
+
     /// True when `text` matches the whole pattern.
     public func matches(_ text: String) -> Bool {
+        var unlimited = Int.max
+        return matches(text, budget: &unlimited)
+    }
+
+    /// `matches`, spending at most `budget` steps (one per pattern state visited at a position):
+    /// false with `budget` below zero when it ran out before an answer. A document whose patterns
+    /// are costly (long substitution lists, many `*`) and a huge URL could otherwise hold the
+    /// broker's loop for seconds.
+    func matches(_ text: String, budget: inout Int) -> Bool {
         if matchesEverything { return true }
         let t = foldsCase ? text.lowercased() : text
         if let literal { return t == literal }
         let chars = Array(t)
         let n = chars.count
-        var queues = [[Int]](repeating: [], count: n + 1)
+        // A Pike VM: the threads at each position, each pattern state at most once per position
+        // (`mark`), so the work is O(length × pattern size) whatever the pattern. Threads only move
+        // ahead, by at most `reach` characters (one, or a `$(lang)`-style word's length), so a ring
+        // of reach + 1 queues holds them all: memory O(pattern size), nothing allocated per position.
+        let ring = reach + 1
+        var queues = [[Int]](repeating: [], count: ring)
+        for q in queues.indices { queues[q].reserveCapacity(8) }
         queues[0].append(0)
-        var furthest = 0
+        var pending = 1  // threads queued at positions after the current one
         var mark = [Int](repeating: -1, count: ops.count)
         var stack: [Int] = []
         var pos = 0
         while pos <= n {
-            if pos > furthest { return false }
-            stack = queues[pos]
-            queues[pos] = []
+            let slot = pos % ring
+            if queues[slot].isEmpty {
+                if pending == 0 { return false }
+                pos += 1
+                continue
+            }
+            swap(&stack, &queues[slot])
+            pending -= stack.count
+            budget -= stack.count + 1
+            if budget < 0 { return false }
             while let pc = stack.popLast() {
                 if mark[pc] == pos { continue }
                 mark[pc] = pos
                 switch ops[pc] {
                 case .split(let a, let b):
+                    budget -= 2
+                    if budget < 0 { return false }
                     stack.append(b)
                     stack.append(a)
-                case .jump(let a): stack.append(a)
+                case .jump(let a):
+                    budget -= 1
+                    if budget < 0 { return false }
+                    stack.append(a)
                 case .match: if pos == n { return true }
                 case .char(let c):
                     if pos < n, chars[pos] == c {
-                        queues[pos + 1].append(pc + 1)
-                        furthest = max(furthest, pos + 1)
+                        queues[(pos + 1) % ring].append(pc + 1)
+                        pending += 1
                     }
                 case .any:
                     if pos < n {
-                        queues[pos + 1].append(pc + 1)
-                        furthest = max(furthest, pos + 1)
+                        queues[(pos + 1) % ring].append(pc + 1)
+                        pending += 1
                     }
                 case .charClass(let k):
                     if pos < n, k.contains(chars[pos]) {
-                        queues[pos + 1].append(pc + 1)
-                        furthest = max(furthest, pos + 1)
+                        queues[(pos + 1) % ring].append(pc + 1)
+                        pending += 1
                     }
                 case .words(let set, let lengths):
-                    for len in lengths where pos + len <= n && set.contains(String(chars[pos..<(pos + len)])) {
-                        queues[pos + len].append(pc + 1)
-                        furthest = max(furthest, pos + len)
+                    for len in lengths where len > 0 && pos + len <= n && set.contains(String(chars[pos..<(pos + len)])) {
+                        queues[(pos + len) % ring].append(pc + 1)
+                        pending += 1
                     }
                 }
             }
@@ -304,8 +346,9 @@ struct AssociationPathPattern: Sendable, Equatable {
         return String(p)
     }
 
-    /// Matches an already normalized path.
-    func matches(normalizedPath: String) -> Bool {
-        primary.matches(normalizedPath) || (parent?.matches(normalizedPath) ?? false)
+    /// Matches an already normalized path (within `budget`, as `AssociationPattern.matches`).
+    func matches(normalizedPath: String, budget: inout Int) -> Bool {
+        if primary.matches(normalizedPath, budget: &budget) { return true }
+        return budget >= 0 && (parent?.matches(normalizedPath, budget: &budget) ?? false)
     }
 }

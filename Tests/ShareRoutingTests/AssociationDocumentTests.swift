@@ -471,4 +471,56 @@ final class AssociationMalformedTests: XCTestCase {
         XCTAssertEqual(d.match(url: url(text), appID: "A.b").outcome, .noMatch)
         XCTAssertLessThan(ContinuousClock.now - start, .seconds(2))
     }
+
+    /// A pattern whose substitution values compile to more than `maxStates` states is a document
+    /// error naming it; one under the limit is taken.
+    func testATooComplexPatternIsADocumentError() throws {
+        func document(values: Int, uses: Int) -> [UInt8] {
+            let list = Array(repeating: #""*a""#, count: values).joined(separator: ",")
+            return Array(
+                (#"{"applinks":{"substitutionVariables":{"v":["# + list + #"]},"details":[{"appIDs":["A.b"],"components":[{"/":"/"#
+                    + String(repeating: "$(v)", count: uses) + #"b"}]}]}}"#).utf8)
+        }
+        XCTAssertThrowsError(try AssociationDocument(parsing: document(values: 200, uses: 40))) { e in
+            let error = e as? AssociationDocumentError
+            XCTAssertEqual(error?.key, #"applinks.details[0].components[0]["/"]"#)
+            XCTAssertTrue(error?.reason.contains("too complex") == true, "\(String(describing: error))")
+            XCTAssertTrue(error?.reason.contains("over the limit of 4096") == true, "\(String(describing: error))")
+        }
+        let fine = try AssociationDocument(parsing: document(values: 30, uses: 2))
+        XCTAssertEqual(fine.match(url: url("https://h/xaab"), appID: "A.b").outcome, .matched)
+    }
+
+    /// Matching one URL against one document stops after `matchingBudget` steps and is then no
+    /// match, said in the trail: a costly (but allowed) pattern and a huge URL cannot hold the
+    /// broker's loop. The same pattern and an ordinary URL still match.
+    func testMatchingStopsAtItsBudget() throws {
+        let list = Array(repeating: #""*a""#, count: 30).joined(separator: ",")
+        let d = doc(
+            #"{"applinks":{"substitutionVariables":{"v":["# + list + #"]},"details":[{"appIDs":["A.b"],"components":[{"/":"/"#
+                + String(repeating: "$(v)", count: 22) + #"b"}]}]}}"#)
+        let ordinary = d.match(url: url("https://h/" + String(repeating: "xa", count: 30) + "b"), appID: "A.b")
+        XCTAssertEqual(ordinary.outcome, .matched, ordinary.trail.joined(separator: "\n"))
+        XCTAssertFalse(ordinary.overBudget)
+        let huge = d.match(url: url("https://h/" + String(repeating: "a", count: 100_000)), appID: "A.b")
+        XCTAssertEqual(huge.outcome, .noMatch)
+        XCTAssertTrue(huge.overBudget)
+        XCTAssertTrue(
+            huge.trail.last?.contains("matching stopped at details[0] pattern 0: over 1000000 steps") == true,
+            huge.trail.joined(separator: "\n"))
+        XCTAssertNil(huge.detailIndex)
+    }
+
+    /// iOS reads association files of at most 128 KB (131,072 bytes) and ignores larger ones whole.
+    func testADocumentOver128KBIsRefused() throws {
+        let head = #"{"applinks":{"details":[{"appIDs":["A.b"],"components":[{"/":"/big/*"}]}]}}"#
+        func padded(to size: Int) -> [UInt8] { Array(head.utf8) + Array(repeating: UInt8(ascii: " "), count: size - head.utf8.count) }
+        let atLimit = try AssociationDocument(parsing: padded(to: 131_072))
+        XCTAssertEqual(atLimit.match(url: url("https://h/big/1"), appID: "A.b").outcome, .matched)
+        XCTAssertThrowsError(try AssociationDocument(parsing: padded(to: 131_073))) { e in
+            XCTAssertEqual(
+                (e as? AssociationDocumentError)?.reason,
+                "the document is 131073 bytes, over the 131072 (128 KB) that iOS reads: iOS ignores such a file, so it gives no app universal links")
+        }
+    }
 }
