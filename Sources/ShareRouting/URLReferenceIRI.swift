@@ -12,8 +12,25 @@ extension URLReference {
     /// (`original` is then that form). Throws the error for `text` as written otherwise.
     public init(parsingLeniently text: String) throws(URLParseError) {
         do { try self.init(parsing: text) } catch {
-            guard let encoded = URLReference.encodingIRI(text), let ref = try? URLReference(parsing: encoded) else { throw error }
-            self = ref
+            if let encoded = URLReference.encodingIRI(text), let ref = try? URLReference(parsing: encoded) {
+                self = ref
+                return
+            }
+            // The first thing wrong, as the text reads: without a valid scheme it is not a URL at
+            // all ("not a url" is that, not a space to encode).
+            let trimmed = Substring(text).drop(while: { $0 == " " })
+            let offset = text.unicodeScalars.count - trimmed.unicodeScalars.count
+            guard let colon = trimmed.firstIndex(where: { ":/?#".contains($0) }), trimmed[colon] == ":" else {
+                throw URLParseError(
+                    input: text, reason: "missing scheme (expected SCHEME:..., e.g. 'https://example.com/' or 'myapp://open')")
+            }
+            let scheme = trimmed[..<colon]
+            if scheme.isEmpty { throw URLParseError(input: text, reason: "missing scheme before ':'", position: offset) }
+            if !URLScheme.isValid(String(scheme)) {
+                throw URLParseError(
+                    input: text, reason: "invalid scheme '\(scheme)' (a letter, then letters, digits, '+', '-' or '.')", position: offset)
+            }
+            throw error
         }
     }
 

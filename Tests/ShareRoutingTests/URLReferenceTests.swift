@@ -270,5 +270,18 @@ final class URLReferenceIRITests: XCTestCase {
                 XCTAssertEqual((error as? URLParseError)?.input, bad)
             }
         }
+        // Text without a valid scheme is said to be that, not a space or letter to encode.
+        let schemeless: [(String, String)] = [
+            ("not a url", "missing scheme (expected SCHEME:..., e.g. 'https://example.com/' or 'myapp://open')"),
+            ("ä b/c:d", "missing scheme (expected SCHEME:..., e.g. 'https://example.com/' or 'myapp://open')"),
+            ("foo bar://x", "invalid scheme 'foo bar' (a letter, then letters, digits, '+', '-' or '.')"),
+            (" :x y", "missing scheme before ':'"),
+        ]
+        for (text, reason) in schemeless {
+            XCTAssertThrowsError(try URLReference(parsingLeniently: text), text) { error in
+                XCTAssertEqual((error as? URLParseError)?.reason, reason, text)
+                XCTAssertEqual((error as? URLParseError)?.input, text)
+            }
+        }
     }
 }

@@ -116,7 +116,7 @@ final class URLRouterTests: XCTestCase {
         let r = world()
         let bad = r.resolve("foo bar", fallback: nil)
         XCTAssertEqual(bad.errorCode, -32602)
-        XCTAssertEqual(bad.errorMessage, "invalid URL 'foo bar': space at position 3 must be percent-encoded (%20)")
+        XCTAssertEqual(bad.errorMessage, "invalid URL 'foo bar': missing scheme (expected SCHEME:..., e.g. 'https://example.com/' or 'myapp://open')")
         // Seed 001's unencoded message is opened encoded, as iOS 17's URL(string:) does (before
         // it, the seed's `URL(string: path)!` crashed).
         let seed = r.resolve("DeepLinkingDemo://customerdetail?id=Hi Deep Linking", fallback: nil)
@@ -326,7 +326,7 @@ final class URLRouterTests: XCTestCase {
         XCTAssertEqual(try r.canOpen("nope://x").json, ["canOpen": false])
         XCTAssertEqual(try r.canOpen("stats://x").json, ["canOpen": true, "app": "com.example.stats", "via": "scheme"])
         XCTAssertThrowsError(try r.canOpen("bad url")) { error in
-            XCTAssertEqual((error as? URLParseError)?.message, "invalid URL 'bad url': space at position 3 must be percent-encoded (%20)")
+            XCTAssertEqual((error as? URLParseError)?.message, "invalid URL 'bad url': missing scheme (expected SCHEME:..., e.g. 'https://example.com/' or 'myapp://open')")
         }
     }
 
