@@ -240,9 +240,9 @@ public struct AssociationDocument: Sendable, Equatable {
     }
 
     /// The most steps one URL's match against one document may take (`AssociationPattern`'s
-    /// VM steps, ~10 ns each): far beyond any real document and URL (a few thousand), it bounds
-    /// what a costly document (long substitution lists under many `*`) and a huge URL can cost the
-    /// broker's loop to a few tens of milliseconds.
+    /// VM steps, about 7 ns each in a release build): far beyond any real document and URL (a few
+    /// thousand), it bounds what a costly document (long substitution lists under many `*`) and a
+    /// huge URL can cost the broker's loop to about 7 ms (it was 2.4 s for a 100 kB URL).
     public static let matchingBudget = 1_000_000
 
     /// `match` without building the trail (the router's fast path).
