@@ -226,6 +226,14 @@ public final class Broker {
         scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: Broker.readChunk, alignment: 16)
         methods = Broker.methodTable()
         openFileLimit = ProcessInfoLite.raiseOpenFileLimit()
+        // Signals are caught before the pid goes into STATE/broker.lock (where scripts read it to
+        // send SIGHUP): one that arrives while the broker starts waits in the pipe for the loop
+        // (a reload, or a clean stop) instead of killing the broker.
+        if config.handleSignals {
+            do { signalPipe = try SignalPipe(signals: [SIGTERM, SIGINT, SIGHUP]) } catch {
+                throw BrokerStartError("cannot set up the signal handlers: \(error)")
+            }
+        }
         // A live broker on the socket: refuse before touching the state directory (bindSocket
         // checks again, race-free, once the state is ready).
         if UnixSocket.isLive(path: config.socketPath) {
@@ -245,11 +253,7 @@ public final class Broker {
             try poller.add(wakeRead, interest: .readable, token: Broker.wakeToken)
             try poller.add(syncWorker.wakeDescriptor, interest: .readable, token: Broker.syncToken)
             try poller.add(workers.wakeDescriptor, interest: .readable, token: Broker.offLoopToken)
-            if config.handleSignals {
-                let sp = try SignalPipe(signals: [SIGTERM, SIGINT, SIGHUP])
-                signalPipe = sp
-                try poller.add(sp.readFD, interest: .readable, token: Broker.signalToken)
-            }
+            if let sp = signalPipe { try poller.add(sp.readFD, interest: .readable, token: Broker.signalToken) }
         } catch {
             closeListener()
             throw BrokerStartError("cannot set up the event loop: \(error)")

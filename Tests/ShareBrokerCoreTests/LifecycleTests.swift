@@ -200,6 +200,41 @@ final class LifecycleTests: XCTestCase {
         if !p.isRunning { XCTAssertEqual(p.terminationStatus, 0) }
     }
 
+    /// A SIGHUP sent as soon as STATE/broker.lock names the new broker's pid (as a script that
+    /// reads it to reload would) reloads instead of killing the broker that is still starting
+    /// (it died in nine of ten starts); a SIGTERM then still stops it with status 0.
+    func testSIGHUPAsSoonAsTheLockNamesThePidDoesNotKillTheBroker() throws {
+        for round in 0..<5 {
+            let dir = TempDir()
+            let socket = dir.path + "/b.sock"
+            let lock = dir.path + "/state/broker.lock"
+            let p = Process()
+            p.executableURL = URL(fileURLWithPath: Products.sharebroker)
+            p.arguments = ["serve", "--socket", socket, "--state", dir.path + "/state"]
+            p.standardError = FileHandle.nullDevice
+            try p.run()
+            defer { if p.isRunning { kill(p.processIdentifier, SIGKILL) } }
+            let pid = String(p.processIdentifier)
+            var sent = false
+            let deadline = Date().addingTimeInterval(10)
+            while Date() < deadline && p.isRunning {
+                if let text = try? String(contentsOfFile: lock, encoding: .utf8), text.contains(pid) {
+                    kill(p.processIdentifier, SIGHUP)
+                    sent = true
+                    break
+                }
+                usleep(200)
+            }
+            XCTAssertTrue(sent, "round \(round): the lock never named pid \(pid)")
+            XCTAssertTrue(
+                waitUntil(timeout: 10) { (try? BrokerConnection(socketPath: socket).call("broker.status")) != nil },
+                "round \(round): the broker did not survive an early SIGHUP (running: \(p.isRunning))")
+            kill(p.processIdentifier, SIGTERM)
+            XCTAssertTrue(waitUntil(timeout: 5) { !p.isRunning })
+            if !p.isRunning { XCTAssertEqual(p.terminationStatus, 0, "round \(round)") }
+        }
+    }
+
     func testSIGHUPReloadsManifests() throws {
         let dir = TempDir()
         let p = try startBroker(dir)
