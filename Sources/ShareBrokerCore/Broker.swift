@@ -119,6 +119,8 @@ public final class Broker {
     var afterReply: [() -> Void] = []
     /// Launch-on-demand state per app.
     var launches: [String: LaunchState] = [:]
+    /// The loop runs (apps may be launched: the socket is listening).
+    var loopStarted = false
     /// When `runTimers` has work (a launched child to look at, a retry due; monotonic ns, .max:
     /// none): the loop does not walk `launches` on every turn.
     var nextTimerDue: UInt64 = .max
@@ -516,6 +518,8 @@ public final class Broker {
         }
         // Watches of groups a bundle no longer lists end now, and their sessions are told.
         if !defaults.watchers.isEmpty { endUnlistedWatches() }
+        // An app that now has a launch command (or a new one) is started for the events it has waiting.
+        if loopStarted { launchAppsWithWaitingEvents() }
     }
 
     /// What a session of `bundleID` was admitted under (compared at each reload).
@@ -550,6 +554,8 @@ public final class Broker {
 
     /// Runs the loop until a stop is requested (signal or `control.stop()`) and the replies drain.
     public func run() {
+        loopStarted = true
+        launchAppsWithWaitingEvents()  // (events a previous run left pending)
         while !finished {
             var timeout: Int32 = nextTimerMillis()
             if stopping {

@@ -18,7 +18,9 @@ struct LaunchState {
     var pid: Int32?
     /// When it was started (monotonic ns).
     var startedAt: UInt64 = 0
-    /// Consecutive launches that failed or exited without subscribing.
+    /// Consecutive launches that ended while events still waited (the command could not start,
+    /// or the process exited without subscribing or before acking them); 0 again once the app has
+    /// acked all its events, or a launched process ends with none waiting. Sets the backoff.
     var failures = 0
     /// When to try again (monotonic ns), if a retry is scheduled.
     var retryAt: UInt64? = nil
@@ -26,6 +28,8 @@ struct LaunchState {
     var launches = 0
     /// Whether the app subscribed since the running child was launched.
     var subscribed = false
+    /// Whether the running (or last) child subscribed at all, even if it lost the subscription since.
+    var everSubscribed = false
     /// When the running child, which did not subscribe in time, was sent SIGTERM (monotonic ns).
     var stopSentAt: UInt64? = nil
     /// Launched children stopped because they did not subscribe within the launch timeout.
@@ -146,9 +150,9 @@ extension Broker {
         conn.subscribedApp = app
         Broker.dropQueuedEvents(conn)  // (subscribing again: the backlog below has them all)
         if var l = launches[app] {  // the launched app arrived
-            l.failures = 0
             l.retryAt = nil
             l.subscribed = true
+            l.everSubscribed = true
             launches[app] = l
         }
         // Events queued this turn are delivered after the commit; the rest now, after the reply.
@@ -180,6 +184,10 @@ extension Broker {
         let removed: [String]
         do { removed = try store.ack(app: app, ids: ids) } catch {
             throw RPCError(.storageFailure, "Storage failure: \(error.message); nothing was stored")
+        }
+        // All handled: the app's launches start afresh (no backoff left from earlier failures).
+        if !launches.isEmpty, !removed.isEmpty, launches[app]?.failures != 0, store.pendingCount(for: app) == 0 {
+            launches[app]?.failures = 0
         }
         return ["acked": .int(removed.count)]
     }
@@ -260,7 +268,22 @@ extension Broker {
                 l.subscribed = false
                 l.startedAt = Clock.monotonicNanos()
                 launches[app] = l
+            } else if !stopping, loopStarted, (store?.pendingCount(for: app) ?? 0) > 0 {
+                // An app the broker did not launch (or whose process has ended) went away with
+                // events unacked: they wait for no live subscriber, so it is launched (its launch
+                // command permitting, and not before a backoff still running).
+                launchIfNeeded(app)
             }
+        }
+    }
+
+    /// Launches every app with a launch command, no subscriber and events waiting: at start (what
+    /// the previous run left pending, a launch retry it had scheduled) and after a reload (an app
+    /// that now has a launch command).
+    func launchAppsWithWaitingEvents() {
+        guard let store, store.pendingCount > 0 else { return }
+        for app in registry.apps where subscribers[app.bundleID] == nil && store.pendingCount(for: app.bundleID) > 0 {
+            launchIfNeeded(app.bundleID)
         }
     }
 
@@ -278,6 +301,7 @@ extension Broker {
         if pid > 0 {
             state.pid = pid
             state.subscribed = false
+            state.everSubscribed = false
             state.stopSentAt = nil
             state.startedAt = Clock.monotonicNanos()
             nextTimerDue = min(nextTimerDue, state.startedAt + Broker.reapInterval)
@@ -408,16 +432,23 @@ extension Broker {
                     l.pid = nil
                     l.stopSentAt = nil
                     let subscribed = subscribers[app] != nil
+                    let waiting = store?.pendingCount(for: app) ?? 0
                     let code = (status & 0x7f) == 0 ? "exit status \((status >> 8) & 0xff)" : "signal \(status & 0x7f)"
                     if subscribed {
                         log.log(.info, "\(app) (pid \(pid)) exited (\(code))")
-                    } else if (store?.pendingCount(for: app) ?? 0) > 0 {
+                    } else if waiting > 0 {
+                        // It ended with events unhandled: launched again, after a backoff that
+                        // grows with each such end (a crash loop is not a tight loop).
                         l.failures += 1
                         l.retryAt = now + backoff(l.failures)
                         log.log(
                             .warning,
-                            "\(app) (pid \(pid)) exited (\(code)) without subscribing; \(store?.pendingCount(for: app) ?? 0) events wait; "
-                                + "retrying in \(Double(backoff(l.failures)) / 1e9) s")
+                            "\(app) (pid \(pid)) exited (\(code)) "
+                                + (l.everSubscribed ? "after subscribing, with \(waiting) events not acked" : "without subscribing; \(waiting) events wait")
+                                + "; launching it again in \(Double(backoff(l.failures)) / 1e9) s")
+                    } else {
+                        l.failures = 0
+                        log.log(.info, "\(app) (pid \(pid)) exited (\(code))")
                     }
                 } else if r == 0 {
                     stopIfLaunchTimedOut(app, pid: pid, &l, now: now)

@@ -24,7 +24,7 @@ public struct BrokerConfiguration: Sendable {
     /// Whether SIGTERM/SIGINT/SIGHUP are handled (off for brokers embedded in tests).
     public var handleSignals: Bool = true
     /// How long shutdown waits for replies to drain.
-    public var shutdownGraceSeconds: Double = 4.0
+    public var shutdownGraceSeconds: Double = 3.0
     /// Size at which a journal (the events, and each group's shares and defaults) starts a new segment
     /// (nil: the journal's default, 16 MiB).
     public var journalSegmentLimit: Int? = nil

@@ -298,10 +298,12 @@ let openRPCDocumentText = ####"""
                 "type": "object",
                 "properties": {
                   "launches": {
-                    "type": "integer"
+                    "type": "integer",
+                    "description": "Launches made (a running total)."
                   },
                   "failures": {
-                    "type": "integer"
+                    "type": "integer",
+                    "description": "Consecutive launches that ended with events still waiting (not started, exited without subscribing, or exited before acking them); 0 again once the app has acked all its events. The retry backoff counts these."
                   },
                   "running": {
                     "type": "boolean"

@@ -243,6 +243,103 @@ final class DurabilityTests: XCTestCase {
         h.stop()
     }
 
+    /// The manifest of `com.mycompany.myapp` (scheme deeplinkmyapp), with `launch` when given.
+    private func myAppManifest(launch: [String]?) -> String {
+        var o: JSONObject = ["bundleID": "com.mycompany.myapp", "urlSchemes": ["deeplinkmyapp"]]
+        if let launch { o["launch"] = .array(launch.map { .string($0) }) }
+        return JSONValue.object(o).compactText
+    }
+
+    /// A launch command that records its pid in `pidFile`, then takes and acks every event for 20 s.
+    private func ackingApp(_ pidFile: String) -> [String] {
+        ["/bin/sh", "-c", "echo $$ >> \(pidFile); exec \"\(Products.shareclient)\" listen --ack --timeout 20"]
+    }
+
+    /// Events left pending by a previous run launch their app when the broker starts again (they
+    /// waited for the next url.open before), and events queued before a reload gave the app a
+    /// launch command launch it at the reload.
+    func testEventsWaitingAtStartOrAtAReloadLaunchTheirApp() throws {
+        let dir = TempDir()
+        let pidFile = dir.path + "/pids"
+        let h = launchHarness([])
+        h.dir.write("state/apps/myapp.json", myAppManifest(launch: nil))
+        try h.start()
+        defer { for pid in launchedPIDs(pidFile) { kill(pid, SIGKILL) } }
+        var tool = try h.tool()
+        for i in 0..<3 { XCTAssertEqual(try tool.call("url.open", ["url": .string("deeplinkmyapp://before/\(i)")])["queued"], true) }
+        // The reload gives the app a launch command: the three waiting events launch it.
+        h.dir.write("state/apps/myapp.json", myAppManifest(launch: ackingApp(pidFile)))
+        _ = try tool.call("apps.reload")
+        XCTAssertTrue(
+            waitUntil(timeout: 15) { (try? tool.call("broker.status"))?["pendingEvents"]?.intValue == 0 },
+            "launched at the reload: \((try? tool.call("broker.status"))?.compactText ?? "")")
+        XCTAssertEqual(launchedPIDs(pidFile).count, 1)
+        for pid in launchedPIDs(pidFile) { kill(pid, SIGKILL) }
+        h.stop()
+
+        // Events left pending by a run without the launch command, then a start with it.
+        h.dir.write("state/apps/myapp.json", myAppManifest(launch: nil))
+        try h.start()
+        tool = try h.tool()
+        for i in 0..<2 { _ = try tool.call("url.open", ["url": .string("deeplinkmyapp://left/\(i)")]) }
+        h.stop()
+        h.dir.write("state/apps/myapp.json", myAppManifest(launch: ackingApp(pidFile)))
+        try h.start()
+        tool = try h.tool()
+        XCTAssertTrue(
+            waitUntil(timeout: 15) { (try? tool.call("broker.status"))?["pendingEvents"]?.intValue == 0 },
+            "launched at the start, without another url.open: \((try? tool.call("broker.status"))?.compactText ?? "")")
+        XCTAssertEqual(launchedPIDs(pidFile).count, 2)
+        XCTAssertEqual(try tool.call("broker.status")["launches"]?["com.mycompany.myapp"]?["launches"]?.intValue, 1)
+        h.stop()
+    }
+
+    /// A subscriber the broker did not launch that goes away with events unacked leaves them
+    /// waiting with no live subscriber: its app is launched for them.
+    func testASubscriberThatLeavesWithEventsUnackedGetsItsAppLaunched() throws {
+        let dir = TempDir()
+        let pidFile = dir.path + "/pids"
+        let h = launchHarness(ackingApp(pidFile))
+        try h.start()
+        defer { for pid in launchedPIDs(pidFile) { kill(pid, SIGKILL) } }
+        let app = try h.rawSession(role: "app", bundleID: "com.mycompany.myapp")
+        app.send(#"{"jsonrpc":"2.0","id":2,"method":"app.subscribe"}"# + "\n")
+        XCTAssertEqual(app.readJSON()?["result"]?["pending"], 0)
+        let tool = try h.tool()
+        XCTAssertEqual(try tool.call("url.open", ["url": "deeplinkmyapp://unacked"])["delivered"], true)
+        XCTAssertEqual(app.readJSON()?["method"], "app.event")
+        XCTAssertTrue(launchedPIDs(pidFile).isEmpty, "a live subscriber: nothing launched")
+        _ = shutdown(app.fd, Int32(SHUT_RDWR))  // (the app goes away without acking)
+        XCTAssertTrue(
+            waitUntil(timeout: 15) { (try? tool.call("broker.status"))?["pendingEvents"]?.intValue == 0 },
+            "the app was launched for the unacked event: \((try? tool.call("broker.status"))?.compactText ?? "")")
+        XCTAssertEqual(launchedPIDs(pidFile).count, 1)
+        h.stop()
+    }
+
+    /// A launched app that subscribes, then exits without acking (a crash on an event) is launched
+    /// again with a growing backoff, never every retry-base seconds for ever.
+    func testALaunchedAppThatCrashesAfterSubscribingBacksOff() throws {
+        let dir = TempDir()
+        let pidFile = dir.path + "/pids"
+        let h = launchHarness(["/bin/sh", "-c", "echo $$ >> \(pidFile); exec \"\(Products.shareclient)\" listen --count 1 --timeout 20"])
+        try h.start { $0.launchRetryBase = 0.2 }
+        defer { for pid in launchedPIDs(pidFile) { kill(pid, SIGKILL) } }
+        let tool = try h.tool()
+        _ = try tool.call("url.open", ["url": "deeplinkmyapp://crashes"])
+        let start = Date()
+        XCTAssertTrue(
+            waitUntil(timeout: 20) {
+                ((try? tool.call("broker.status"))?["launches"]?["com.mycompany.myapp"]?["failures"]?.intValue ?? 0) >= 4
+            }, "relaunched after each crash: \((try? tool.call("broker.status"))?.compactText ?? "")")
+        // Four ends mean waits of 0.2 + 0.4 + 0.8 s between them: a fixed 0.2 s retry takes 0.6 s.
+        XCTAssertGreaterThanOrEqual(Date().timeIntervalSince(start), 1.4, "the backoff grows")
+        let launch = try tool.call("broker.status")["launches"]?["com.mycompany.myapp"]
+        XCTAssertEqual(try tool.call("broker.status")["pendingEvents"]?.intValue, 1, "never acked: still waiting")
+        XCTAssertGreaterThanOrEqual(launch?["launches"]?.intValue ?? 0, 4, launch?.compactText ?? "")
+        h.stop()
+    }
+
     func testExplainAndCheckAssociationTools() throws {
         let dir = TempDir()
         writeManifests(dir)
