@@ -239,9 +239,7 @@ public final class Broker {
         // A live broker on the socket: refuse before touching the state directory (bindSocket
         // checks again, race-free, once the state is ready).
         if UnixSocket.isLive(path: config.socketPath) {
-            throw BrokerStartError(
-                "another broker is already running on \(config.socketPath); stop it first or pass --socket PATH",
-                alreadyRunning: true)
+            throw BrokerStartError(Broker.socketTakenMessage(config.socketPath), alreadyRunning: true)
         }
         try prepareStateDirectory()
         try lockStateDirectory()
@@ -427,15 +425,41 @@ public final class Broker {
         stateLockFD = -1
     }
 
+    /// Why the broker will not start on a socket something listens on: another broker (its pid,
+    /// when it answers `broker.status` within a second) or another program.
+    static func socketTakenMessage(_ path: String) -> String {
+        var answer: JSONValue? = nil
+        if let fd = try? UnixSocket.connect(path: path) {
+            defer { FD.close(fd) }
+            if (try? FD.sendAll(fd, Array(#"{"jsonrpc":"2.0","id":1,"method":"broker.status"}"#.utf8) + [0x0A])) != nil {
+                var got: [UInt8] = []
+                var chunk = [UInt8](repeating: 0, count: 4096)
+                let deadline = Clock.monotonicNanos() + 1_000_000_000
+                while !got.contains(0x0A), got.count < 1 << 20 {
+                    let now = Clock.monotonicNanos()
+                    guard now < deadline else { break }
+                    var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+                    guard poll(&pfd, 1, Int32((deadline - now) / 1_000_000) + 1) > 0 else { break }
+                    let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+                    if n <= 0 { break }
+                    got += chunk[0..<n]
+                }
+                if let nl = got.firstIndex(of: 0x0A) { answer = try? JSONParser.parse(Array(got[..<nl])) }
+            }
+        }
+        if let pid = answer?["result"]?["pid"]?.intValue {
+            return "another broker (pid \(pid)) is already running on \(path); stop it first or pass --socket PATH"
+        }
+        return "another program is already listening on \(path) (it does not answer as a broker); stop it or pass --socket PATH"
+    }
+
     func bindSocket() throws(BrokerStartError) {
         do {
             listenerFD = try UnixSocket.listen(path: config.socketPath, mode: mode_t(config.socketMode))
             listenerInode = FileIO.inode(config.socketPath)
         } catch {
             if case .alreadyRunning = error {
-                throw BrokerStartError(
-                    "another broker is already running on \(config.socketPath); stop it first or pass --socket PATH",
-                    alreadyRunning: true)
+                throw BrokerStartError(Broker.socketTakenMessage(config.socketPath), alreadyRunning: true)
             }
             throw BrokerStartError("cannot listen on \(config.socketPath): \(error)")
         }

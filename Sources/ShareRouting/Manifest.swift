@@ -206,7 +206,7 @@ public enum ManifestDecoder {
             var out: [String] = []
             for (i, item) in items.enumerated() {
                 guard case .string(let s) = item, !s.isEmpty else {
-                    fail("\(path)[\(i)]", "expected a non-empty string, got \(item.typeName)")
+                    fail("\(path)[\(i)]", item.stringValue == "" ? "expected a non-empty string, got an empty one" : "expected a non-empty string, got \(item.typeName)")
                     continue
                 }
                 out.append(s)

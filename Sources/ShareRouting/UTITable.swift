@@ -69,7 +69,7 @@ extension DeclaredType {
                 for (i, item) in items.enumerated() {
                     guard case .string(let s) = item, !s.isEmpty else {
                         throw DeclaredTypeError(
-                            field: "\(field)[\(i)]", message: "expected a non-empty string, got \(item.typeName)")
+                            field: "\(field)[\(i)]", message: item.stringValue == "" ? "expected a non-empty string, got an empty one" : "expected a non-empty string, got \(item.typeName)")
                     }
                     out.append(s)
                 }

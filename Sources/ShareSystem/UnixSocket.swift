@@ -235,8 +235,16 @@ public enum DefaultPaths {
     /// `$SHAREBROKER_SOCKET`, else `$XDG_RUNTIME_DIR/sharebroker.sock`, else `TMPDIR/sharebroker-UID/sharebroker.sock`.
     public static func socket() -> String {
         if let s = ProcessInfoLite.env("SHAREBROKER_SOCKET") { return s }
-        if let d = ProcessInfoLite.env("XDG_RUNTIME_DIR") { return d + "/sharebroker.sock" }
+        if let d = xdg("XDG_RUNTIME_DIR") { return d + "/sharebroker.sock" }
         return privateTempDirectory() + "/sharebroker.sock"
+    }
+
+    /// An XDG base directory variable: set, not empty and absolute ("If an implementation
+    /// encounters a relative path in any of these variables it should consider the path invalid
+    /// and ignore it", the XDG Base Directory Specification).
+    static func xdg(_ name: String) -> String? {
+        guard let d = ProcessInfoLite.env(name), d.hasPrefix("/") else { return nil }
+        return d
     }
 
     /// The private 0700 directory under the system temporary directory used without XDG_RUNTIME_DIR.
@@ -250,7 +258,7 @@ public enum DefaultPaths {
     /// (the home directory from `$HOME`, else the user's password entry: never a shared one).
     public static func state() -> String {
         if let s = ProcessInfoLite.env("SHAREBROKER_STATE") { return s }
-        if let d = ProcessInfoLite.env("XDG_STATE_HOME") { return d + "/sharebroker" }
+        if let d = xdg("XDG_STATE_HOME") { return d + "/sharebroker" }
         return homeDirectory() + "/.local/state/sharebroker"
     }
 

@@ -80,8 +80,9 @@ final class LifecycleTests: XCTestCase {
         let r = try runProcess(
             Products.sharebroker, ["serve", "--socket", p.socket, "--state", dir.path + "/state2"], timeout: 10)
         XCTAssertNotEqual(r.status, 0, "a second broker on a live socket must fail")
-        XCTAssertTrue(r.err.lowercased().contains("already"), "stderr should say a broker is already running: \(r.err)")
-        XCTAssertTrue(r.err.contains(p.socket), "stderr should name the socket: \(r.err)")
+        XCTAssertTrue(
+            r.err.contains("another broker (pid \(p.process.processIdentifier)) is already running on \(p.socket)"),
+            "stderr should say a broker is already running, with its pid, naming the socket: \(r.err)")
         XCTAssertFalse(FileManager.default.fileExists(atPath: dir.path + "/state2"), "the refused broker left no state directory")
         // The first broker and its socket file are untouched.
         XCTAssertTrue(isSocketFile(p.socket))
@@ -93,6 +94,20 @@ final class LifecycleTests: XCTestCase {
         XCTAssertTrue(p.process.isRunning)
         p.signal(SIGTERM)
         XCTAssertTrue(p.waitExit())
+    }
+
+    /// A program that listens on the socket path but is no broker is not called one; the broker
+    /// refuses and leaves its socket alone.
+    func testServeOnASocketAnotherProgramListensOnSaysSo() throws {
+        let dir = TempDir()
+        let path = dir.path + "/other.sock"
+        let listener = try UnixSocket.listen(path: path)
+        defer { FD.close(listener) }
+        let r = try runProcess(Products.sharebroker, ["serve", "--socket", path, "--state", dir.path + "/state"], timeout: 10)
+        XCTAssertEqual(r.status, 1, r.err)
+        XCTAssertTrue(
+            r.err.contains("another program is already listening on \(path) (it does not answer as a broker)"), r.err)
+        XCTAssertTrue(isSocketFile(path))
     }
 
     func testSecondServeOnSameStateRefusesAndFirstKeepsItsEvents() throws {
@@ -507,6 +522,43 @@ final class LifecycleTests: XCTestCase {
         kill(p.processIdentifier, SIGTERM)
         XCTAssertTrue(waitUntil(timeout: 5) { !p.isRunning })
         XCTAssertEqual(p.terminationStatus, 0)
+    }
+
+    /// Relative XDG_RUNTIME_DIR and XDG_STATE_HOME are ignored, as the XDG Base Directory
+    /// Specification says: the socket goes in TMPDIR's private directory and the state under HOME.
+    func testRelativeXDGDirectoriesAreIgnored() throws {
+        let dir = TempDir()
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: Products.sharebroker)
+        p.arguments = ["serve"]
+        var env = ProcessInfo.processInfo.environment
+        env["SHAREBROKER_SOCKET"] = nil
+        env["SHAREBROKER_STATE"] = nil
+        env["XDG_RUNTIME_DIR"] = "relative/run"
+        env["XDG_STATE_HOME"] = "relative/state"
+        env["HOME"] = dir.path + "/home"
+        env["TMPDIR"] = dir.path + "/tmp"
+        p.environment = env
+        p.currentDirectoryURL = URL(fileURLWithPath: dir.path)
+        p.standardInput = FileHandle.nullDevice
+        p.standardOutput = FileHandle.nullDevice
+        p.standardError = FileHandle.nullDevice
+        try FileManager.default.createDirectory(atPath: dir.path + "/tmp", withIntermediateDirectories: true)
+        try p.run()
+        defer {
+            if p.isRunning {
+                kill(p.processIdentifier, SIGKILL)
+                p.waitUntilExit()
+            }
+        }
+        let sock = dir.path + "/tmp/sharebroker-\(getuid())/sharebroker.sock"
+        XCTAssertTrue(waitUntil(timeout: 10) { (try? BrokerConnection(socketPath: sock).call("broker.status", timeoutMillis: 1000)) != nil })
+        XCTAssertEqual(
+            try BrokerConnection(socketPath: sock).call("broker.status")["stateDirectory"]?.stringValue,
+            dir.path + "/home/.local/state/sharebroker")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: dir.path + "/relative"), "nothing made under the working directory")
+        kill(p.processIdentifier, SIGTERM)
+        XCTAssertTrue(waitUntil(timeout: 5) { !p.isRunning })
     }
 
     // MARK: Slow clients and many connections (in-process broker)

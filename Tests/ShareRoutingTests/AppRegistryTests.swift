@@ -21,6 +21,15 @@ final class AppRegistryTests: XCTestCase {
         XCTAssertEqual(registry.app("com.b")?.urlSchemes, ["b"])
     }
 
+    /// An empty string in a string list is named as that (it was "got string").
+    func testAnEmptyStringInAListIsNamed() {
+        let (_, issues) = ManifestDecoder.decode(
+            bytes: Array(#"{"bundleID": "com.a", "launch": [""], "urlSchemes": [3]}"#.utf8), file: "a.json")
+        let messages = issues.map { "\($0.field): \($0.message)" }
+        XCTAssertTrue(messages.contains("launch[0]: expected a non-empty string, got an empty one"), "\(messages)")
+        XCTAssertTrue(messages.contains("urlSchemes[0]: expected a non-empty string, got number"), "\(messages)")
+    }
+
     func testExtensionTargetsKeepPrecedenceAndDropTakenIDs() {
         let registry = AppRegistry(manifests: [
             AppManifest(bundleID: "com.z", urlSchemes: ["z"], extensions: [
