@@ -139,7 +139,18 @@ public final class BrokerConnection {
         var out: [UInt8] = []
         RPCCodec.writeRequest(id: .number(String(id)), method: method, params: params, to: &out)
         out.append(0x0A)
-        try sendRaw(out)
+        do { try sendRaw(out) } catch {
+            // The peer hung up: what it said first, if anything, tells more than the broken pipe
+            // (not JSON: it is no broker; an error without an id: the broker's reason).
+            let said = Result { () throws(ClientError) -> JSONValue? in try readMessage(until: Clock.monotonicNanos() + 100_000_000) }
+            switch said {
+            case .failure(.protocolError(let why)): throw .protocolError(why)
+            case .success(let msg?):
+                if case .response(.null, .failure(let e))? = RPCIncoming.decode(msg) { throw .rpc(e) }
+            default: break
+            }
+            throw error
+        }
         while true {
             guard let msg = try readMessage(until: deadline) else {
                 throw .connection("broker closed the connection before answering '\(method)'")

@@ -212,6 +212,24 @@ func sayHello(_ conn: BrokerConnection, _ cmd: ParsedCommand, bundle: String?, t
     }
 }
 
+/// `result` when it has each member with its JSON type ("string", "boolean"); else what answered
+/// is no broker of this protocol (exit 70), rather than a line of "?" and exit 0.
+func expecting(_ members: KeyValuePairs<String, String>, from result: JSONValue, _ method: String) throws -> JSONValue {
+    for (key, type) in members {
+        let ok: Bool
+        switch (type, result[key]) {
+        case ("string", .string?): ok = true
+        case ("boolean", .bool?): ok = true
+        default: ok = false
+        }
+        if !ok {
+            throw ClientError.protocolError(
+                "its answer to '\(method)' has no \(type) '\(key)': \(String(result.compactText.prefix(200)))")
+        }
+    }
+    return result
+}
+
 func printJSON(_ v: JSONValue, compact: Bool) {
     writeOut((compact ? v.compactText : v.prettyText()) + "\n")
 }
@@ -270,7 +288,7 @@ func run(_ cmd: ParsedCommand) throws -> Int32 {
         let s = try connect(cmd)
         var p: JSONObject = ["url": .string(cmd.argument("url")!)]
         if let f = cmd.value("fallback") { p["fallback"] = .string(f) }
-        let r = try s.conn.call("url.open", .object(p))
+        let r = try expecting(["app": "string", "via": "string", "eventID": "string"], from: s.conn.call("url.open", .object(p)), "url.open")
         if s.json {
             printJSON(r, compact: true)
         } else {
@@ -281,7 +299,7 @@ func run(_ cmd: ParsedCommand) throws -> Int32 {
         return Exit.ok
     case "can-open":
         let s = try connect(cmd)
-        let r = try s.conn.call("url.canOpen", ["url": .string(cmd.argument("url")!)])
+        let r = try expecting(["canOpen": "boolean"], from: s.conn.call("url.canOpen", ["url": .string(cmd.argument("url")!)]), "url.canOpen")
         if s.json {
             printJSON(r, compact: true)
         } else if r["canOpen"] == .bool(true) {
@@ -415,7 +433,8 @@ func run(_ cmd: ParsedCommand) throws -> Int32 {
             writeErr(msg)
             return Exit.remote
         }
-        let r = try result.get()
+        let r = try expecting(
+            ["shareID": "string", "extension": "string", "app": "string", "group": "string"], from: result.get(), "share.send")
         if s.json {
             printJSON(r, compact: true)
         } else {

@@ -129,6 +129,49 @@ final class BadInputTests: XCTestCase {
         }
     }
 
+    /// A peer that writes something else at once and hangs up (an HTTP server) is no broker
+    /// either (70, not the broken pipe's 69); nor is one whose JSON-RPC answers lack what the
+    /// contract's results have (70, not a line of "?" and 0).
+    func testAPeerThatHangsUpOrAnswersTheWrongShapeIsNotABroker() throws {
+        let dir = TempDir()
+        let path = dir.path + "/fake.sock"
+        let listener = try UnixSocket.listen(path: path)
+        defer { close(listener) }
+        _ = fcntl(listener, F_SETFL, fcntl(listener, F_GETFL) & ~O_NONBLOCK)
+        let server = Thread {
+            // 1. Says its piece without reading, and closes.
+            var fd = accept(listener, nil, nil)
+            guard fd >= 0 else { return }
+            _ = "HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n".withCString { write(fd, $0, strlen($0)) }
+            close(fd)
+            // 2. Answers every request, by its id, with a result of the wrong shape.
+            fd = accept(listener, nil, nil)
+            guard fd >= 0 else { return }
+            var pending: [UInt8] = []
+            var buf = [UInt8](repeating: 0, count: 4096)
+            while true {
+                let n = read(fd, &buf, buf.count)
+                if n <= 0 { break }
+                pending += buf[0..<n]
+                while let nl = pending.firstIndex(of: 0x0A) {
+                    let line = Array(pending[..<nl])
+                    pending.removeSubrange(...nl)
+                    let id = (try? JSONParser.parse(line))?["id"]?.compactText ?? "null"
+                    _ = (#"{"jsonrpc":"2.0","id":"# + id + #","result":{"ok":true}}"# + "\n").withCString { write(fd, $0, strlen($0)) }
+                }
+            }
+            close(fd)
+        }
+        server.start()
+        let hungUp = try runProcess(Products.shareclient, ["open", "myapp://x", "--socket", path], timeout: 10)
+        XCTAssertEqual(hungUp.status, 70, hungUp.err)
+        XCTAssertTrue(hungUp.err.contains("does not speak sharebroker's protocol"), hungUp.err)
+        let shape = try runProcess(Products.shareclient, ["open", "myapp://x", "--socket", path], timeout: 10)
+        XCTAssertEqual(shape.status, 70, shape.out + shape.err)
+        XCTAssertTrue(shape.err.contains("its answer to 'url.open' has no string 'app'"), shape.err)
+        XCTAssertEqual(shape.out, "")
+    }
+
     /// A broker that accepts the connection but never answers (hung, or stopped with SIGSTOP) is
     /// not waited for forever: exit 69 after $SHARECLIENT_TIMEOUT seconds (default 60), naming the
     /// socket.
