@@ -48,7 +48,9 @@ public struct StateFiles: Sendable {
         var docs: [String: AssociationDocumentResult] = [:]
         var errors: [String: String] = [:]
         for name in FileIO.listDirectory(assocDir) ?? [] where name.hasSuffix(".json") && !name.hasPrefix(".") {
-            let host = String(name.dropLast(5)).lowercased()
+            // (a Unicode file name, `bücher.de.json`, is the document of the IDNA host)
+            let written = String(name.dropLast(5))
+            let host = URLReference.idnaHost(written) ?? written.lowercased()
             // Named as `applinks:` entries name it: a host, with `:PORT` when the entry has one.
             if host.isEmpty || host.contains("*") || AssociatedDomainEntry.problem(in: "applinks:" + host) != nil {
                 errors[host] = "\(name): not a host name; an association document is named after its domain "

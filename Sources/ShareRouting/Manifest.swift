@@ -381,7 +381,8 @@ public struct AssociatedDomainEntry: Sendable, Equatable {
             rest = String(rest[..<q])
         }
         wildcard = rest.hasPrefix("*.")
-        host = (wildcard ? String(rest.dropFirst(2)) : rest).lowercased()
+        // A host written in Unicode (`applinks:bücher.de`) is its IDNA form, as URLs' hosts are.
+        host = URLReference.idnaHost(wildcard ? String(rest.dropFirst(2)) : rest) ?? ""
     }
 
     /// Why `text` is not a valid entry, or nil when it is.
@@ -411,13 +412,16 @@ public struct AssociatedDomainEntry: Sendable, Equatable {
         // Host with optional :port.
         var hostOnly = host
         if let c = host.lastIndex(of: ":") {
-            guard host[host.index(after: c)...].allSatisfy(\.isNumber) else { return "invalid port in '\(text)'" }
+            let digits = host[host.index(after: c)...]
+            guard !digits.isEmpty, digits.allSatisfy(\.isASCII), digits.allSatisfy(\.isNumber) else { return "invalid port in '\(text)'" }
+            guard let port = Int(digits), (1...65535).contains(port) else { return "port out of range (1-65535) in '\(text)'" }
             hostOnly = host[..<c]
         }
         let ok = hostOnly.unicodeScalars.allSatisfy {
             ($0.properties.isAlphabetic || ("0"..."9").contains($0) || $0 == "-" || $0 == ".")
         }
         if !ok || hostOnly.hasPrefix(".") || hostOnly.hasSuffix(".") { return "invalid host in '\(text)'" }
+        if URLReference.idnaHost(String(hostOnly)) == nil { return "'\(hostOnly)' has no IDNA form (a label over 63 characters?) in '\(text)'" }
         return nil
     }
 }

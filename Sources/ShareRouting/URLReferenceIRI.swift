@@ -98,6 +98,19 @@ extension URLReference {
         }
     }
 
+    /// `host` (optionally `:PORT`) lowercased, its non-ASCII labels in IDNA form (`bücher.de` →
+    /// `xn--bcher-kva.de`), as URLs written as IRIs are routed; nil when a label has no such form.
+    public static func idnaHost(_ host: String) -> String? {
+        if host.utf8.allSatisfy({ $0 < 0x80 }) { return URLReference.asciiLowercased(host) }
+        var name = Substring(host)
+        var port = ""
+        if let c = name.lastIndex(of: ":") {
+            port = String(name[c...])
+            name = name[..<c]
+        }
+        return asciiHost(Array(name.unicodeScalars)).map { URLReference.asciiLowercased($0) + port }
+    }
+
     /// A host name's labels in ASCII: those with non-ASCII characters lowercased and written as
     /// `xn--` + Punycode; nil when a label cannot be (a space, or an empty non-ASCII label).
     static func asciiHost(_ host: [Unicode.Scalar]) -> String? {

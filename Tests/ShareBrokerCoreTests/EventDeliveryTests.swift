@@ -182,6 +182,33 @@ final class EventDeliveryTests: XCTestCase {
         expectRPCError(-32602, messageContains: "control character") { try tool.call("url.open", ["url": "deeplinkmyapp://a\u{7}ä"]) }
     }
 
+    /// An internationalized domain written in Unicode, in the manifest's associatedDomains and in
+    /// the association document's file name, is its IDNA form, as URLs' hosts are: a universal
+    /// link on it opens the app however the URL writes the host. A port out of range is refused.
+    func testUnicodeAssociatedDomainsAreTheirIDNAForm() throws {
+        let h = BrokerHarness(
+            manifests: [
+                "books.json": #"{"bundleID": "com.books.app", "teamID": "ABCDE12345", "associatedDomains": ["applinks:Bücher.de", "applinks:*.münchen.de"]}"#,
+                "bad.json": #"{"bundleID": "com.bad.app", "associatedDomains": ["applinks:example.com:99999"]}"#,
+            ],
+            associations: [
+                "bücher.de": #"{"applinks": {"details": [{"appIDs": ["ABCDE12345.com.books.app"], "components": [{"/": "/*"}]}]}}"#,
+                "xn--mnchen-3ya.de": #"{"applinks": {"details": [{"appIDs": ["ABCDE12345.com.books.app"], "components": [{"/": "/*"}]}]}}"#,
+            ])
+        try h.start()
+        defer { h.stop() }
+        let tool = try h.tool()
+        for url in ["https://bücher.de/a", "https://xn--bcher-kva.de/a", "https://BÜCHER.de/a", "https://shop.münchen.de/x"] {
+            let r = try tool.call("url.canOpen", ["url": .string(url)])
+            XCTAssertEqual(r["app"], "com.books.app", "\(url): \(r)")
+            XCTAssertEqual(r["via"], "universalLink", "\(url): \(r)")
+        }
+        let list = try tool.call("apps.list")
+        XCTAssertTrue(
+            list.compactText.contains("port out of range (1-65535) in 'applinks:example.com:99999'"), list.compactText)
+        XCTAssertEqual(list["associationErrors"]?.arrayValue?.count ?? 0, 0, list.compactText)
+    }
+
     func testQueuedEventReachesAppThatSubscribesLaterAndAckRemovesIt() throws {
         let h = try makeBroker()
         let tool = try h.tool()
