@@ -149,8 +149,7 @@ extension Broker {
         subscribers[app] = conn
         conn.subscribedApp = app
         Broker.dropQueuedEvents(conn)  // (subscribing again: the backlog below has them all)
-        if var l = launches[app] {  // the launched app arrived
-            l.retryAt = nil
+        if var l = launches[app] {  // the launched app arrived (a retry still scheduled waits: see runTimers)
             l.subscribed = true
             l.everSubscribed = true
             launches[app] = l
@@ -186,8 +185,9 @@ extension Broker {
             throw RPCError(.storageFailure, "Storage failure: \(error.message); nothing was stored")
         }
         // All handled: the app's launches start afresh (no backoff left from earlier failures).
-        if !launches.isEmpty, !removed.isEmpty, launches[app]?.failures != 0, store.pendingCount(for: app) == 0 {
+        if !launches.isEmpty, !removed.isEmpty, let f = launches[app]?.failures, f != 0, store.pendingCount(for: app) == 0 {
             launches[app]?.failures = 0
+            launches[app]?.retryAt = nil
         }
         return ["acked": .int(removed.count)]
     }
@@ -269,12 +269,32 @@ extension Broker {
                 l.startedAt = Clock.monotonicNanos()
                 launches[app] = l
             } else if !stopping, loopStarted, (store?.pendingCount(for: app) ?? 0) > 0 {
-                // An app the broker did not launch (or whose process has ended) went away with
-                // events unacked: they wait for no live subscriber, so it is launched (its launch
-                // command permitting, and not before a backoff still running).
-                launchIfNeeded(app)
+                leftWithEventsUnacked(app)
             }
         }
+    }
+
+    /// An app the broker did not launch (or whose launched process has ended) went away with
+    /// events unacked: they wait for no live subscriber, so it is launched, its launch command
+    /// permitting. That counts as a failure: the first time it is launched at once, after that
+    /// with the backoff (an app that crashes on an event, whatever started it, or a launch command
+    /// that hands the app off and returns, is not restarted in a tight loop).
+    func leftWithEventsUnacked(_ app: String) {
+        guard registry.launchCommand(of: app) != nil else { return }
+        var l = launches[app] ?? LaunchState()
+        l.failures += 1
+        if l.failures == 1 && l.retryAt == nil {
+            launches[app] = l
+            launchIfNeeded(app)
+            return
+        }
+        let at = Clock.monotonicNanos() + backoff(l.failures - 1)
+        if l.retryAt.map({ $0 < at }) ?? true { l.retryAt = at }
+        nextTimerDue = min(nextTimerDue, l.retryAt!)
+        launches[app] = l
+        log.log(
+            .warning,
+            "\(app) went away with \(store?.pendingCount(for: app) ?? 0) events not acked; launching it in \(Double(backoff(l.failures - 1)) / 1e9) s")
     }
 
     /// Launches every app with a launch command, no subscriber and events waiting: at start (what

@@ -236,18 +236,21 @@ public struct AssociationDocument: Sendable, Equatable {
     /// wins", Apple, "applinks.Details.Components"); an `exclude` / `NOT ` match means "not this app" and
     /// ends the search. The URL's scheme and host are not looked at (the caller chose this document).
     public func match(url: URLReference, appID: String) -> AssociationMatch {
-        evaluate(url: url, appID: appID, trace: true)
+        var budget = AssociationDocument.matchingBudget
+        return evaluate(url: url, appID: appID, trace: true, budget: &budget)
     }
 
-    /// The most steps one URL's match against one document may take (`AssociationPattern`'s
-    /// VM steps, about 7 ns each in a release build): far beyond any real document and URL (a few
-    /// thousand), it bounds what a costly document (long substitution lists under many `*`) and a
-    /// huge URL can cost the broker's loop to about 7 ms (it was 2.4 s for a 100 kB URL).
-    public static let matchingBudget = 1_000_000
+    /// The most work one URL's matching may take, against every document that could give it to
+    /// an app: a step per pattern state visited at a position (`AssociationPattern`'s VM, about 7 ns
+    /// each in a release build) and a step per byte of each URL part a pattern looks at. Far beyond
+    /// any real document and URL (a few thousand), it bounds what a costly document (long
+    /// substitution lists under many `*`, thousands of patterns) and a huge URL can cost the
+    /// broker's loop to a few tens of milliseconds (it was 2.4 s for a 100 kB URL, 36 s for a 1 MB one
+    /// against 2,000 legacy paths). Past it the URL is no universal link.
+    public static let matchingBudget = 4_000_000
 
     /// `match` without building the trail (the router's fast path).
-    func evaluate(url: URLReference, appID: String, trace: Bool) -> AssociationMatch {
-        var budget = AssociationDocument.matchingBudget
+    func evaluate(url: URLReference, appID: String, trace: Bool, budget: inout Int) -> AssociationMatch {
         var trail: [String] = []
         func note(_ s: @autoclosure () -> String) { if trace { trail.append(s()) } }
         /// Matching stopped before an answer: no match, said in the trail.

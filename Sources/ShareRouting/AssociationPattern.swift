@@ -132,6 +132,11 @@ public struct AssociationPattern: Sendable, Equatable, CustomStringConvertible {
     /// broker's loop for seconds.
     func matches(_ text: String, budget: inout Int) -> Bool {
         if matchesEverything { return true }
+        // Folding and splitting the text into characters cost a few steps' worth per byte before
+        // any VM step: charged first, so a huge URL against many patterns that fail at once (or
+        // one text too long to prepare within the budget) runs out too.
+        budget -= 4 * text.utf8.count
+        if budget < 0 { return false }
         let t = foldsCase ? text.lowercased() : text
         if let literal { return t == literal }
         let chars = Array(t)
@@ -189,6 +194,9 @@ public struct AssociationPattern: Sendable, Equatable, CustomStringConvertible {
                         pending += 1
                     }
                 case .words(let set, let lengths):
+                    // (each length tried makes and hashes a string: about ten steps' worth)
+                    budget -= 10 * lengths.count
+                    if budget < 0 { return false }
                     for len in lengths where len > 0 && pos + len <= n && set.contains(String(chars[pos..<(pos + len)])) {
                         queues[(pos + len) % ring].append(pc + 1)
                         pending += 1

@@ -403,6 +403,8 @@ public struct URLRouter: Sendable {
             }
         }
         var matched: [(app: Int, documentKey: String, detail: Int)] = []
+        // One budget for the URL, whatever the number of apps and documents (AssociationDocument.matchingBudget).
+        var budget = AssociationDocument.matchingBudget
         for i in order {
             let claim = best[i]!
             let app = apps[i]
@@ -427,7 +429,7 @@ public struct URLRouter: Sendable {
                 trace.add("  \(app.bundleID): \(docNote()), which is malformed (\(e)); it matches nothing")
             case .success(let doc):
                 trace.add("  \(app.bundleID) (\(appID)): \(docNote())")
-                let m = doc.evaluate(url: url, appID: appID, trace: trace.enabled)
+                let m = doc.evaluate(url: url, appID: appID, trace: trace.enabled, budget: &budget)
                 for line in m.trail { trace.add("    " + line) }
                 if m.outcome == .matched, let d = m.detailIndex {
                     matched.append((i, claim.documentKey, d))

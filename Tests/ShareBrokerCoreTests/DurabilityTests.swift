@@ -340,6 +340,32 @@ final class DurabilityTests: XCTestCase {
         h.stop()
     }
 
+    /// A launch command that hands the app off and returns at once (`open -a`, `systemd-run`,
+    /// `cmd &`), whose app then crashes on an event without acking, is not run in a tight loop:
+    /// each time the app goes away with the event unacked counts, and the backoff grows.
+    func testAnAppHandedOffByItsLaunchCommandThatCrashesBacksOff() throws {
+        let dir = TempDir()
+        let pidFile = dir.path + "/pids"
+        let h = launchHarness([
+            "/bin/sh", "-c",
+            "(echo $$ >> \(pidFile); sleep 0.4; exec \"\(Products.shareclient)\" listen --count 1 --timeout 20) >/dev/null 2>&1 &",
+        ])
+        try h.start { $0.launchRetryBase = 1.0 }
+        defer { for pid in launchedPIDs(pidFile) { kill(pid, SIGKILL) } }
+        let tool = try h.tool()
+        _ = try tool.call("url.open", ["url": "deeplinkmyapp://crashes"])
+        usleep(2_500_000)
+        let launch = try tool.call("broker.status")["launches"]?["com.mycompany.myapp"]
+        let launches = launch?["launches"]?.intValue ?? 0
+        // The app subscribes 0.4 s after its wrapper returned (counted once the wrapper is
+        // reaped), then crashes (counted again): the second launch waits a second, the third
+        // longer. Relaunching at each crash made one every half second (five in 2.5 s).
+        XCTAssertGreaterThanOrEqual(launches, 1, launch?.compactText ?? "")
+        XCTAssertLessThanOrEqual(launches, 3, launch?.compactText ?? "")
+        XCTAssertEqual(try tool.call("broker.status")["pendingEvents"]?.intValue, 1)
+        h.stop()
+    }
+
     func testExplainAndCheckAssociationTools() throws {
         let dir = TempDir()
         writeManifests(dir)

@@ -506,9 +506,26 @@ final class AssociationMalformedTests: XCTestCase {
         XCTAssertEqual(huge.outcome, .noMatch)
         XCTAssertTrue(huge.overBudget)
         XCTAssertTrue(
-            huge.trail.last?.contains("matching stopped at details[0] pattern 0: over 1000000 steps") == true,
+            huge.trail.last?.contains("matching stopped at details[0] pattern 0: over 4000000 steps") == true,
             huge.trail.joined(separator: "\n"))
         XCTAssertNil(huge.detailIndex)
+    }
+
+    /// The budget also counts each URL part's length a pattern looks at: a huge URL against
+    /// thousands of patterns that fail at their first character runs out too (it took 36 s);
+    /// a long URL against a few patterns is still matched.
+    func testTheBudgetCountsTheURLsLengthForEveryPattern() throws {
+        let paths = (0..<2000).map { #""/a\#($0)*""# }.joined(separator: ",")
+        let many = doc(#"{"applinks":{"details":[{"appID":"A.b","paths":["# + paths + #"]}]}}"#)
+        let huge = many.match(url: url("https://h/" + String(repeating: "b", count: 1_000_000)), appID: "A.b")
+        XCTAssertEqual(huge.outcome, .noMatch)
+        XCTAssertTrue(huge.overBudget, huge.trail.suffix(2).joined(separator: "\n"))
+        XCTAssertFalse(many.match(url: url("https://h/a1999x"), appID: "A.b").overBudget)
+        XCTAssertEqual(many.match(url: url("https://h/a1999x"), appID: "A.b").outcome, .matched)
+        let few = doc(#"{"applinks":{"details":[{"appIDs":["A.b"],"components":[{"/":"/nope/*"},{"/":"/big/*"}]}]}}"#)
+        let long = few.match(url: url("https://h/big/" + String(repeating: "x", count: 200_000)), appID: "A.b")
+        XCTAssertEqual(long.outcome, .matched)
+        XCTAssertFalse(long.overBudget)
     }
 
     /// iOS reads association files of at most 128 KB (131,072 bytes) and ignores larger ones whole.
