@@ -54,21 +54,30 @@ for s in "${sanitizers[@]}"; do
         grep -E ": error: |✘ .*recorded an issue" "$log" | cut -c1-400 | head -6
     fi
     # A test that fails under the sanitizer's slowdown without a sanitizer report is run once
-    # more, alone: passing then, it is named as flaky (its timing) rather than failing the run;
-    # the sanitizers' own findings always fail it.
+    # more, alone: passing then, it is named as flaky (its timing) rather than failing the run.
+    # Only when the run itself ended normally: every XCTest started also finished (a crash leaves
+    # one unfinished, and the tests after it unrun), the suite's last summary line is there, the
+    # Swift Testing tests all passed; and the re-run must report exactly those tests, 0 failures.
+    # The sanitizers' own findings always fail it.
     rerun=""
-    if [ $build -eq 0 ] && [ $rc -ne 0 ] && [ "$reports" -eq 0 ] && [ -n "$failedXCT" ] && [ -z "$failedST" ] \
-        && [ "$(printf '%s\n' "$failedXCT" | wc -l)" -le 5 ]; then
+    started=$(grep -cE "^Test Case '[^']+' started" "$log")
+    finished=$(grep -cE "^Test Case '[^']+' (passed|failed|skipped)" "$log")
+    nfailed=$(printf '%s\n' "$failedXCT" | grep -c .)
+    if [ $build -eq 0 ] && [ $rc -ne 0 ] && [ "$reports" -eq 0 ] && [ "$nfailed" -ge 1 ] && [ "$nfailed" -le 5 ] \
+        && [ -z "$failedST" ] && [ "${st##* }" = passed ] && [ -n "$xc" ] && [ "$started" -eq "$finished" ]; then
         filter=$(printf '%s\n' "$failedXCT" | sed -E 's/^([^.]+)\.(.+)$/\1\/\2$/' | paste -sd '|' -)
+        relog="$log.rerun"
         echo "== re-running alone: $filter" >>"$log"
-        swift test --skip-build --sanitize="$s" --scratch-path "$scratch" --filter "$filter" >>"$log" 2>&1
+        swift test --skip-build --sanitize="$s" --scratch-path "$scratch" --filter "$filter" >"$relog" 2>&1
         rerc=$?
-        rereports=$(grep -cE "^(==[0-9]+==ERROR: [A-Za-z]+Sanitizer|WARNING: ThreadSanitizer)" "$log")
-        if [ $rerc -eq 0 ] && [ "$rereports" -eq 0 ]; then
+        cat "$relog" >>"$log"
+        rereports=$(grep -cE "^(==[0-9]+==ERROR: [A-Za-z]+Sanitizer|WARNING: ThreadSanitizer)" "$relog")
+        reexec=$(grep -E "^[[:space:]]*Executed [0-9]+ tests?, with" "$relog" | tail -1 | sed -E 's/^[[:space:]]*Executed ([0-9]+) tests?, with ([0-9]+) failures?.*/\1 \2/')
+        if [ $rerc -eq 0 ] && [ "$rereports" -eq 0 ] && [ "$reexec" = "$nfailed 0" ]; then
             rerun="flaky under the sanitizer (failed, then passed alone): $(printf '%s\n' "$failedXCT" | paste -sd ' ' -)"
             rc=0
         else
-            rerun="failed again alone"
+            rerun="failed again alone (exit $rerc, executed/failed: ${reexec:-none})"
         fi
     fi
     if [ $build -ne 0 ]; then
