@@ -429,7 +429,10 @@ public final class Broker {
     /// when it answers `broker.status` within a second) or another program.
     static func socketTakenMessage(_ path: String) -> String {
         var answer: JSONValue? = nil
+        var connected = false
+        var spoke = false
         if let fd = try? UnixSocket.connect(path: path) {
+            connected = true
             defer { FD.close(fd) }
             if (try? FD.sendAll(fd, Array(#"{"jsonrpc":"2.0","id":1,"method":"broker.status"}"#.utf8) + [0x0A])) != nil {
                 var got: [UInt8] = []
@@ -444,11 +447,18 @@ public final class Broker {
                     if n <= 0 { break }
                     got += chunk[0..<n]
                 }
+                spoke = !got.isEmpty
                 if let nl = got.firstIndex(of: 0x0A) { answer = try? JSONParser.parse(Array(got[..<nl])) }
             }
         }
         if let pid = answer?["result"]?["pid"]?.intValue {
             return "another broker (pid \(pid)) is already running on \(path); stop it first or pass --socket PATH"
+        }
+        if let refusal = answer?["error"]?["message"]?.stringValue {  // (e.g. this user's connection limit)
+            return "another broker is already running on \(path) (it refused a connection: \(refusal)); stop it first or pass --socket PATH"
+        }
+        if connected && !spoke {
+            return "something is already listening on \(path) but did not answer within 1 s (a busy or stopped broker, or another program); stop it or pass --socket PATH"
         }
         return "another program is already listening on \(path) (it does not answer as a broker); stop it or pass --socket PATH"
     }
@@ -614,6 +624,7 @@ public final class Broker {
             endOfTurn()
             if stopping { checkShutdownComplete() }
         }
+        stopping = true  // (also when the loop ended on an error: closing subscribers launches nothing)
         drainCommits()
         finishStoreWork()
         for c in Array(connections.values) { closeNow(c, reason: "broker stopped") }

@@ -109,7 +109,10 @@ public final class BrokerConnection {
                 var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
                 let r = poll(&pfd, 1, Int32(min((deadline - now + 999_999) / 1_000_000, UInt64(Int32.max))))
                 if r == 0 { throw .timeout }
-                if r < 0 { continue }  // (a signal: wait again for what is left)
+                if r < 0 {
+                    if currentErrno() == EINTR { continue }  // (a signal: wait again for what is left)
+                    throw .connection("poll: \(String(cString: strerror(currentErrno())))")
+                }
             }
             let n: Int
             do {
@@ -140,14 +143,21 @@ public final class BrokerConnection {
         RPCCodec.writeRequest(id: .number(String(id)), method: method, params: params, to: &out)
         out.append(0x0A)
         do { try sendRaw(out) } catch {
-            // The peer hung up: what it said first, if anything, tells more than the broken pipe
+            // The peer hung up: what it said before, if anything, tells more than the broken pipe
             // (not JSON: it is no broker; an error without an id: the broker's reason).
-            let said = Result { () throws(ClientError) -> JSONValue? in try readMessage(until: Clock.monotonicNanos() + 100_000_000) }
-            switch said {
-            case .failure(.protocolError(let why)): throw .protocolError(why)
-            case .success(let msg?):
-                if case .response(.null, .failure(let e))? = RPCIncoming.decode(msg) { throw .rpc(e) }
-            default: break
+            // Notifications on the way are kept.
+            let until = Clock.monotonicNanos() + 100_000_000
+            while true {
+                let said = Result { () throws(ClientError) -> JSONValue? in try readMessage(until: until) }
+                guard case .success(let msg?) = said else {
+                    if case .failure(.protocolError(let why)) = said { throw .protocolError(why) }
+                    break
+                }
+                switch RPCIncoming.decode(msg) {
+                case .response(.null, .failure(let e))?: throw .rpc(e)
+                case .notification(let m, let p)?: notifications.append(BrokerNotification(method: m, params: p))
+                default: continue
+                }
             }
             throw error
         }

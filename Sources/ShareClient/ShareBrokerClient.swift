@@ -125,7 +125,7 @@ public actor ShareBrokerClient {
         case .closed:
             throw .closed
         case .connecting, .reconnecting:
-            try await waitForConnection(method: "hello", deadline: nil)
+            try await waitForConnection(method: "hello", deadline: callDeadline())
             if let helloInfo { return helloInfo }
             throw .notConnected
         case .idle:

@@ -103,11 +103,30 @@ final class LifecycleTests: XCTestCase {
         let path = dir.path + "/other.sock"
         let listener = try UnixSocket.listen(path: path)
         defer { FD.close(listener) }
-        let r = try runProcess(Products.sharebroker, ["serve", "--socket", path, "--state", dir.path + "/state"], timeout: 10)
-        XCTAssertEqual(r.status, 1, r.err)
-        XCTAssertTrue(
-            r.err.contains("another program is already listening on \(path) (it does not answer as a broker)"), r.err)
+        // Silent (it never accepts): said to be that.
+        let silent = try runProcess(Products.sharebroker, ["serve", "--socket", path, "--state", dir.path + "/state"], timeout: 10)
+        XCTAssertEqual(silent.status, 1, silent.err)
+        XCTAssertTrue(silent.err.contains("something is already listening on \(path) but did not answer within 1 s"), silent.err)
         XCTAssertTrue(isSocketFile(path))
+        // Talking, but not as a broker (another socket: the first one's backlog holds the probe).
+        let path2 = dir.path + "/talking.sock"
+        let listener2 = try UnixSocket.listen(path: path2)
+        defer { FD.close(listener2) }
+        _ = fcntl(listener2, F_SETFL, fcntl(listener2, F_GETFL) & ~O_NONBLOCK)
+        let server = Thread {
+            for _ in 0..<2 {  // (the broker's liveness check, then its probe)
+                let fd = accept(listener2, nil, nil)
+                guard fd >= 0 else { return }
+                _ = "HTTP/1.1 400 Bad Request\r\n\r\n".withCString { send(fd, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
+                close(fd)
+            }
+        }
+        server.start()
+        let talking = try runProcess(Products.sharebroker, ["serve", "--socket", path2, "--state", dir.path + "/state"], timeout: 10)
+        XCTAssertEqual(talking.status, 1, talking.err)
+        XCTAssertTrue(
+            talking.err.contains("another program is already listening on \(path2) (it does not answer as a broker)"), talking.err)
+        XCTAssertTrue(isSocketFile(path2))
     }
 
     func testSecondServeOnSameStateRefusesAndFirstKeepsItsEvents() throws {

@@ -59,7 +59,10 @@ def main(argv=None) -> int:
                         break
                     try:
                         n = c.next_notification(left)
-                    except ConnectionClosed:
+                    except ConnectionClosed as e:
+                        if e.reason is not None:  # the broker said why it closed (a reload ended the session)
+                            print(f"sharebroker: {e}", file=sys.stderr)
+                            return 1
                         break
                     if n is None:
                         break

@@ -92,12 +92,21 @@ class AsyncClient(BrokerMethods):
         decoder = _framing.FrameDecoder(self.framing)
         assert self._reader is not None
         error: BaseException = ConnectionClosed(f"sharebroker at {self.path} closed the connection")
+        last: Any = None
         try:
             while True:
                 data = await self._reader.read(1 << 16)
                 if not data:
+                    if isinstance(last, dict) and last.get("id") is None and isinstance(last.get("error"), dict):
+                        # The last thing the broker said before closing was why (a session a
+                        # manifest reload ended): what the closed connection reports from now on.
+                        e = last["error"]
+                        error = ConnectionClosed(f"sharebroker at {self.path} closed the connection: "
+                                                 f"{e.get('message')} ({e.get('code')})", e)
                     break
                 for msg in decoder.feed(data):
+                    last = msg
+                    batch = self._batch_of(msg) if isinstance(msg, list) and self._batches else None
                     if _is_notification(msg):
                         self._notifications.append(Notification(msg["method"], msg.get("params")))
                         self._changed.set()
@@ -105,12 +114,11 @@ class AsyncClient(BrokerMethods):
                         fut = self._futures.pop(msg["id"])
                         if not fut.done():
                             fut.set_result(msg)
-                    elif isinstance(msg, list) and self._batch_of(msg) is not None:
-                        fut = self._batch_of(msg)
-                        for rid in [k for k, f in self._batches.items() if f is fut]:
+                    elif batch is not None:
+                        for rid in [k for k, f in self._batches.items() if f is batch]:
                             del self._batches[rid]
-                        if not fut.done():
-                            fut.set_result(msg)
+                        if not batch.done():
+                            batch.set_result(msg)
                     elif isinstance(msg, dict) and msg.get("id") is None and "error" in msg and (
                             self._futures or self._batches):
                         # An error the broker could not tie to a request (a message over its size
@@ -123,12 +131,6 @@ class AsyncClient(BrokerMethods):
                         self._futures.clear()
                         self._batches.clear()
                     else:
-                        if isinstance(msg, dict) and msg.get("id") is None and isinstance(msg.get("error"), dict):
-                            # Said before the broker closes the connection (a session a manifest
-                            # reload ended): what the closed connection reports from now on.
-                            e = msg["error"]
-                            error = ConnectionClosed(f"sharebroker at {self.path} closed the connection: "
-                                                     f"{e.get('message')} ({e.get('code')})")
                         self._replies.put_nowait(msg)
         except asyncio.CancelledError:
             raise
@@ -221,7 +223,18 @@ class AsyncClient(BrokerMethods):
         for rid in ids:
             self._batches[rid] = fut
         try:
-            await self.send_raw(requests)
+            try:
+                await self.send_raw(requests)
+            except OSError:
+                # As in call(): the broker's error on the way (a batch over its size limit) says
+                # why better than the broken pipe.
+                try:
+                    await asyncio.wait_for(asyncio.shield(fut), 1.0)
+                except BrokerError:
+                    raise
+                except Exception:
+                    pass
+                raise
             reply = await asyncio.wait_for(fut, self.timeout if timeout is _DEFAULT else timeout)
         except asyncio.TimeoutError as e:  # (not the built-in TimeoutError before Python 3.11)
             raise TimeoutError(f"no answer from sharebroker at {self.path} to a batch in time") from e

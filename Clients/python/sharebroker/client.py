@@ -175,7 +175,7 @@ class Client(BrokerMethods):
         """Read once from the socket (waiting until ``deadline``) and sort what arrived."""
         sock = self._require()
         if self._eof:
-            raise ConnectionClosed(f"sharebroker at {self.path} closed the connection{self._last_words()}")
+            raise self._closed()
         remaining = None if deadline is None else deadline - time.monotonic()
         if remaining is not None and remaining <= 0:
             raise TimeoutError(f"no answer from sharebroker at {self.path} in time")
@@ -189,8 +189,9 @@ class Client(BrokerMethods):
             raise ConnectionClosed(f"lost the connection to sharebroker at {self.path}: {e}") from e
         if not data:
             self._eof = True
-            raise ConnectionClosed(f"sharebroker at {self.path} closed the connection{self._last_words()}")
+            raise self._closed()
         for msg in self._decoder.feed(data):
+            self._last_message = msg
             if _is_notification(msg):
                 self._notifications.append(Notification(msg["method"], msg.get("params")))
             elif isinstance(msg, dict) and type(msg.get("id")) in (int, str) and msg["id"] in self._abandoned:
@@ -198,14 +199,14 @@ class Client(BrokerMethods):
             else:
                 self._replies.append(msg)
 
-    def _last_words(self) -> str:
-        """Why the broker closed the connection, when it said so in an error without an id (a
-        message over its limit, a session a manifest reload ended): ": MESSAGE (CODE)"."""
-        for msg in reversed(self._replies):
-            if isinstance(msg, dict) and msg.get("id") is None and isinstance(msg.get("error"), dict):
-                e = msg["error"]
-                return f": {e.get('message')} ({e.get('code')})"
-        return ""
+    def _closed(self) -> ConnectionClosed:
+        """The closed connection's error, with the broker's reason when the last thing it sent was
+        an error without an id (a message over its limit, a session a manifest reload ended)."""
+        msg = getattr(self, "_last_message", None)
+        if isinstance(msg, dict) and msg.get("id") is None and isinstance(msg.get("error"), dict):
+            e = msg["error"]
+            return ConnectionClosed(f"sharebroker at {self.path} closed the connection: {e.get('message')} ({e.get('code')})", e)
+        return ConnectionClosed(f"sharebroker at {self.path} closed the connection")
 
     def send_raw(self, message: Union[Any, str, bytes]) -> None:
         """Send one message as is: a JSON value (object, batch list, ...) or a JSON text

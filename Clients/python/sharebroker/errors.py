@@ -1,6 +1,6 @@
 """Errors raised by the sharebroker clients, and the contract's error codes."""
 
-from typing import Any, Optional
+from typing import Any, Dict, Optional
 
 # Standard JSON-RPC 2.0 codes.
 PARSE_ERROR = -32700
@@ -85,7 +85,17 @@ class BrokerConnectionError(ConnectionError):
 
 
 class ConnectionClosed(BrokerConnectionError):
-    """The broker closed the connection (e.g. it shut down, or a message was over the limit)."""
+    """The broker closed the connection (e.g. it shut down, or a message was over the limit).
+
+    Attributes:
+        reason: the broker's error object (``{"code", "message"}``) when the last thing it sent
+            before closing was an error without an id saying why (a session a manifest reload
+            ended), else ``None``; its message is then part of the exception's text.
+    """
+
+    def __init__(self, message: str, reason: Optional[Dict[str, Any]] = None):
+        super().__init__(message)
+        self.reason = reason
 
 
 class ProtocolError(Exception):

@@ -167,6 +167,7 @@ class SessionTests(support.BrokerTestCase):
                 app.next_notification(timeout=5)
             self.assertIn("session ended by a manifest reload: its bundle com.example.later is no longer registered (-32001)",
                           str(cm.exception))
+            self.assertEqual(cm.exception.reason["code"], sb.UNAUTHORIZED)
             app.close()
         finally:
             if path.exists():
