@@ -337,10 +337,7 @@ public actor ShareBrokerClient {
             await withCheckedContinuation { (c: CheckedContinuation<Result<Void, ShareBrokerError>, Never>) in
                 connectWaiters[id] = c
                 if let deadline {
-                    timer = Task { [weak self] in
-                        do { try await Task.sleep(until: deadline, clock: .continuous) } catch { return }
-                        await self?.finishWaiter(id, with: .timeout(method: method))
-                    }
+                    timer = ShareBrokerClient.timer(at: deadline) { [weak self] in await self?.finishWaiter(id, with: .timeout(method: method)) }
                 }
             }
         } onCancel: {
@@ -348,6 +345,15 @@ public actor ShareBrokerClient {
         }
         timer?.cancel()
         try r.get()
+    }
+
+    /// A task that runs `fire` at `deadline` unless cancelled before (it then ends at once: the
+    /// callers cancel it as soon as their answer is in, so no sleeping task outlives its call).
+    static func timer(at deadline: ContinuousClock.Instant, _ fire: @escaping @Sendable () async -> Void) -> Task<Void, Never> {
+        Task {
+            do { try await Task.sleep(until: deadline, clock: .continuous) } catch { return }
+            await fire()
+        }
     }
 
     func finishWaiter(_ id: Int, with error: ShareBrokerError) {
@@ -430,11 +436,7 @@ public actor ShareBrokerClient {
                     return
                 }
                 if let deadline {
-                    // (Cancelled as soon as the answer is in: no sleeping task outlives its call.)
-                    timer = Task { [weak self] in
-                        do { try await Task.sleep(until: deadline, clock: .continuous) } catch { return }
-                        await self?.finishCall(id, with: .timeout(method: method))
-                    }
+                    timer = ShareBrokerClient.timer(at: deadline) { [weak self] in await self?.finishCall(id, with: .timeout(method: method)) }
                 }
             }
         } onCancel: {

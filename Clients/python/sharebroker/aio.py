@@ -11,7 +11,7 @@ import collections
 from typing import Any, AsyncIterator, Deque, Dict, List, Optional, Sequence, Tuple, Union
 
 from . import framing as _framing
-from .client import Notification, _is_notification, default_socket_path, result_or_error
+from .client import Notification, _is_notification, batch_results, default_socket_path, result_or_error
 from .errors import BrokerConnectionError, BrokerError, ConnectionClosed
 from .methods import BrokerMethods
 
@@ -177,21 +177,7 @@ class AsyncClient(BrokerMethods):
         fut: "asyncio.Future[Any]" = asyncio.get_running_loop().create_future()
         self._futures[rid] = fut
         try:
-            try:
-                await self.send_raw(request)
-            except OSError:
-                # The broker may have refused the message and closed (a message over its size
-                # limit): its error, on the way, says why better than the broken pipe.
-                try:
-                    await asyncio.wait_for(asyncio.shield(fut), 1.0)
-                except BrokerError:
-                    raise
-                except Exception:
-                    pass
-                raise
-            msg = await asyncio.wait_for(fut, self.timeout if timeout is _DEFAULT else timeout)
-        except asyncio.TimeoutError as e:  # (not the built-in TimeoutError before Python 3.11)
-            raise TimeoutError(f"no answer from sharebroker at {self.path} to {method!r} in time") from e
+            msg = await self._send_and_wait(request, fut, timeout, repr(method))
         finally:
             self._futures.pop(rid, None)
         result = result_or_error(msg, method)
@@ -223,11 +209,20 @@ class AsyncClient(BrokerMethods):
         for rid in ids:
             self._batches[rid] = fut
         try:
+            reply = await self._send_and_wait(requests, fut, timeout, "a batch")
+        finally:
+            for rid in ids:
+                self._batches.pop(rid, None)
+        return batch_results(calls, ids, reply)
+
+    async def _send_and_wait(self, message: Any, fut: "asyncio.Future[Any]", timeout: Any, what: str) -> Any:
+        """Sends `message` and waits for `fut` (its answer, set by the read loop)."""
+        try:
             try:
-                await self.send_raw(requests)
+                await self.send_raw(message)
             except OSError:
-                # As in call(): the broker's error on the way (a batch over its size limit) says
-                # why better than the broken pipe.
+                # The broker may have refused the message and closed (a message over its size
+                # limit): its error, on the way, says why better than the broken pipe.
                 try:
                     await asyncio.wait_for(asyncio.shield(fut), 1.0)
                 except BrokerError:
@@ -235,20 +230,9 @@ class AsyncClient(BrokerMethods):
                 except Exception:
                     pass
                 raise
-            reply = await asyncio.wait_for(fut, self.timeout if timeout is _DEFAULT else timeout)
+            return await asyncio.wait_for(fut, self.timeout if timeout is _DEFAULT else timeout)
         except asyncio.TimeoutError as e:  # (not the built-in TimeoutError before Python 3.11)
-            raise TimeoutError(f"no answer from sharebroker at {self.path} to a batch in time") from e
-        finally:
-            for rid in ids:
-                self._batches.pop(rid, None)
-        by_id = {r.get("id"): r for r in reply if isinstance(r, dict)}
-        out: List[Any] = []
-        for (method, _), rid in zip(calls, ids):
-            try:
-                out.append(result_or_error(by_id.get(rid), method))
-            except BrokerError as e:
-                out.append(e)
-        return out
+            raise TimeoutError(f"no answer from sharebroker at {self.path} to {what} in time") from e
 
     async def notify(self, method: str, params: Optional[Dict[str, Any]] = None) -> None:
         """Send a notification (no id, never answered)."""

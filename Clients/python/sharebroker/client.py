@@ -286,14 +286,7 @@ class Client(BrokerMethods):
             for i, msg in enumerate(self._replies):
                 if isinstance(msg, list) and any(isinstance(r, dict) and r.get("id") in ids for r in msg):
                     del self._replies[i]
-                    by_id = {r.get("id"): r for r in msg if isinstance(r, dict)}
-                    out: List[Any] = []
-                    for (method, _), rid in zip(calls, ids):
-                        try:
-                            out.append(result_or_error(by_id.get(rid), method))
-                        except BrokerError as e:
-                            out.append(e)
-                    return out
+                    return batch_results(calls, ids, msg)
             self._fill(deadline)
 
     # -- notifications -------------------------------------------------------------------------
@@ -342,6 +335,18 @@ class Client(BrokerMethods):
             if n is None:
                 return
             yield n
+
+
+def batch_results(calls: Sequence[Tuple[str, Optional[Dict[str, Any]]]], ids: List[int], reply: List[Any]) -> List[Any]:
+    """A batch's reply in the order of its calls: each one's result, or its :class:`BrokerError`."""
+    by_id = {r.get("id"): r for r in reply if isinstance(r, dict)}
+    out: List[Any] = []
+    for (method, _), rid in zip(calls, ids):
+        try:
+            out.append(result_or_error(by_id.get(rid), method))
+        except BrokerError as e:
+            out.append(e)
+    return out
 
 
 def connect(path: Optional[str] = None, **kwargs: Any) -> Client:
