@@ -160,11 +160,18 @@ final class DurabilityTests: XCTestCase {
         ])
     }
 
-    /// Starts `h` with a launch timeout of 0.5 s, 0.4 s between SIGTERM and SIGKILL, retries from 0.2 s.
+    /// The launch timeout these tests use: 0.5 s, stretched under a sanitizer (a sanitized
+    /// shareclient can take longer than 0.5 s to start and subscribe on a busy 2-core machine:
+    /// the watchdog then stopped apps the tests expect to be left alone).
+    private var shortLaunchTimeout: Double { 0.5 * sanitizerSlowdown }
+
+    /// Starts `h` with a short launch timeout, 0.4 s (stretched likewise) between SIGTERM and
+    /// SIGKILL, retries from 0.2 s.
     private func startWithAShortLaunchWatchdog(_ h: BrokerHarness) throws {
+        let timeout = shortLaunchTimeout
         try h.start {
-            $0.launchTimeoutSeconds = 0.5
-            $0.launchStopGraceSeconds = 0.4
+            $0.launchTimeoutSeconds = timeout
+            $0.launchStopGraceSeconds = 0.4 * sanitizerSlowdown
             $0.launchRetryBase = 0.2
         }
     }
@@ -211,7 +218,7 @@ final class DurabilityTests: XCTestCase {
         let tool = try h.tool()
         _ = try tool.call("url.open", ["url": "deeplinkmyapp://one"])
         XCTAssertTrue(waitUntil(timeout: 15) { (try? tool.call("broker.status"))?["pendingEvents"]?.intValue == 0 }, "the first was acked")
-        usleep(1_200_000)  // idle without a subscription and nothing waiting: not stopped
+        usleep(useconds_t(2.4 * shortLaunchTimeout * 1e6))  // idle without a subscription and nothing waiting: not stopped
         XCTAssertEqual(try tool.call("broker.status")["launches"]?["com.mycompany.myapp"]?["timeouts"]?.intValue, 0)
         _ = try tool.call("url.open", ["url": "deeplinkmyapp://two"])
         XCTAssertTrue(
@@ -227,13 +234,14 @@ final class DurabilityTests: XCTestCase {
         let dir = TempDir()
         let pidFile = dir.path + "/pids"
         let h = launchHarness(["/bin/sh", "-c", "echo $$ >> \(pidFile); exec \"\(Products.shareclient)\" listen --ack --timeout 30"])
-        try h.start { $0.launchTimeoutSeconds = 0.5 }
+        let timeout = shortLaunchTimeout
+        try h.start { $0.launchTimeoutSeconds = timeout }
         defer { for pid in launchedPIDs(pidFile) { kill(pid, SIGKILL) } }
         let tool = try h.tool()
         _ = try tool.call("url.open", ["url": "deeplinkmyapp://fine"])
         XCTAssertTrue(
             waitUntil(timeout: 15) { (try? tool.call("broker.status"))?["pendingEvents"]?.intValue == 0 }, "the launched app acked")
-        usleep(1_500_000)  // three launch timeouts
+        usleep(useconds_t(3 * shortLaunchTimeout * 1e6))  // three launch timeouts
         let launch = try tool.call("broker.status")["launches"]?["com.mycompany.myapp"]
         XCTAssertEqual(launch?["timeouts"]?.intValue, 0, launch?.compactText ?? "")
         XCTAssertEqual(launch?["running"], true)
