@@ -434,22 +434,23 @@ public final class Broker {
         if let fd = try? UnixSocket.connect(path: path) {
             connected = true
             defer { FD.close(fd) }
-            if (try? FD.sendAll(fd, Array(#"{"jsonrpc":"2.0","id":1,"method":"broker.status"}"#.utf8) + [0x0A])) != nil {
-                var got: [UInt8] = []
-                var chunk = [UInt8](repeating: 0, count: 4096)
-                let deadline = Clock.monotonicNanos() + 1_000_000_000
-                while !got.contains(0x0A), got.count < 1 << 20 {
-                    let now = Clock.monotonicNanos()
-                    guard now < deadline else { break }
-                    var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-                    guard poll(&pfd, 1, Int32((deadline - now) / 1_000_000) + 1) > 0 else { break }
-                    let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-                    if n <= 0 { break }
-                    got += chunk[0..<n]
-                }
-                spoke = !got.isEmpty
-                if let nl = got.firstIndex(of: 0x0A) { answer = try? JSONParser.parse(Array(got[..<nl])) }
+            // (read whatever it says even when the write fails: a program that talks first and
+            // hangs up has said what it is)
+            _ = try? FD.sendAll(fd, Array(#"{"jsonrpc":"2.0","id":1,"method":"broker.status"}"#.utf8) + [0x0A])
+            var got: [UInt8] = []
+            var chunk = [UInt8](repeating: 0, count: 4096)
+            let deadline = Clock.monotonicNanos() + 1_000_000_000
+            while !got.contains(0x0A), got.count < 1 << 20 {
+                let now = Clock.monotonicNanos()
+                guard now < deadline else { break }
+                var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+                guard poll(&pfd, 1, Int32((deadline - now) / 1_000_000) + 1) > 0 else { break }
+                let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+                if n <= 0 { break }
+                got += chunk[0..<n]
             }
+            spoke = !got.isEmpty
+            if let nl = got.firstIndex(of: 0x0A) { answer = try? JSONParser.parse(Array(got[..<nl])) }
         }
         if let pid = answer?["result"]?["pid"]?.intValue {
             return "another broker (pid \(pid)) is already running on \(path); stop it first or pass --socket PATH"

@@ -11,15 +11,15 @@ import ShareSystem
 final class DefaultsWatch {
     /// The watching connection.
     let conn: Connection
-    /// Only these keys (nil: every key).
-    let keys: Set<String>?
+    /// Only these keys, by their exact bytes (nil: every key).
+    let keys: Set<ExactKey>?
     /// The change sequence number when the watch was set: older changes are not sent.
     let since: UInt64
     /// The `Broker.registryGeneration` at which the session's bundle was last seen listing the
     /// group: while the registry has not been reloaded since, delivery needs no registry look-up.
     var entitledGeneration: Int
 
-    init(conn: Connection, keys: Set<String>?, since: UInt64, entitledGeneration: Int) {
+    init(conn: Connection, keys: Set<ExactKey>?, since: UInt64, entitledGeneration: Int) {
         self.conn = conn
         self.keys = keys
         self.since = since
@@ -34,12 +34,12 @@ struct GroupWatches {
     /// The watches of every key (no `keys` filter), by connection id.
     var everyKey: [UInt64: DefaultsWatch] = [:]
     /// The watches with a `keys` filter: key → connection id → watch.
-    var byKey: [String: [UInt64: DefaultsWatch]] = [:]
+    var byKey: [ExactKey: [UInt64: DefaultsWatch]] = [:]
 
     var isEmpty: Bool { byConnection.isEmpty }
 
     /// Whether a change of `key` has any watch to go to.
-    func isWatched(_ key: String) -> Bool { !everyKey.isEmpty || byKey[key] != nil }
+    func isWatched(_ key: String) -> Bool { !everyKey.isEmpty || byKey[ExactKey(key)] != nil }
 
     /// Adds `watch`, replacing (and unlisting) the connection's previous watch of the group.
     /// Returns true when the connection had none.
@@ -298,19 +298,19 @@ extension Broker {
 
     func defaultsWatch(_ conn: Connection, _ p: Params) throws(RPCError) -> JSONValue {
         let group = try entitledGroup(conn, p)
-        var keys: Set<String>? = nil
+        var keys: Set<ExactKey>? = nil
         if let raw = p["keys"], !raw.isNull {
             guard case .array(let items) = raw else {
                 throw .invalidParams("Invalid params: 'keys' must be an array of key names, got \(raw.typeName)")
             }
             // An empty array is no filter, as null or leaving it out is: a client that always
             // sends the array means nothing else by it (a watch of no key would never notify).
-            var set = Set<String>()
+            var set = Set<ExactKey>()
             for (i, item) in items.enumerated() {
                 guard case .string(let k) = item else {
                     throw .invalidParams("Invalid params: 'keys[\(i)]' must be a string, got \(item.typeName)")
                 }
-                set.insert(try Broker.checkedDefaultsKey(k, name: "keys[\(i)]"))
+                set.insert(ExactKey(try Broker.checkedDefaultsKey(k, name: "keys[\(i)]")))
             }
             if !set.isEmpty { keys = set }
         }
@@ -324,10 +324,10 @@ extension Broker {
             log.log(
                 .debug,
                 "watching the defaults of \(group)"
-                    + (keys.map { " (keys: \($0.sorted().joined(separator: ", ")))" } ?? ""), connection: conn.id)
+                    + (keys.map { " (keys: \($0.sorted().map(\.text).joined(separator: ", ")))" } ?? ""), connection: conn.id)
         }
         var result: JSONObject = ["watching": true, "version": versionJSON(store.version)]
-        if let keys { result["keys"] = .array(keys.sorted().map { .string($0) }) }
+        if let keys { result["keys"] = .array(keys.sorted().map { .string($0.text) }) }
         return .object(result)
     }
 
@@ -390,7 +390,7 @@ extension Broker {
             defaults.notificationsSent += 1
         }
         for (_, w) in watching.everyKey { deliver(w) }
-        if let named = watching.byKey[key] {
+        if let named = watching.byKey[ExactKey(key)] {
             for (_, w) in named { deliver(w) }
         }
         for c in revoked { endUnlistedWatch(c, group: group) }

@@ -49,7 +49,7 @@ public actor ShareBrokerClient {
 
     struct Watcher {
         let group: String
-        let keys: Set<String>?
+        let keys: Set<ExactKey>?  // (by their bytes, as the broker keys the suite)
         let continuation: AsyncThrowingStream<DefaultsChange, any Error>.Continuation
     }
 
@@ -256,7 +256,7 @@ public actor ShareBrokerClient {
         let (stream, continuation) = AsyncThrowingStream<DefaultsChange, any Error>.makeStream(bufferingPolicy: .unbounded)
         let id = nextStreamID
         nextStreamID += 1
-        watchers[id] = Watcher(group: group, keys: keys.map(Set.init), continuation: continuation)
+        watchers[id] = Watcher(group: group, keys: keys.map { Set($0.map(ExactKey.init)) }, continuation: continuation)
         continuation.onTermination = { [weak self] _ in
             guard let self else { return }
             Task { await self.dropWatcher(id) }
@@ -276,12 +276,12 @@ public actor ShareBrokerClient {
     /// `defaults.watch` params for a group: the union of its watchers' keys (none: all keys).
     func watchParams(_ group: String) -> JSONValue {
         var o: JSONObject = ["group": .string(group)]
-        var union = Set<String>()
+        var union = Set<ExactKey>()
         for w in watchers.values where w.group == group {
             guard let keys = w.keys else { return .object(o) }
             union.formUnion(keys)
         }
-        if !union.isEmpty { o["keys"] = .array(union.sorted().map { .string($0) }) }
+        if !union.isEmpty { o["keys"] = .array(union.sorted().map { .string($0.text) }) }
         return .object(o)
     }
 
@@ -482,7 +482,7 @@ public actor ShareBrokerClient {
                 }
             case "defaults.changed":
                 guard let change = DefaultsChange(json: params) else { return }
-                for w in watchers.values where w.group == change.group && (w.keys?.contains(change.key) ?? true) {
+                for w in watchers.values where w.group == change.group && (w.keys?.contains(ExactKey(change.key)) ?? true) {
                     w.continuation.yield(change)
                 }
             case "defaults.watchEnded":

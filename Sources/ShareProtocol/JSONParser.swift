@@ -133,7 +133,7 @@ struct Parser {
         if depth > JSONParser.maxDepth { throw fail("nesting deeper than \(JSONParser.maxDepth)") }
         pos += 1  // {
         var members: [(key: String, value: JSONValue)] = []
-        var index: [String: Int]? = nil  // built only for large objects, to keep duplicate checks linear
+        var index: [ExactKey: Int]? = nil  // built only for large objects, to keep duplicate checks linear
         skipWhitespace()
         if peek() == UInt8(ascii: "}") {
             pos += 1
@@ -152,7 +152,7 @@ struct Parser {
             if let existing = duplicateIndex(of: key, in: members, index: &index) {
                 members[existing].value = value
             } else {
-                index?[key] = members.count
+                index?[ExactKey(key)] = members.count
                 members.append((key, value))
             }
             skipWhitespace()
@@ -165,18 +165,20 @@ struct Parser {
         return .object(JSONObject(uniqueMembers: members))
     }
 
+    /// The member with the same key bytes, if any (keys that are merely canonically equivalent,
+    /// "é" and "e" + U+0301, are two members, as in NSDictionary: `ExactKey`).
     func duplicateIndex(
-        of key: String, in members: [(key: String, value: JSONValue)], index: inout [String: Int]?
+        of key: String, in members: [(key: String, value: JSONValue)], index: inout [ExactKey: Int]?
     ) -> Int? {
-        if let index { return index[key] }
+        if let index { return index[ExactKey(key)] }
         if members.count < 16 {
-            for i in members.indices where members[i].key == key { return i }
+            for i in members.indices where ExactKey.same(members[i].key, key) { return i }
             return nil
         }
-        var built: [String: Int] = [:]
-        for (i, m) in members.enumerated() { built[m.key] = i }
+        var built: [ExactKey: Int] = [:]
+        for (i, m) in members.enumerated() { built[ExactKey(m.key)] = i }
         index = built
-        return built[key]
+        return built[ExactKey(key)]
     }
 
     mutating func parseArray(depth: Int) throws(JSONParseError) -> JSONValue {

@@ -62,12 +62,12 @@ public struct JSONObject: Sendable, Equatable, ExpressibleByDictionaryLiteral, S
         get {
             // Read in place: iterating the array would copy (retain and release) every member.
             members.withUnsafeBufferPointer { ms in
-                for i in ms.indices where ms[i].key == key { return ms[i].value }
+                for i in ms.indices where ExactKey.same(ms[i].key, key) { return ms[i].value }
                 return nil
             }
         }
         set {
-            if let i = members.firstIndex(where: { $0.key == key }) {
+            if let i = members.firstIndex(where: { ExactKey.same($0.key, key) }) {
                 if let newValue { members[i].value = newValue } else { members.remove(at: i) }
             } else if let newValue {
                 members.append((key, newValue))

@@ -116,8 +116,10 @@ public final class DefaultsStore: TurnParticipant {
     /// an owner of many stores can count the failing ones without visiting them all.
     public var compactionFailingChanged: ((Bool) -> Void)? = nil
 
-    var values: [String: Entry] = [:]
-    var undo: [(key: String, previous: Entry?)] = []
+    /// The suite, keyed by the keys' exact bytes (keys that are only canonically equivalent are
+    /// two keys, as in UserDefaults: `ExactKey`).
+    var values: [ExactKey: Entry] = [:]
+    var undo: [(key: ExactKey, previous: Entry?)] = []
     var turnStart: (version: UInt64, suiteBytes: Int, journalBytes: Int)? = nil
     /// After a failed compaction, the journal size to wait for before trying again.
     var retryCompactionAt = 0
@@ -150,7 +152,7 @@ public final class DefaultsStore: TurnParticipant {
                 guard let key = o["key"]?.stringValue, let value = o["value"] else { return }
                 put(key, value)
             case .remove?:
-                guard let key = o["key"]?.stringValue, let old = values.removeValue(forKey: key) else { return }
+                guard let key = o["key"]?.stringValue, let old = values.removeValue(forKey: ExactKey(key)) else { return }
                 suiteBytes -= key.utf8.count + old.size
             case .snapshot?:
                 guard case .object(let all)? = o["values"] else { return }
@@ -170,8 +172,9 @@ public final class DefaultsStore: TurnParticipant {
     func put(_ key: String, _ value: JSONValue) {
         scratch.removeAll(keepingCapacity: true)
         value.write(to: &scratch)
-        if let old = values[key] { suiteBytes -= key.utf8.count + old.size }
-        values[key] = Entry(value: value, size: scratch.count)
+        let k = ExactKey(key)
+        if let old = values[k] { suiteBytes -= key.utf8.count + old.size }
+        values[k] = Entry(value: value, size: scratch.count)
         suiteBytes += key.utf8.count + scratch.count
     }
 
@@ -191,23 +194,23 @@ public final class DefaultsStore: TurnParticipant {
     public var count: Int { values.count }
 
     /// The keys, sorted.
-    public var keys: [String] { values.keys.sorted() }
+    public var keys: [String] { values.keys.sorted().map(\.text) }
 
     /// The value of `key`, or nil when there is none (a stored JSON `null` is `.null`).
-    public func value(forKey key: String) -> JSONValue? { values[key]?.value }
+    public func value(forKey key: String) -> JSONValue? { values[ExactKey(key)]?.value }
 
     /// Appends the suite as a compact JSON object, keys sorted, to `out`.
     public func writeValues(to out: inout [UInt8]) { DefaultsStore.writeValues(values, to: &out) }
 
     /// Appends `values` as a compact JSON object, keys sorted, to `out` (also on a compaction's
     /// worker thread, from the suite it captured).
-    static func writeValues(_ values: [String: Entry], to out: inout [UInt8]) {
+    static func writeValues(_ values: [ExactKey: Entry], to out: inout [UInt8]) {
         out.append(UInt8(ascii: "{"))
         var first = true
         for key in values.keys.sorted() {
             if !first { out.append(UInt8(ascii: ",")) }
             first = false
-            JSONValue.writeString(key, to: &out)
+            JSONValue.writeString(key.text, to: &out)
             out.append(UInt8(ascii: ":"))
             values[key]!.value.write(to: &out)
         }
@@ -216,7 +219,7 @@ public final class DefaultsStore: TurnParticipant {
 
     /// The suite as a JSON object, keys sorted (built in linear time, also for large suites).
     public func valuesObject() -> JSONObject {
-        JSONObject(uniqueMembers: values.keys.sorted().map { (key: $0, value: values[$0]!.value) })
+        JSONObject(uniqueMembers: values.keys.sorted().map { (key: $0.text, value: values[$0]!.value) })
     }
 
     /// True when changes wait for `commit`.
@@ -268,7 +271,8 @@ public final class DefaultsStore: TurnParticipant {
         let size = scratch.count
         if size > limits.maxValueBytes { throw .valueTooLarge(bytes: size, limit: limits.maxValueBytes) }
         if !DefaultsStore.depth(value, limit: limits.maxValueDepth) { throw .valueTooDeep(limit: limits.maxValueDepth) }
-        let old = values[key]
+        let k = ExactKey(key)
+        let old = values[k]
         let keyBytes = key.utf8.count
         let newSuite = suiteBytes - (old.map { keyBytes + $0.size } ?? 0) + keyBytes + size
         if newSuite > limits.maxSuiteBytes && newSuite > suiteBytes {
@@ -292,8 +296,8 @@ public final class DefaultsStore: TurnParticipant {
         if scratch.capacity > 4 << 20 { scratch = [] }
         beginChange()
         journalBytes += journal.pending.count - before
-        undo.append((key, old))
-        values[key] = Entry(value: value, size: size)
+        undo.append((k, old))
+        values[k] = Entry(value: value, size: size)
         suiteBytes = newSuite
         version = newVersion
         turn?.touch(self)
@@ -307,7 +311,8 @@ public final class DefaultsStore: TurnParticipant {
         removed: Bool, version: UInt64
     ) {
         if let want = ifVersion, want != version { throw .versionConflict(current: version) }
-        guard let old = values[key] else { return (false, version) }
+        let k = ExactKey(key)
+        guard let old = values[k] else { return (false, version) }
         let newVersion = version + 1
         let before = journal.pending.count
         do {
@@ -323,8 +328,8 @@ public final class DefaultsStore: TurnParticipant {
         }
         beginChange()
         journalBytes += journal.pending.count - before
-        undo.append((key, old))
-        values[key] = nil
+        undo.append((k, old))
+        values[k] = nil
         suiteBytes -= key.utf8.count + old.size
         version = newVersion
         turn?.touch(self)
@@ -351,7 +356,7 @@ public final class DefaultsStore: TurnParticipant {
     }
 
     // The changes handed to the sync worker and not yet durable (pipelined commit).
-    var inflightUndo: [(key: String, previous: Entry?)] = []
+    var inflightUndo: [(key: ExactKey, previous: Entry?)] = []
     var inflightStart: (version: UInt64, suiteBytes: Int, journalBytes: Int)? = nil
 
     public func beginCommit() throws(StoreError) -> SyncJob? {

@@ -30,7 +30,7 @@ final class SnapshotJob: @unchecked Sendable {  // inputs immutable; outcome wri
     /// The suite's version and values when it was captured (the worker empties `values` once
     /// written, so a table only it still holds is freed on its thread, not on the loop's).
     let version: UInt64
-    private var values: [String: DefaultsStore.Entry]
+    private var values: [ExactKey: DefaultsStore.Entry]
     /// Bytes the suite's record will take, about (to allocate the buffer once).
     let sizeHint: Int
     let directory: String
@@ -54,7 +54,7 @@ final class SnapshotJob: @unchecked Sendable {  // inputs immutable; outcome wri
     private let done = DispatchSemaphore(value: 0)
 
     init(
-        segment: Int, version: UInt64, values: [String: DefaultsStore.Entry], sizeHint: Int, journal: Journal,
+        segment: Int, version: UInt64, values: [ExactKey: DefaultsStore.Entry], sizeHint: Int, journal: Journal,
         replaced: [Int], journalBytesAtStart: Int
     ) {
         self.segment = segment

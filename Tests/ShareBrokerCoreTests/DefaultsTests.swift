@@ -440,6 +440,25 @@ final class DefaultsTests: XCTestCase {
         h.stop()
     }
 
+    /// Keys that are only canonically equivalent are two keys end to end: each keeps its value,
+    /// defaults.list shows both, and a watch of one is not sent the other's changes.
+    func testCanonicallyEquivalentKeysAreTwoKeys() throws {
+        let h = try makeBroker()
+        defer { h.stop() }
+        let nfc = "\u{E9}", nfd = "e\u{301}"
+        let writer = try session(h)
+        let watcher = try session(h)
+        try watcher.call("defaults.watch", p(nil, ["keys": [.string(nfc)]]))
+        try writer.call("defaults.set", p(nfd, ["value": "nfd"]))  // 1: not for the watcher
+        try writer.call("defaults.set", p(nfc, ["value": "nfc"]))  // 2
+        let n = try XCTUnwrap(watcher.nextNotification(timeoutMillis: 5000))
+        XCTAssertEqual(n.params?["version"], 2, "the watch of the precomposed key got the decomposed one's change: \(n)")
+        XCTAssertTrue(n.params?["key"]?.stringValue?.utf8.elementsEqual(nfc.utf8) == true)
+        XCTAssertEqual(try writer.call("defaults.get", p(nfd))["value"], "nfd")
+        XCTAssertEqual(try writer.call("defaults.get", p(nfc))["value"], "nfc")
+        XCTAssertEqual(try writer.call("defaults.list", p())["values"]?.objectValue?.count, 2)
+    }
+
     func testAReloadThatRevokesTheGroupEndsTheWatches() throws {
         let h = try makeBroker()
         let tool = try h.tool()

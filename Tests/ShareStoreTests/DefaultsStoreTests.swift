@@ -57,6 +57,38 @@ final class DefaultsStoreTests: XCTestCase {
         XCTAssertEqual(try s.set("d", true), 6, "versions continue after the highest")
     }
 
+    /// Keys that are only canonically equivalent ("é" precomposed, "e" + U+0301) are two keys, as
+    /// in UserDefaults (NSString compares code units), through a restart and a compaction; so are
+    /// such members of a stored object (Swift's String equality merged them: data loss).
+    func testCanonicallyEquivalentKeysAreDistinct() throws {
+        let nfc = "\u{E9}", nfd = "e\u{301}"
+        do {
+            let s = try open()
+            try s.set(nfc, "nfc")
+            try s.set(nfd, "nfd")
+            try s.set("o", json(#"{"\u00e9": 1, "e\u0301": 2}"#))
+            try s.commit()
+            XCTAssertEqual(s.count, 3)
+            XCTAssertEqual(s.value(forKey: nfc), "nfc")
+            XCTAssertEqual(s.value(forKey: nfd), "nfd")
+        }
+        do {
+            let s = try open()
+            XCTAssertEqual(s.value(forKey: nfc), "nfc", "after replay")
+            XCTAssertEqual(s.value(forKey: nfd), "nfd", "after replay")
+            XCTAssertEqual(s.value(forKey: "o")?.objectValue?.count, 2)
+            try s.compact()
+        }
+        let s = try open()
+        XCTAssertEqual(s.value(forKey: nfc), "nfc", "after a compaction")
+        XCTAssertEqual(s.value(forKey: nfd), "nfd", "after a compaction")
+        XCTAssertEqual(s.value(forKey: "o")?.objectValue?[nfc], 1)
+        XCTAssertEqual(s.value(forKey: "o")?.objectValue?[nfd], 2)
+        XCTAssertEqual(try s.remove(nfc).removed, true)
+        XCTAssertEqual(s.value(forKey: nfd), "nfd", "removing one leaves the other")
+        XCTAssertEqual(s.keys, ["e\u{301}", "o"])
+    }
+
     func testValuesArePreservedExactly() throws {
         let texts = [
             "123456789012345678901234567890", "-0.0", "1.5e-7", "1E+400", "0.1000000000000000055511151231257827",
