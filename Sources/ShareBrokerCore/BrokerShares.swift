@@ -724,10 +724,25 @@ extension Broker {
         } else {
             groups = registry.appGroups(of: conn.bundleID ?? "")
         }
-        var out: [JSONValue] = []
+        var lists: [(shares: [StoredShare], store: ShareRecordStore, next: Int)] = []
         for g in groups where Broker.isSafeGroupName(g) {
             guard let store = shareStores[g] ?? (FileIO.exists(groupDirectory(g)) ? try? shareStore(g) : nil) else { continue }
-            for s in store.all { out.append(shareJSON(s, store: store)) }
+            let all = store.all
+            if !all.isEmpty { lists.append((all, store, 0)) }
+        }
+        // Oldest first across the groups too: each group's list is in the order its shares were
+        // stored; they are merged by `created` (fixed-width UTC, so text order is time order;
+        // ties keep the groups' order).
+        var out: [JSONValue] = []
+        out.reserveCapacity(lists.reduce(0) { $0 + $1.shares.count })
+        while true {
+            var pick = -1
+            for i in lists.indices where lists[i].next < lists[i].shares.count {
+                if pick < 0 || lists[i].shares[lists[i].next].created < lists[pick].shares[lists[pick].next].created { pick = i }
+            }
+            if pick < 0 { break }
+            out.append(shareJSON(lists[pick].shares[lists[pick].next], store: lists[pick].store))
+            lists[pick].next += 1
         }
         return ["shares": .array(out)]
     }

@@ -254,7 +254,18 @@ public enum ManifestDecoder {
         }
         let uids = uidList(obj, "uids")
         let executable = executablePath(obj, "executable")
+        /// An App Group name names a directory under the state directory: a bundle-ID-like name
+        /// (ASCII letters, digits, '-', '_', '.'), at most 200 bytes. One that is not could never
+        /// be used (every defaults.* and share.send on it refused): said at load.
+        func checkGroups(_ list: [String], _ path: String) {
+            for (i, g) in list.enumerated() where !isValidBundleID(g) || g.utf8.count > 200 {
+                fail(
+                    "\(path)[\(i)]",
+                    "'\(g)' is not a usable App Group name (ASCII letters, digits, '-', '_' and '.', at most 200 bytes, e.g. 'group.com.example.app')")
+            }
+        }
         let groups = strings(obj, "appGroups", "appGroups") ?? []
+        checkGroups(groups, "appGroups")
         let token = string(obj, "token", "token", required: false)
         var launch: [String]? = nil
         if obj["launch"] != nil {
@@ -281,8 +292,14 @@ public enum ManifestDecoder {
                     let point = string(e, "point", "\(path).point", required: true)
                     let ename = string(e, "name", "\(path).name", required: false)
                     let egroups = strings(e, "appGroups", "\(path).appGroups") ?? []
+                    checkGroups(egroups, "\(path).appGroups")
                     for (j, g) in egroups.enumerated() where !groups.contains(g) {
                         note("\(path).appGroups[\(j)]", "group '\(g)' is not one of the app's appGroups")
+                    }
+                    if egroups.isEmpty, point == "com.apple.share-services" || point == "com.apple.ui-services" {
+                        note(
+                            "\(path).appGroups",
+                            "a share or action extension without appGroups has no group to store shares in: it is offered as a target, but every share.send to it is refused (-32001)")
                     }
                     var rule: JSONValue? = nil
                     if let r = e["activationRule"] {

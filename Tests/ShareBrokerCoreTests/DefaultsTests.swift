@@ -712,11 +712,12 @@ final class DefaultsTests: XCTestCase {
         let app = try session(h)
         XCTAssertEqual(rpcCode { try app.call("defaults.get", p("k", group: "group.org.other")) }, -32001)
         XCTAssertEqual(try app.call("defaults.get", p("k"))["exists"], false, "nothing leaked between groups")
-        // A listed group that cannot be a directory name is refused, and nothing is created.
-        let odd = try session(h, "org.odd.app")
-        XCTAssertEqual(rpcCode { try odd.call("defaults.set", p("k", ["value": 1], group: "../escape")) }, -32602)
-        XCTAssertEqual(
-            rpcCode { try odd.call("defaults.set", p("k", ["value": 1], group: "group/with/slash")) }, -32602)
+        // A manifest listing groups that cannot be directory names is refused at load, naming
+        // them; nothing is created.
+        XCTAssertEqual(rpcCode { _ = try self.session(h, "org.odd.app") }, -32001)
+        let errors = try tool.call("apps.list")["errors"]?.compactText ?? ""
+        XCTAssertTrue(errors.contains("'../escape' is not a usable App Group name"), errors)
+        XCTAssertTrue(errors.contains("'group/with/slash' is not a usable App Group name"), errors)
         XCTAssertFalse(FileManager.default.fileExists(atPath: h.state + "/escape"))
         XCTAssertFalse(FileManager.default.fileExists(atPath: h.state + "/groups/group"))
         h.stop()

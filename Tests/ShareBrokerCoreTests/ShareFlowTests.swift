@@ -228,6 +228,29 @@ final class ShareFlowTests: XCTestCase {
 
     /// A link pasted with non-ASCII characters, as a URL item or as text that is exactly the
     /// link, is the web URL it names: a web-URL extension takes it, and it is stored encoded.
+    /// `share.list` without `group` is oldest first across all the caller's groups (it listed
+    /// them group by group).
+    func testShareListIsOldestFirstAcrossGroups() throws {
+        let ext = #"{"bundleID": "com.two.share", "point": "com.apple.share-services", "appGroups": ["group.a", "group.b"], "activationRule": "TRUEPREDICATE"}"#
+        let h = BrokerHarness(manifests: ["two.json": manifestJSON("com.two", groups: ["group.a", "group.b"], extensions: [ext])])
+        try h.start()
+        defer { h.stop() }
+        let sender = try h.connect()
+        try sender.hello(role: "extension", bundleID: "com.two.share")
+        var sent: [String] = []
+        for (i, group) in ["group.b", "group.a", "group.b", "group.a"].enumerated() {
+            let r = try sender.call("share.send", ["items": [["text": .string("\(i)")]], "group": .string(group)])
+            sent.append(try XCTUnwrap(r["shareID"]?.stringValue))
+            usleep(3_000)  // (a later millisecond each)
+        }
+        let app = try h.connect()
+        try app.hello(role: "app", bundleID: "com.two")
+        let listed = (try app.call("share.list")["shares"]?.arrayValue ?? []).compactMap { $0["shareID"]?.stringValue }
+        XCTAssertEqual(listed, sent)
+        let onlyB = (try app.call("share.list", ["group": "group.b"])["shares"]?.arrayValue ?? []).compactMap { $0["shareID"]?.stringValue }
+        XCTAssertEqual(onlyB, [sent[0], sent[2]])
+    }
+
     func testAnIRIIsAWebURLForActivationRules() throws {
         let h = try start()
         defer { h.stop() }

@@ -416,6 +416,8 @@ final class ProjectImportTests: XCTestCase {
             ("Share/Info.plist", "NSExtension.NSExtensionAttributes.NSExtensionMysteryAttribute"),
             // Found by ManifestDecoder's rule validation, renamed to the plist key path.
             ("Share/Info.plist", "NSExtension.NSExtensionAttributes.NSExtensionActivationRule.NSExtensionActivationSupportsHolograms"),
+            // (its entitlements give it no App Group: no share can be stored for it)
+            ("Share/Info.plist", "NSExtension.appGroups"),
         ]
         for (file, field) in expectedNotes {
             XCTAssertEqual(issue(r, file: file, field: field)?.fatal, false, "no note for \(file) \(field): \(r.issues)")
