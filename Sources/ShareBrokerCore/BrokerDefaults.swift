@@ -148,7 +148,7 @@ extension Broker {
         guard let bundle = conn.bundleID else {
             throw RPCError(.unauthorized, "Unauthorized: '\(p.method)' needs an app or extension session of the group")
         }
-        guard registry.appGroups(of: bundle).contains(group) else {
+        guard Broker.lists(registry.appGroups(of: bundle), group) else {
             throw RPCError(
                 .unauthorized,
                 "Unauthorized: '\(bundle)' is not entitled to the group '\(group)' (it is not in its appGroups)")
@@ -368,7 +368,7 @@ extension Broker {
         func deliver(_ w: DefaultsWatch) {
             guard w.since < sequence, !w.conn.closed else { return }
             if w.entitledGeneration != generation {
-                guard let bundle = w.conn.bundleID, registry.appGroups(of: bundle).contains(group) else {
+                guard let bundle = w.conn.bundleID, Broker.lists(registry.appGroups(of: bundle), group) else {
                     revoked.append(w.conn)  // the manifest no longer lists the group
                     return
                 }
@@ -419,7 +419,7 @@ extension Broker {
         var unlisted: [(Connection, String)] = []
         for (group, watching) in defaults.watchers {
             for (_, w) in watching.byConnection where !w.conn.closed && !w.conn.closing && w.entitledGeneration != generation {
-                if let bundle = w.conn.bundleID, registry.appGroups(of: bundle).contains(group) {
+                if let bundle = w.conn.bundleID, Broker.lists(registry.appGroups(of: bundle), group) {
                     w.entitledGeneration = generation
                 } else {
                     unlisted.append((w.conn, group))

@@ -90,6 +90,12 @@ extension Broker {
     // MARK: Group stores
 
     /// True for names that are safe as one directory component.
+    /// Whether `groups` holds `group`, byte for byte (String equality would take the Kelvin sign
+    /// U+212A for the 'K' of a listed group: canonical equivalence).
+    static func lists(_ groups: [String], _ group: String) -> Bool {
+        groups.contains { ExactKey.same($0, group) }
+    }
+
     static func isSafeGroupName(_ g: String) -> Bool {
         ManifestDecoder.isValidBundleID(g) && g.utf8.count <= 200
     }
@@ -140,7 +146,7 @@ extension Broker {
 
     /// -32001 unless the session's bundle lists `group`.
     func requireGroupAccess(_ conn: Connection, _ group: String) throws(RPCError) {
-        guard let bundle = conn.bundleID, registry.appGroups(of: bundle).contains(group) else {
+        guard let bundle = conn.bundleID, Broker.lists(registry.appGroups(of: bundle), group) else {
             throw RPCError(.unauthorized, "Unauthorized: \(conn.bundleID ?? "this session") is not entitled to the group '\(group)'")
         }
     }
@@ -498,7 +504,7 @@ extension Broker {
             closeFiles(items)
             throw RPCError(.unauthorized, "Unauthorized: \(chosen.ext.bundleID) is not entitled to any app group")
         }
-        guard chosen.ext.appGroups.contains(group) else {
+        guard Broker.lists(chosen.ext.appGroups, group) else {
             closeFiles(items)
             throw RPCError(.unauthorized, "Unauthorized: \(chosen.ext.bundleID) is not entitled to the group '\(group)'")
         }
@@ -598,7 +604,7 @@ extension Broker {
     /// there, in the same app, entitled to the group, and the app its event is for still known.
     func recheckSender(_ chosen: ExtensionTarget, group: String, routeApp: String?) throws(RPCError) {
         guard let now = registry.appExtension(chosen.ext.bundleID), now.app.bundleID == chosen.app.bundleID,
-            now.ext.appGroups.contains(group)
+            Broker.lists(now.ext.appGroups, group)
         else {
             throw RPCError(
                 .notFound,

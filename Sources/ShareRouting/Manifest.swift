@@ -255,17 +255,26 @@ public enum ManifestDecoder {
         let uids = uidList(obj, "uids")
         let executable = executablePath(obj, "executable")
         /// An App Group name names a directory under the state directory: a bundle-ID-like name
-        /// (ASCII letters, digits, '-', '_', '.'), at most 200 bytes. One that is not could never
-        /// be used (every defaults.* and share.send on it refused): said at load.
-        func checkGroups(_ list: [String], _ path: String) {
-            for (i, g) in list.enumerated() where !isValidBundleID(g) || g.utf8.count > 200 {
-                fail(
-                    "\(path)[\(i)]",
-                    "'\(g)' is not a usable App Group name (ASCII letters, digits, '-', '_' and '.', at most 200 bytes, e.g. 'group.com.example.app')")
+        /// (ASCII letters, digits, '-', '_' and '.', no leading, trailing or doubled '.'), at most
+        /// 200 bytes. One that is not could never be used (every defaults.* and share.send on it
+        /// refused): it is left out, with a note (the rest of the manifest still counts); so is a
+        /// group listed twice.
+        func usableGroups(_ list: [String], _ path: String) -> [String] {
+            var out: [String] = []
+            for (i, g) in list.enumerated() {
+                if !isValidBundleID(g) || g.utf8.count > 200 {
+                    note(
+                        "\(path)[\(i)]",
+                        "'\(g)' is not a usable App Group name (ASCII letters, digits, '-', '_' and '.', no leading, trailing or doubled '.', at most 200 bytes, e.g. 'group.com.example.app'); left out")
+                } else if out.contains(g) {
+                    note("\(path)[\(i)]", "'\(g)' is listed twice; the second is left out")
+                } else {
+                    out.append(g)
+                }
             }
+            return out
         }
-        let groups = strings(obj, "appGroups", "appGroups") ?? []
-        checkGroups(groups, "appGroups")
+        let groups = usableGroups(strings(obj, "appGroups", "appGroups") ?? [], "appGroups")
         let token = string(obj, "token", "token", required: false)
         var launch: [String]? = nil
         if obj["launch"] != nil {
@@ -291,8 +300,7 @@ public enum ManifestDecoder {
                     }
                     let point = string(e, "point", "\(path).point", required: true)
                     let ename = string(e, "name", "\(path).name", required: false)
-                    let egroups = strings(e, "appGroups", "\(path).appGroups") ?? []
-                    checkGroups(egroups, "\(path).appGroups")
+                    let egroups = usableGroups(strings(e, "appGroups", "\(path).appGroups") ?? [], "\(path).appGroups")
                     for (j, g) in egroups.enumerated() where !groups.contains(g) {
                         note("\(path).appGroups[\(j)]", "group '\(g)' is not one of the app's appGroups")
                     }

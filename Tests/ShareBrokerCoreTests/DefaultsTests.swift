@@ -22,7 +22,7 @@ let defaultsManifests: [String: String] = [
             #"{"bundleID":"com.mycompany.myapp.widget","point":"com.apple.widgetkit-extension"}"#,
         ]),
     "20-other.json": manifestJSON("org.other.app", groups: ["group.org.other"]),
-    "30-odd.json": manifestJSON("org.odd.app", groups: ["../escape", "group/with/slash"]),
+    "30-odd.json": manifestJSON("org.odd.app", groups: ["../escape", "group/with/slash", "group.Kelvin"]),
 ]
 
 final class DefaultsTests: XCTestCase {
@@ -712,12 +712,18 @@ final class DefaultsTests: XCTestCase {
         let app = try session(h)
         XCTAssertEqual(rpcCode { try app.call("defaults.get", p("k", group: "group.org.other")) }, -32001)
         XCTAssertEqual(try app.call("defaults.get", p("k"))["exists"], false, "nothing leaked between groups")
-        // A manifest listing groups that cannot be directory names is refused at load, naming
-        // them; nothing is created.
-        XCTAssertEqual(rpcCode { _ = try self.session(h, "org.odd.app") }, -32001)
-        let errors = try tool.call("apps.list")["errors"]?.compactText ?? ""
-        XCTAssertTrue(errors.contains("'../escape' is not a usable App Group name"), errors)
-        XCTAssertTrue(errors.contains("'group/with/slash' is not a usable App Group name"), errors)
+        // Groups a manifest lists that cannot be directory names are left out at load, with a
+        // note naming them (the app keeps the rest); asking for one is asking for a group the
+        // bundle does not list, and nothing is created. A group is entitled by its exact bytes:
+        // the Kelvin sign (U+212A, canonically equal to 'K') is not the listed 'K'.
+        let odd = try session(h, "org.odd.app")
+        let warnings = try tool.call("apps.list")["warnings"]?.compactText ?? ""
+        XCTAssertTrue(warnings.contains("'../escape' is not a usable App Group name"), warnings)
+        XCTAssertTrue(warnings.contains("'group/with/slash' is not a usable App Group name"), warnings)
+        XCTAssertEqual(rpcCode { try odd.call("defaults.set", p("k", ["value": 1], group: "../escape")) }, -32001)
+        XCTAssertEqual(rpcCode { try odd.call("defaults.set", p("k", ["value": 1], group: "group/with/slash")) }, -32001)
+        XCTAssertEqual(rpcCode { try odd.call("defaults.set", p("k", ["value": 1], group: "group.\u{212A}elvin")) }, -32001)
+        XCTAssertEqual(version(try odd.call("defaults.set", p("k", ["value": 1], group: "group.Kelvin"))), 1)
         XCTAssertFalse(FileManager.default.fileExists(atPath: h.state + "/escape"))
         XCTAssertFalse(FileManager.default.fileExists(atPath: h.state + "/groups/group"))
         h.stop()

@@ -226,8 +226,6 @@ final class ShareFlowTests: XCTestCase {
         h.stop()
     }
 
-    /// A link pasted with non-ASCII characters, as a URL item or as text that is exactly the
-    /// link, is the web URL it names: a web-URL extension takes it, and it is stored encoded.
     /// `share.list` without `group` is oldest first across all the caller's groups (it listed
     /// them group by group).
     func testShareListIsOldestFirstAcrossGroups() throws {
@@ -251,6 +249,8 @@ final class ShareFlowTests: XCTestCase {
         XCTAssertEqual(onlyB, [sent[0], sent[2]])
     }
 
+    /// A link pasted with non-ASCII characters, as a URL item or as text that is exactly the
+    /// link, is the web URL it names: a web-URL extension takes it, and it is stored encoded.
     func testAnIRIIsAWebURLForActivationRules() throws {
         let h = try start()
         defer { h.stop() }
