@@ -89,13 +89,13 @@ extension Broker {
 
     // MARK: Group stores
 
-    /// True for names that are safe as one directory component.
     /// Whether `groups` holds `group`, byte for byte (String equality would take the Kelvin sign
     /// U+212A for the 'K' of a listed group: canonical equivalence).
     static func lists(_ groups: [String], _ group: String) -> Bool {
         groups.contains { ExactKey.same($0, group) }
     }
 
+    /// True for names that are safe as one directory component.
     static func isSafeGroupName(_ g: String) -> Bool {
         ManifestDecoder.isValidBundleID(g) && g.utf8.count <= 200
     }
