@@ -94,7 +94,8 @@ struct Params {
     }
 
     func string(_ key: String) throws(RPCError) -> String {
-        guard let v = self[key] else { throw .invalidParams("Invalid params: '\(key)' is required") }
+        // (a member set to null counts as left out: PROTOCOL, "params": null and null members)
+        guard let v = self[key], !v.isNull else { throw .invalidParams("Invalid params: '\(key)' is required") }
         guard case .string(let s) = v else {
             throw .invalidParams("Invalid params: '\(key)' must be a string, got \(v.typeName)")
         }

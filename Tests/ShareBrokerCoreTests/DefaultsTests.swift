@@ -88,6 +88,9 @@ final class DefaultsTests: XCTestCase {
         // Bad params.
         XCTAssertEqual(rpcCode { try app.call("defaults.set", p("k")) }, -32602, "value is required")
         XCTAssertEqual(rpcCode { try app.call("defaults.get", p()) }, -32602, "key is required")
+        // A required member set to null counts as left out, and is said to be missing.
+        expectRPCError(-32602, messageContains: "'key' is required") { try app.call("defaults.get", p(nil, ["key": .null])) }
+        expectRPCError(-32602, messageContains: "'shareID' is required") { try app.call("share.get", ["shareID": .null]) }
         XCTAssertEqual(rpcCode { try app.call("defaults.get", p("")) }, -32602, "empty key")
         XCTAssertEqual(rpcCode { try app.call("defaults.get", ["key": "k"]) }, -32602, "group is required")
         XCTAssertEqual(rpcCode { try app.call("defaults.get", ["group": 5, "key": "k"]) }, -32602)
