@@ -196,12 +196,10 @@ public struct URLReference: Sendable, Equatable, Hashable, CustomStringConvertib
             }
             if c == UInt8(ascii: "/") || c == UInt8(ascii: "?") || c == UInt8(ascii: "#") { break }
         }
-        guard let colon else { throw fail("missing scheme (expected SCHEME:..., e.g. 'https://example.com/' or 'myapp://open')") }
-        if colon == 0 { throw fail("missing scheme before ':'", at: 0) }
+        guard let colon else { throw fail(URLReference.missingScheme) }
+        if colon == 0 { throw fail(URLReference.missingSchemeBeforeColon, at: 0) }
         let schemeText = String(decoding: b[0..<colon], as: UTF8.self)
-        if !URLScheme.isValid(bytes: b[0..<colon]) {
-            throw fail("invalid scheme '\(schemeText)' (a letter, then letters, digits, '+', '-' or '.')", at: 0)
-        }
+        if !URLScheme.isValid(bytes: b[0..<colon]) { throw fail(URLReference.invalidScheme(schemeText), at: 0) }
         r.schemeEnd = Int32(colon)
         let normalizedScheme = URLReference.asciiLowercased(schemeText)  // URLScheme.normalize for ASCII
 
@@ -459,6 +457,13 @@ public struct URLReference: Sendable, Equatable, Hashable, CustomStringConvertib
     }
     /// `s` with ASCII capitals lowercased (hosts, schemes and UTIs compare so); `s` itself when
     /// it has none, found by scanning its bytes in place.
+    /// What a text without a usable scheme is told (by the strict and the lenient parse alike).
+    static let missingScheme = "missing scheme (expected SCHEME:..., e.g. 'https://example.com/' or 'myapp://open')"
+    static let missingSchemeBeforeColon = "missing scheme before ':'"
+    static func invalidScheme(_ scheme: some StringProtocol) -> String {
+        "invalid scheme '\(scheme)' (a letter, then letters, digits, '+', '-' or '.')"
+    }
+
     static func asciiLowercased(_ s: String) -> String {
         func isCapital(_ c: UInt8) -> Bool { c >= 0x41 && c <= 0x5A }
         let hasCapital = s.utf8.withContiguousStorageIfAvailable { $0.contains(where: isCapital) }

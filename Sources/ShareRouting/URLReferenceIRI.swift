@@ -21,14 +21,12 @@ extension URLReference {
             let trimmed = Substring(text).drop(while: { $0 == " " })
             let offset = text.unicodeScalars.count - trimmed.unicodeScalars.count
             guard let colon = trimmed.firstIndex(where: { ":/?#".contains($0) }), trimmed[colon] == ":" else {
-                throw URLParseError(
-                    input: text, reason: "missing scheme (expected SCHEME:..., e.g. 'https://example.com/' or 'myapp://open')")
+                throw URLParseError(input: text, reason: URLReference.missingScheme)
             }
             let scheme = trimmed[..<colon]
-            if scheme.isEmpty { throw URLParseError(input: text, reason: "missing scheme before ':'", position: offset) }
+            if scheme.isEmpty { throw URLParseError(input: text, reason: URLReference.missingSchemeBeforeColon, position: offset) }
             if !URLScheme.isValid(String(scheme)) {
-                throw URLParseError(
-                    input: text, reason: "invalid scheme '\(scheme)' (a letter, then letters, digits, '+', '-' or '.')", position: offset)
+                throw URLParseError(input: text, reason: URLReference.invalidScheme(scheme), position: offset)
             }
             throw error
         }
