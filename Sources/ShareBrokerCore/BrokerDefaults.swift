@@ -135,12 +135,6 @@ extension Broker {
     /// Backlog a watcher may have unread before it is dropped: 1 MiB, or the output cap if lower.
     var defaultsWatcherBacklogLimit: Int { min(1 << 20, config.effectiveMaxOutputBuffer) }
 
-    /// True for a group name usable as one directory name: bundle-ID characters (letters, digits,
-    /// '-', '_', '.'), no leading/trailing '.' or '..', at most 200 bytes (the rule shares use).
-    static func isUsableGroupName(_ g: String) -> Bool {
-        ManifestDecoder.isValidBundleID(g) && g.utf8.count <= 200
-    }
-
     /// The group named in `params`, checked: the session's bundle lists it in its appGroups (-32001
     /// otherwise) and it is usable as a directory name (-32602 otherwise).
     func entitledGroup(_ conn: Connection, _ p: Params) throws(RPCError) -> String {
@@ -153,9 +147,9 @@ extension Broker {
                 .unauthorized,
                 "Unauthorized: '\(bundle)' is not entitled to the group '\(group)' (it is not in its appGroups)")
         }
-        guard Broker.isUsableGroupName(group) else {
+        guard ManifestDecoder.isUsableGroupName(group) else {
             throw .invalidParams(
-                "Invalid params: the group name '\(group)' cannot name a directory (letters, digits, '-', '_', '.'; no '..'; at most 200 bytes)"
+                "Invalid params: the group name '\(group)' cannot name a directory (letters, digits, '-', '_', '.'; no '..'; at most \(ManifestDecoder.maxGroupNameBytes) bytes)"
             )
         }
         return group

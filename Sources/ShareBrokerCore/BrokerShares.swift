@@ -95,15 +95,10 @@ extension Broker {
         groups.contains { ExactKey.same($0, group) }
     }
 
-    /// True for names that are safe as one directory component.
-    static func isSafeGroupName(_ g: String) -> Bool {
-        ManifestDecoder.isValidBundleID(g) && g.utf8.count <= 200
-    }
-
     /// The share store of a group, opened on first use.
     func shareStore(_ group: String) throws(RPCError) -> ShareRecordStore {
         if let s = shareStores[group] { return s }
-        guard Broker.isSafeGroupName(group) else { throw .invalidParams("Invalid params: '\(group)' is not a valid group name") }
+        guard ManifestDecoder.isUsableGroupName(group) else { throw .invalidParams("Invalid params: '\(group)' is not a valid group name") }
         let directory = try checkedGroupDirectory(group)
         do {
             let s = try ShareRecordStore(
@@ -134,7 +129,7 @@ extension Broker {
 
     /// Opens every group that has a directory, so recovery runs at start and counts are right.
     func openExistingGroups() {
-        for g in FileIO.listDirectory(config.stateDirectory + "/groups") ?? [] where Broker.isSafeGroupName(g) {
+        for g in FileIO.listDirectory(config.stateDirectory + "/groups") ?? [] where ManifestDecoder.isUsableGroupName(g) {
             if FileIO.exists(groupDirectory(g) + "/files") || (FileIO.listDirectory(groupDirectory(g)) ?? []).contains(where: { $0.hasPrefix("shares-") }) {
                 _ = try? shareStore(g)
             }
@@ -731,7 +726,7 @@ extension Broker {
             groups = registry.appGroups(of: conn.bundleID ?? "")
         }
         var lists: [(shares: [StoredShare], store: ShareRecordStore, next: Int)] = []
-        for g in groups where Broker.isSafeGroupName(g) {
+        for g in groups where ManifestDecoder.isUsableGroupName(g) {
             guard let store = shareStores[g] ?? (FileIO.exists(groupDirectory(g)) ? try? shareStore(g) : nil) else { continue }
             let all = store.all
             if !all.isEmpty { lists.append((all, store, 0)) }

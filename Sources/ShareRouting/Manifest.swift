@@ -262,10 +262,10 @@ public enum ManifestDecoder {
         func usableGroups(_ list: [String], _ path: String) -> [String] {
             var out: [String] = []
             for (i, g) in list.enumerated() {
-                if !isValidBundleID(g) || g.utf8.count > 200 {
+                if !isUsableGroupName(g) {
                     note(
                         "\(path)[\(i)]",
-                        "'\(g)' is not a usable App Group name (ASCII letters, digits, '-', '_' and '.', no leading, trailing or doubled '.', at most 200 bytes, e.g. 'group.com.example.app'); left out")
+                        "'\(g)' is not a usable App Group name (ASCII letters, digits, '-', '_' and '.', no leading, trailing or doubled '.', at most \(maxGroupNameBytes) bytes, e.g. 'group.com.example.app'); left out")
                 } else if out.contains(g) {
                     note("\(path)[\(i)]", "'\(g)' is listed twice; the second is left out")
                 } else {
@@ -343,6 +343,17 @@ public enum ManifestDecoder {
             appGroups: groups, token: token, launch: launch, extensions: extensions, file: file, uids: uids,
             executable: executable)
         return (manifest, issues)
+    }
+
+    /// The longest App Group name, in bytes (it names one directory; file systems allow 255).
+    public static let maxGroupNameBytes = 200
+
+    /// Whether `g` can be an App Group name: it names one directory under the state directory, so
+    /// it must be a bundle-ID-like name (`isValidBundleID`) of at most `maxGroupNameBytes` bytes.
+    /// The one rule for manifests (unusable names are left out at load) and for the broker's
+    /// group directories.
+    public static func isUsableGroupName(_ g: String) -> Bool {
+        g.utf8.count <= maxGroupNameBytes && isValidBundleID(g)
     }
 
     /// Bundle IDs: ASCII letters, digits, '-', '.', '_' (no empty components).
