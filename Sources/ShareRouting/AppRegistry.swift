@@ -103,6 +103,8 @@ public struct AppRegistry: Sendable {
         var schemeConflicts: [String: [String]] = [:]
         var bundles: [String: RegisteredBundle] = [:]
         var launchCommands: [String: [String]] = [:]
+        /// Each App Group name seen, by its lowercased form: its first spelling and where.
+        var groupSpellings: [String: (name: String, owner: String)] = [:]
         func describe(_ b: RegisteredBundle) -> String { AppRegistry.describe(b, apps) }
         for var manifest in manifests {
             if let existing = bundles[manifest.bundleID] {
@@ -132,6 +134,30 @@ public struct AppRegistry: Sendable {
                     continue
                 }
                 keptExtensions.append(ext)
+            }
+            // App Group names that differ only in case would share one directory on a
+            // case-insensitive file system (macOS's default): the first spelling keeps the
+            // name, a later one is left out, on every platform, so manifests load the same
+            // everywhere and no two groups can ever see each other's data.
+            func caseChecked(_ groups: [String], _ field: String) -> [String] {
+                groups.enumerated().filter { i, g in
+                    let folded = g.lowercased()
+                    if let first = groupSpellings[folded], first.name != g {
+                        issues.append(
+                            ManifestIssue(
+                                file: manifest.file, field: "\(field)[\(i)]",
+                                message: "'\(g)' differs only in case from the App Group '\(first.name)' of \(first.owner) (a case-insensitive file system would give both one directory); left out",
+                                fatal: false))
+                        return false
+                    }
+                    if groupSpellings[folded] == nil { groupSpellings[folded] = (g, "\(manifest.file)") }
+                    return true
+                }.map(\.element)
+            }
+            manifest.appGroups = caseChecked(manifest.appGroups, "appGroups")
+            for (j, ext) in keptExtensions.enumerated() {
+                let i = manifest.extensions.firstIndex { $0.bundleID == ext.bundleID } ?? j
+                keptExtensions[j].appGroups = caseChecked(ext.appGroups, "extensions[\(i)].appGroups")
             }
             manifest.extensions = keptExtensions
             let index = apps.count

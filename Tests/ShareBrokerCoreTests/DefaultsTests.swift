@@ -23,6 +23,9 @@ let defaultsManifests: [String: String] = [
         ]),
     "20-other.json": manifestJSON("org.other.app", groups: ["group.org.other"]),
     "30-odd.json": manifestJSON("org.odd.app", groups: ["../escape", "group/with/slash", "group.Kelvin"]),
+    "40-case.json": manifestJSON(
+        "org.case.app", groups: ["group.kelvin", "group.org.case", "group.org.other"],
+        extensions: [#"{"bundleID":"org.case.app.share","point":"com.apple.share-services","appGroups":["GROUP.ORG.CASE"]}"#]),
 ]
 
 final class DefaultsTests: XCTestCase {
@@ -729,6 +732,24 @@ final class DefaultsTests: XCTestCase {
         XCTAssertEqual(version(try odd.call("defaults.set", p("k", ["value": 1], group: "group.Kelvin"))), 1)
         XCTAssertFalse(FileManager.default.fileExists(atPath: h.state + "/escape"))
         XCTAssertFalse(FileManager.default.fileExists(atPath: h.state + "/groups/group"))
+        // A group that differs from another only in case would share its directory on a
+        // case-insensitive file system: the later spelling (by manifest file order, the app's
+        // own list before its extensions') is left out with a note, on every platform; the same
+        // name in the same case stays shared, as App Groups are.
+        XCTAssertTrue(
+            warnings.contains(
+                "'group.kelvin' differs only in case from the App Group 'group.Kelvin' of 30-odd.json"), warnings)
+        XCTAssertTrue(
+            warnings.contains("'GROUP.ORG.CASE' differs only in case from the App Group 'group.org.case' of 40-case.json"),
+            warnings)
+        let caseApp = try session(h, "org.case.app")
+        expectRPCError(-32001, messageContains: "not entitled") {
+            try caseApp.call("defaults.get", p("k", group: "group.kelvin"))
+        }
+        XCTAssertEqual(try caseApp.call("defaults.get", p("k", group: "group.org.other"))["exists"], true)
+        XCTAssertEqual(version(try caseApp.call("defaults.set", p("k", ["value": 2], group: "group.org.case"))), 1)
+        let caseShare = try session(h, "org.case.app.share", role: "extension")
+        expectRPCError(-32001) { try caseShare.call("defaults.get", p("k", group: "GROUP.ORG.CASE")) }
         h.stop()
     }
 
