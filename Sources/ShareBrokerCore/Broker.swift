@@ -205,6 +205,7 @@ public final class Broker {
     /// Prepares the state directory, loads manifests and binds the socket.
     /// Throws when another broker answers on the socket path (`alreadyRunning`) or on any setup failure.
     public init(config: BrokerConfiguration) throws(BrokerStartError) {
+        if let problem = config.problem { throw BrokerStartError(problem) }
         var config = config
         // Absolute, so that file paths in replies and the socket in a launched app's environment
         // mean the same from any directory (the socket's only when the absolute path still fits

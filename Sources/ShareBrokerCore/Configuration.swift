@@ -82,6 +82,18 @@ public struct BrokerConfiguration: Sendable {
 
     /// The output cap in force: the configured one, or 2 × maxMessage + 1 MiB.
     public var effectiveMaxOutputBuffer: Int {
-        maxOutputBuffer > 0 ? maxOutputBuffer : 2 * maxMessage + 1024 * 1024
+        maxOutputBuffer > 0 ? maxOutputBuffer : 2 * min(maxMessage, Self.largestMaxMessage) + 1024 * 1024
+    }
+
+    /// The largest `maxMessage` the broker takes: 1 GiB (one message is held whole in memory,
+    /// and limits derived from it must not overflow).
+    public static let largestMaxMessage = 1 << 30
+
+    /// What is wrong with these settings, if anything (the broker refuses to start with it).
+    public var problem: String? {
+        if maxMessage < 1024 || maxMessage > Self.largestMaxMessage {
+            return "the message size limit must be between 1024 and \(Self.largestMaxMessage) bytes, got \(maxMessage)"
+        }
+        return nil
     }
 }

@@ -91,9 +91,12 @@ public struct ParsedCommand: Sendable, Equatable {
     public func int(_ long: String) throws(UsageError) -> Int? { try value(long, as: "an integer") { Int($0) } }
     /// Option `--long` as an `Int` of at least `minimum`, nil if absent; throws "option '--long'
     /// must be at least N[ unit], got M" below it.
-    public func int(_ long: String, atLeast minimum: Int, unit: String = "") throws(UsageError) -> Int? {
+    /// With `atMost`, also "option '--long' must be at most N[ unit], got M" above it.
+    public func int(_ long: String, atLeast minimum: Int, atMost maximum: Int = .max, unit: String = "") throws(UsageError) -> Int? {
         guard let n = try int(long) else { return nil }
-        guard n >= minimum else { throw usageError("option '--\(long)' must be at least \(minimum)\(unit.isEmpty ? "" : " " + unit), got \(n)") }
+        let unitText = unit.isEmpty ? "" : " " + unit
+        guard n >= minimum else { throw usageError("option '--\(long)' must be at least \(minimum)\(unitText), got \(n)") }
+        guard n <= maximum else { throw usageError("option '--\(long)' must be at most \(maximum)\(unitText), got \(n)") }
         return n
     }
     /// Option `--long` as a `Double`, nil if absent; throws "... expects a number, got 'x'".

@@ -140,7 +140,7 @@ public struct Framer: Sendable {
         // In newline mode consume stops short only at a line without its '\n', having searched
         // all of it: what is kept (moved to the front of `pending`) has been searched.
         newlineSearched = mode == .newline ? pending.count : 0
-        if pending.count > maxMessage + Framer.maxHeaderBytes {
+        if pending.count - Framer.maxHeaderBytes > maxMessage {  // (no sum: maxMessage may be huge)
             throw .tooLarge(limit: maxMessage)
         }
         return true
@@ -175,7 +175,7 @@ public struct Framer: Sendable {
                 guard let base = rest.baseAddress, let hit = memchr(base + from, 0x0A, rest.count - from) else {
                     newlineSearchBytes &+= rest.count - from
                     // One byte more may be the '\r' of a CRLF ending, which is not part of the body.
-                    if rest.count > maxMessage + 1 || (rest.count == maxMessage + 1 && rest[rest.count - 1] != 0x0D) {
+                    if rest.count - 1 > maxMessage || (rest.count - 1 == maxMessage && rest[rest.count - 1] != 0x0D) {
                         throw .tooLarge(limit: maxMessage)
                     }
                     return pos

@@ -29,7 +29,7 @@ let root = CommandSpec(
                 .option(
                     "state", valueName: "dir", help: "State directory (apps/, associations/, groups/).",
                     default: "$SHAREBROKER_STATE, else $XDG_STATE_HOME/sharebroker, else ~/.local/state/sharebroker"),
-                .option("max-message", valueName: "bytes", help: "Largest accepted message (at least 1024).", default: "4194304"),
+                .option("max-message", valueName: "bytes", help: "Largest accepted message (1024 to 1073741824).", default: "4194304"),
                 .option(
                     "max-output", valueName: "bytes",
                     help: "Unread output a client may have (at least 4096): past it its requests get -32007, and a client that does not read is dropped.",
@@ -96,14 +96,20 @@ func serve(_ cmd: ParsedCommand) throws -> Int32 {
         throw cmd.usageError("option '--\(name)' needs a path, got an empty one")
     }
     var config = BrokerConfiguration(socketPath: cmd.value("socket"), stateDirectory: cmd.value("state"))
-    if let n = try cmd.int("max-message", atLeast: 1024, unit: "bytes") { config.maxMessage = n }
-    if let n = try cmd.int("max-total-output", atLeast: 65536, unit: "bytes") { config.maxTotalOutput = n }
-    if let n = try cmd.int("max-output", atLeast: 4096, unit: "bytes") { config.maxOutputBuffer = n }
-    if let n = try cmd.int("max-connections-per-user", atLeast: 1) { config.maxConnectionsPerUID = n }
-    if let n = try cmd.int("max-pending-events", atLeast: 1) { config.maxPendingEventsPerApp = n }
-    if let n = try cmd.int("max-pending-event-bytes", atLeast: 4096) { config.maxPendingEventBytesPerApp = n }
-    if let n = try cmd.int("max-group-share-bytes", atLeast: 4096) { config.maxGroupShareBytes = n }
-    if let n = try cmd.int("max-requests-in-flight", atLeast: 1) { config.maxRequestsInFlight = n }
+    // (Upper bounds far above any real use keep the sums made from them from overflowing.)
+    let bytesCap = 1 << 50, countCap = Int(Int32.max)
+    if let n = try cmd.int("max-message", atLeast: 1024, atMost: BrokerConfiguration.largestMaxMessage, unit: "bytes") {
+        config.maxMessage = n
+    }
+    if let n = try cmd.int("max-total-output", atLeast: 65536, atMost: bytesCap, unit: "bytes") { config.maxTotalOutput = n }
+    if let n = try cmd.int("max-output", atLeast: 4096, atMost: bytesCap, unit: "bytes") { config.maxOutputBuffer = n }
+    if let n = try cmd.int("max-connections-per-user", atLeast: 1, atMost: countCap) { config.maxConnectionsPerUID = n }
+    if let n = try cmd.int("max-pending-events", atLeast: 1, atMost: countCap) { config.maxPendingEventsPerApp = n }
+    if let n = try cmd.int("max-pending-event-bytes", atLeast: 4096, atMost: bytesCap, unit: "bytes") {
+        config.maxPendingEventBytesPerApp = n
+    }
+    if let n = try cmd.int("max-group-share-bytes", atLeast: 4096, atMost: bytesCap, unit: "bytes") { config.maxGroupShareBytes = n }
+    if let n = try cmd.int("max-requests-in-flight", atLeast: 1, atMost: countCap) { config.maxRequestsInFlight = n }
     if let n = try cmd.int("journal-segment-size") {
         guard n >= 4096 && n <= 1 << 30 else {
             throw cmd.usageError("option '--journal-segment-size' must be between 4096 and 1073741824 bytes (1 GiB), got \(n)")

@@ -298,4 +298,20 @@ final class IdentityTests: XCTestCase {
         }
         XCTAssertFalse(FileManager.default.fileExists(atPath: dir.path + "/s.sock"), "no socket was created")
     }
+
+    /// A message limit past 1 GiB (a library caller's setting; the CLI refuses it with 64) is
+    /// refused at start: limits derived from it overflowed on the first connection.
+    func testAHugeMessageLimitIsRefusedAtStart() throws {
+        let dir = TempDir()
+        for limit in [Int.max, BrokerConfiguration.largestMaxMessage + 1, 1023] {
+            var config = BrokerConfiguration(socketPath: dir.path + "/s.sock", stateDirectory: dir.path + "/state")
+            config.handleSignals = false
+            config.logLevel = .error
+            config.maxMessage = limit
+            XCTAssertThrowsError(try Broker(config: config)) { e in
+                XCTAssertTrue("\(e)".contains("between 1024 and 1073741824 bytes, got \(limit)"), "\(e)")
+            }
+        }
+        XCTAssertFalse(FileManager.default.fileExists(atPath: dir.path + "/s.sock"), "no socket was created")
+    }
 }

@@ -415,6 +415,10 @@ final class LifecycleTests: XCTestCase {
             (Products.sharebroker, ["frobnicate"], "frobnicate"),
             (Products.sharebroker, ["serve", "--max-message", "lots"], "max-message"),
             (Products.sharebroker, ["serve", "--max-message", "10"], "max-message"),
+            // (a limit whose derived sums overflowed started, then died on the first client)
+            (Products.sharebroker, ["serve", "--max-message", "4611686018427387904"], "at most 1073741824"),
+            (Products.sharebroker, ["serve", "--max-output", "9223372036854775807"], "max-output"),
+            (Products.sharebroker, ["serve", "--max-requests-in-flight", "9223372036854775807"], "max-requests-in-flight"),
             (Products.sharebroker, ["serve", "--launch-timeout", "-1"], "launch-timeout"),
             (Products.sharebroker, ["serve", "--launch-timeout", "soon"], "launch-timeout"),
             (Products.sharebroker, ["serve", "--journal-segment-size", "100"], "journal-segment-size"),

@@ -28,6 +28,15 @@ struct FramerNewlineTests {
         #expect(f.bufferedByteCount == 0)
     }
 
+    /// A limit near Int.max (a library caller's setting) must not overflow the framer's checks.
+    @Test func aHugeLimitDoesNotOverflow() throws {
+        for input in ["{\"a\":", "Content-Length: 5\r\n\r\n{}"] {
+            var f = Framer(maxMessage: .max)
+            #expect(try f.feedBytes(utf8(input)) == [])
+            #expect(try f.feedBytes(utf8("1}\n")).count <= 1)
+        }
+    }
+
     @Test func stripsCRLF() throws {
         #expect(try frames(of: utf8("{}\r\n[]\r\n")) == nl(["{}", "[]"]))
         #expect(try frames(of: utf8("{}\r\n[]\r\n"), chunkSize: 1) == nl(["{}", "[]"]))
