@@ -197,7 +197,8 @@ extension Broker {
             }
             switch registry.lookup(bundleID) {
             case nil:
-                throw RPCError(.unauthorized, "Unauthorized: unknown bundle ID '\(bundleID)' (no manifest in \(config.stateDirectory)/apps registers it)")
+                let why = registry.whyUnknown(bundleID) ?? "no manifest in \(config.stateDirectory)/apps registers it"
+                throw RPCError(.unauthorized, "Unauthorized: unknown bundle ID '\(bundleID)' (\(why))")
             case .app?:
                 if role != .app {
                     throw RPCError(

@@ -41,11 +41,14 @@ public struct AppRegistry: Sendable {
         /// Every kept extension, in precedence order, and by bundle ID.
         let extensionTargets: [ExtensionTarget]
         let extensionsByID: [String: ExtensionTarget]
+        /// Bundle IDs that manifests name but that are not registered, with why.
+        let leftOut: [String: String]
 
         init(
             apps: [AppManifest], issues: [ManifestIssue], schemeConflicts: [String: [String]],
-            bundles: [String: RegisteredBundle], launchCommands: [String: [String]]
+            bundles: [String: RegisteredBundle], launchCommands: [String: [String]], leftOut: [String: String]
         ) {
+            self.leftOut = leftOut
             self.apps = apps
             self.issues = issues
             self.schemeConflicts = schemeConflicts
@@ -79,7 +82,7 @@ public struct AppRegistry: Sendable {
 
     /// An empty registry.
     public init() {
-        tables = Tables(apps: [], issues: [], schemeConflicts: [:], bundles: [:], launchCommands: [:])
+        tables = Tables(apps: [], issues: [], schemeConflicts: [:], bundles: [:], launchCommands: [:], leftOut: [:])
     }
 
     /// Builds the registry from manifest files, given as (file name, bytes). Files are taken in
@@ -88,16 +91,33 @@ public struct AppRegistry: Sendable {
     public init(files: [(name: String, bytes: [UInt8])], extraIssues: [ManifestIssue] = []) {
         var decoded: [AppManifest] = []
         var found: [ManifestIssue] = extraIssues
+        var leftOut: [String: String] = [:]
         for file in files.sorted(by: { $0.name < $1.name }) {
             let (manifest, problems) = ManifestDecoder.decode(bytes: file.bytes, file: file.name)
             found.append(contentsOf: problems)
-            if let manifest { decoded.append(manifest) }
+            if let manifest { decoded.append(manifest) } else { Self.noteLeftOut(file.bytes, file.name, problems, into: &leftOut) }
         }
-        self.init(manifests: decoded, issues: found)
+        self.init(manifests: decoded, issues: found, leftOut: leftOut)
     }
 
-    /// Builds the registry from decoded manifests (in precedence order).
-    public init(manifests: [AppManifest], issues initialIssues: [ManifestIssue] = []) {
+    /// Records, for each bundle ID a manifest that could not be loaded names (its `bundleID` and
+    /// its extensions' — read loosely, since the manifest is not valid), why it was not loaded;
+    /// the first claim of an ID counts.
+    static func noteLeftOut(_ bytes: [UInt8], _ file: String, _ problems: [ManifestIssue], into leftOut: inout [String: String]) {
+        guard case .object(let obj)? = try? JSONParser.parse(bytes) else { return }
+        var ids: [String] = []
+        if let id = obj["bundleID"]?.stringValue { ids.append(id) }
+        if case .array(let exts)? = obj["extensions"] {
+            for case .object(let e) in exts { if let id = e["bundleID"]?.stringValue { ids.append(id) } }
+        }
+        let why = problems.first(where: \.fatal).map { "\($0)" } ?? "\(file): not loaded"
+        for id in ids where leftOut[id] == nil { leftOut[id] = "the manifest \(file) that lists it was not loaded (\(why))" }
+    }
+
+    /// Builds the registry from decoded manifests (in precedence order). `leftOut`: why bundle
+    /// IDs named by manifests that could not be decoded are missing (see `whyUnknown`).
+    public init(manifests: [AppManifest], issues initialIssues: [ManifestIssue] = [], leftOut initialLeftOut: [String: String] = [:]) {
+        var leftOut = initialLeftOut
         var apps: [AppManifest] = []
         var issues = initialIssues
         var schemeConflicts: [String: [String]] = [:]
@@ -113,6 +133,10 @@ public struct AppRegistry: Sendable {
                         file: manifest.file, field: "bundleID",
                         message: "bundle ID '\(manifest.bundleID)' is already registered by \(describe(existing)); this manifest is ignored",
                         fatal: true))
+                for ext in manifest.extensions where leftOut[ext.bundleID] == nil {
+                    leftOut[ext.bundleID] =
+                        "the manifest \(manifest.file) that lists it was not loaded (its app's bundle ID '\(manifest.bundleID)' is already registered by \(describe(existing)))"
+                }
                 continue
             }
             var keptExtensions: [ExtensionManifest] = []
@@ -185,8 +209,10 @@ public struct AppRegistry: Sendable {
                     message: "URL scheme '\(scheme)' is claimed by \(list.joined(separator: ", ")); '\(list[0])' handles it (first manifest in file-name order)",
                     fatal: false))
         }
+        for id in bundles.keys { leftOut[id] = nil }
         tables = Tables(
-            apps: apps, issues: issues, schemeConflicts: schemeConflicts, bundles: bundles, launchCommands: launchCommands)
+            apps: apps, issues: issues, schemeConflicts: schemeConflicts, bundles: bundles, launchCommands: launchCommands,
+            leftOut: leftOut)
     }
 
     private static func describe(_ b: RegisteredBundle, _ apps: [AppManifest]) -> String {
@@ -198,6 +224,11 @@ public struct AppRegistry: Sendable {
 
     /// What `bundleID` names, if registered.
     public func lookup(_ bundleID: String) -> RegisteredBundle? { bundles[bundleID] }
+
+    /// Why a bundle ID that a manifest names is not registered (its manifest was not loaded: it
+    /// is invalid, or its app's bundle ID was taken by an earlier file); nil for one no manifest
+    /// names, or one that is registered.
+    public func whyUnknown(_ bundleID: String) -> String? { tables.leftOut[bundleID] }
 
     /// The app with `bundleID` (not extensions).
     public func app(_ bundleID: String) -> AppManifest? {

@@ -123,17 +123,18 @@ extension AppRegistry {
         all.sort { $0.name < $1.name }
         var manifests: [AppManifest] = []
         var issues = extraIssues
+        var leftOut: [String: String] = [:]
         for entry in all {
             switch entry.source {
             case .bytes(let b):
                 let (m, p) = ManifestDecoder.decode(bytes: b, file: entry.name)
                 issues += p
-                if let m { manifests.append(m) }
+                if let m { manifests.append(m) } else { AppRegistry.noteLeftOut(b, entry.name, p, into: &leftOut) }
             case .imported(let r):
                 issues += r.issues
                 if let m = r.manifest { manifests.append(m) }
             }
         }
-        self.init(manifests: manifests, issues: issues)
+        self.init(manifests: manifests, issues: issues, leftOut: leftOut)
     }
 }

@@ -258,6 +258,38 @@ final class ConformanceManifestTests: XCTestCase {
         expectRPCError(-32001) { try ext2.call("app.subscribe") }
     }
 
+    /// A bundle ID that a manifest lists but that is not registered is refused with why: its
+    /// manifest is invalid, or its app's bundle ID was taken by an earlier file (the README's
+    /// hand-written manifest beside the one `install` wrote). One no manifest names says so.
+    func testHelloForABundleOfAManifestNotLoadedSaysWhy() throws {
+        let widget = #"{"bundleID": "com.example.a.widget", "point": "com.apple.widgetkit-extension"}"#
+        let share = #"{"bundleID": "com.example.bad.share", "point": "com.apple.share-services"}"#
+        let bad = manifestJSON("com.example.bad", extensions: [share]).replacingOccurrences(
+            of: #""urlSchemes":[]"#, with: #""urlSchemes":5"#)
+        let h = BrokerHarness(manifests: [
+            "10-a.json": manifestJSON("com.example.a"),
+            "20-a-by-hand.json": manifestJSON("com.example.a", extensions: [widget]),
+            "30-bad.json": bad,
+        ])
+        _ = try startedTool(h)
+        defer { h.stop() }
+        expectRPCError(
+            -32001,
+            messageContains:
+                "unknown bundle ID 'com.example.a.widget' (the manifest 20-a-by-hand.json that lists it was not loaded (its app's bundle ID 'com.example.a' is already registered by 10-a.json (app)))"
+        ) { try h.connect().hello(role: "extension", bundleID: "com.example.a.widget") }
+        for (id, role) in [("com.example.bad", "app"), ("com.example.bad.share", "extension")] {
+            expectRPCError(-32001, messageContains: "'\(id)' (the manifest 30-bad.json that lists it was not loaded (30-bad.json: urlSchemes: ") {
+                try h.connect().hello(role: role, bundleID: id)
+            }
+        }
+        expectRPCError(-32001, messageContains: "'com.example.none' (no manifest in ") {
+            try h.connect().hello(role: "app", bundleID: "com.example.none")
+        }
+        // The app that was loaded is itself.
+        XCTAssertEqual(try h.connect().hello(role: "app", bundleID: "com.example.a")["bundleID"], "com.example.a")
+    }
+
     /// A subscribed app whose manifest is removed does not stay connected getting nothing: its
     /// session ends (the reload's caller is unaffected, other apps keep theirs), its events stay
     /// queued, and once the manifest is back a new session gets them. A bundle that comes back
