@@ -20,9 +20,15 @@ let globalOptions: [OptionSpec] = [
     .option(
         "role", valueName: "role", help: "Session role: app, extension or tool.",
         default: "tool, or with --as the bundle's own: app or extension", global: true),
-    .option("token", valueName: "token", help: "Token for --as, when its manifest sets one.", global: true),
+    .option(
+        "token", valueName: "token", help: "Token for --as, when its manifest sets one.", default: "$SHAREBROKER_TOKEN",
+        global: true),
     .flag("json", help: "Print machine-readable JSON (one line).", global: true),
 ]
+
+/// The identity of the commands that work only as an app or extension.
+let bundleDiscussion =
+    "The app or extension is --as BUNDLE, else $SHAREBROKER_BUNDLE_ID (set by the broker when it launches an app); the token is --token, else $SHAREBROKER_TOKEN."
 
 let root = CommandSpec(
     name: "shareclient",
@@ -95,15 +101,19 @@ let root = CommandSpec(
             ]),
         CommandSpec(
             name: "shares", abstract: "List pending shares of your groups, as an app or extension (share.list).",
+            discussion: bundleDiscussion,
             options: [.option("group", valueName: "group", help: "Only this group.")]),
         CommandSpec(
             name: "get", abstract: "Show one share, with the paths of its files (share.get).",
+            discussion: bundleDiscussion,
             arguments: [ArgumentSpec("share-id", help: "The share's id.")]),
         CommandSpec(
             name: "complete", abstract: "Complete a share: its record and files are deleted (share.complete).",
+            discussion: bundleDiscussion,
             arguments: [ArgumentSpec("share-id", help: "The share's id.")]),
         CommandSpec(
             name: "ack", abstract: "Acknowledge events as an app (app.ack).",
+            discussion: bundleDiscussion,
             arguments: [ArgumentSpec("ids", help: "Event ids.", kind: .oneOrMore)]),
         CommandSpec(name: "apps", abstract: "List registered apps, manifest errors and conflicts."),
         CommandSpec(name: "reload", abstract: "Make the broker re-read its manifests (apps.reload)."),
@@ -174,11 +184,17 @@ func openConnection(_ path: String) throws -> BrokerConnection {
     return conn
 }
 
-func connect(_ cmd: ParsedCommand, hello: Bool = true, defaultRoleWithBundle: String = "app") throws -> Session {
+/// Connects and says hello as --as BUNDLE with --token, or as a tool. `asBundle`: the command
+/// works only as an app or extension (shares, get, complete, ack), so without --as it is
+/// $SHAREBROKER_BUNDLE_ID (set by the broker in an app it launches), as for listen and defaults;
+/// a bundle's token is --token, else $SHAREBROKER_TOKEN.
+func connect(_ cmd: ParsedCommand, hello: Bool = true, asBundle: Bool = false, defaultRoleWithBundle: String = "app") throws -> Session {
     try checkRole(cmd)  // a usage error before any connection
     let conn = try openConnection(socketPath(cmd))
     if hello {
-        try sayHello(conn, cmd, bundle: cmd.value("as"), token: cmd.value("token"), roleWithBundle: defaultRoleWithBundle)
+        let bundle = cmd.value("as") ?? (asBundle ? ProcessInfoLite.env("SHAREBROKER_BUNDLE_ID") : nil)
+        let token = bundle == nil ? nil : cmd.value("token") ?? ProcessInfoLite.env("SHAREBROKER_TOKEN")
+        try sayHello(conn, cmd, bundle: bundle, token: token, roleWithBundle: defaultRoleWithBundle)
     }
     return Session(conn: conn, json: cmd.flag("json"))
 }
@@ -444,7 +460,7 @@ func run(_ cmd: ParsedCommand) throws -> Int32 {
         }
         return Exit.ok
     case "shares":
-        let s = try connect(cmd)
+        let s = try connect(cmd, asBundle: true)
         var p = JSONObject()
         if let g = cmd.value("group") { p["group"] = .string(g) }
         let r = try s.conn.call("share.list", .object(p))
@@ -460,12 +476,12 @@ func run(_ cmd: ParsedCommand) throws -> Int32 {
         }
         return Exit.ok
     case "get", "complete":
-        let s = try connect(cmd)
+        let s = try connect(cmd, asBundle: true)
         let r = try s.conn.call(cmd.subcommand == "get" ? "share.get" : "share.complete", ["shareID": .string(cmd.argument("share-id")!)])
         printJSON(r, compact: s.json)
         return Exit.ok
     case "ack":
-        let s = try connect(cmd)
+        let s = try connect(cmd, asBundle: true)
         let r = try s.conn.call("app.ack", ["ids": .array(cmd.arguments("ids").map { .string($0) })])
         if s.json { printJSON(r, compact: true) } else { writeOut("acked \(r["acked"]?.intValue ?? 0)\n") }
         return Exit.ok

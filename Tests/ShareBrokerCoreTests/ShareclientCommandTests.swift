@@ -48,6 +48,49 @@ final class ShareclientCommandTests: XCTestCase {
         h.stop()
     }
 
+    /// A launched app's scripts need no --as: the commands that work only as an app or
+    /// extension take $SHAREBROKER_BUNDLE_ID (and its token $SHAREBROKER_TOKEN); the others
+    /// stay a tool. (They ran as a tool and were refused.)
+    func testBundleCommandsTakeTheBundleFromTheEnvironment() throws {
+        let tokened = manifestJSON("com.tok.app", schemes: ["tokapp"], groups: ["group.com.tok"], token: "s3cret")
+        let h = BrokerHarness(manifests: ["myapp.json": manifest, "tok.json": tokened])
+        try h.start()
+        defer { h.stop() }
+        func run(_ args: [String], _ env: [String: String]) throws -> (status: Int32, out: String, err: String) {
+            try runProcess(Products.shareclient, args + ["--socket", h.socket], env: env, timeout: 20)
+        }
+        let sent = try shareclient(h, ["send", "--url", "https://example.com/a", "--as", "com.mycompany.myapp.share", "--json"])
+        XCTAssertEqual(sent.status, 0, sent.err)
+        let shareID = try XCTUnwrap(JSONParser.parse(sent.out)["shareID"]?.stringValue)
+        let app = ["SHAREBROKER_BUNDLE_ID": "com.mycompany.myapp"]
+        let none = ["SHAREBROKER_BUNDLE_ID": ""]
+        let refused = try run(["shares"], none)
+        XCTAssertEqual(refused.status, 1, "without a bundle it is a tool, which reads no group: \(refused.err)")
+        let shares = try run(["shares", "--json"], app)
+        XCTAssertEqual(shares.status, 0, shares.err)
+        XCTAssertTrue(shares.out.contains(shareID), shares.out)
+        XCTAssertEqual(try run(["get", shareID], app).status, 0)
+        let completed = try run(["complete", shareID], app)
+        XCTAssertEqual(completed.status, 0, completed.err)
+        XCTAssertTrue(completed.out.contains("true"), completed.out)
+        // --as beats the environment.
+        let other = try run(["shares", "--as", "com.tok.app", "--token", "s3cret"], app)
+        XCTAssertEqual(other.status, 0, other.err)
+        let opened = try shareclient(h, ["open", "deeplinkmyapp://x", "--json"])
+        let eventID = try XCTUnwrap(JSONParser.parse(opened.out)["eventID"]?.stringValue)
+        let acked = try run(["ack", eventID], app)
+        XCTAssertEqual(acked.status, 0, acked.err)
+        XCTAssertEqual(acked.out, "acked 1\n")
+        // A tool command stays a tool: open needs no bundle (and the event's sourceApp is none).
+        XCTAssertEqual(try run(["open", "deeplinkmyapp://y"], app).status, 0)
+        // The token comes from the environment too.
+        let tok = ["SHAREBROKER_BUNDLE_ID": "com.tok.app", "SHAREBROKER_TOKEN": "s3cret"]
+        XCTAssertEqual(try run(["shares"], tok).status, 0)
+        let noToken = try run(["shares"], ["SHAREBROKER_BUNDLE_ID": "com.tok.app", "SHAREBROKER_TOKEN": ""])
+        XCTAssertEqual(noToken.status, 1)
+        XCTAssertTrue(noToken.err.contains("token"), noToken.err)
+    }
+
     func testExplainExitsOneWhenNothingOpensTheURL() throws {
         let h = BrokerHarness(manifests: ["myapp.json": manifest], associations: ["example.com": association])
         try h.start()
