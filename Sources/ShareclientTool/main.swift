@@ -33,7 +33,11 @@ let bundleDiscussion =
 let root = CommandSpec(
     name: "shareclient",
     abstract: "Command-line client for the sharebroker daemon.",
-    discussion: "Exit codes: 0 ok, 1 the broker answered an error, 64 usage error, 69 broker unreachable, 70 internal error (or the peer on the socket is not a broker).",
+    discussion: """
+        Exit codes: 0 ok, 1 the broker answered an error, 64 usage error, 66 a file shareclient must read \
+        cannot be read, 69 broker unreachable, 70 internal error (or the peer on the socket is not a broker). \
+        Each call waits at most $SHARECLIENT_TIMEOUT seconds (default 60; 0 waits for ever) for the broker's answer.
+        """,
     options: globalOptions,
     subcommands: [
         CommandSpec(
@@ -251,6 +255,9 @@ func printJSON(_ v: JSONValue, compact: Bool) {
 }
 
 func run(_ cmd: ParsedCommand) throws -> Int32 {
+    if let s = ProcessInfoLite.env("SHARECLIENT_TIMEOUT"), Double(s).map({ $0 >= 0 && $0 <= 2_000_000 }) != true {
+        throw cmd.usageError("$SHARECLIENT_TIMEOUT must be a number of seconds from 0 (wait for ever) to 2000000, got '\(s)'")
+    }
     if cmd.path.count > 1 && cmd.path[1] == "defaults" { return try runDefaults(cmd, socket: socketPath(cmd)) }
     switch cmd.subcommand {
     case "call":
@@ -552,8 +559,9 @@ runMain(root: root, version: "shareclient \(SharebrokerVersion.string)") { cmd i
             writeErr(
                 "shareclient: error: the broker at \(path) did not answer within \(shown) s (is it hung or stopped? $SHARECLIENT_TIMEOUT sets the wait; 0 waits for ever)\n")
             return Exit.unavailable
-        case .connection:
-            writeErr("shareclient: error: \(e)\n")
+        case .connection(let why):
+            let path = (try? socketPath(cmd)) ?? "the socket"
+            writeErr("shareclient: error: connection to the broker at \(path) failed: \(why)\n")
             return Exit.unavailable
         case .protocolError:
             // Something answers on the socket, but not a broker: not "unreachable".

@@ -135,6 +135,12 @@ final class BadInputTests: XCTestCase {
         }
         let empty = try runProcess(Products.shareclient, ["status", "--socket", ""], timeout: 10)
         XCTAssertEqual(empty.status, 64, empty.err)
+        // A wait that is no number of seconds is a usage error too (it was ignored: 60 s).
+        for value in ["abc", "-1", "nan", "3e6"] {
+            let r = try runProcess(Products.shareclient, ["status", "--socket", missing], env: ["SHARECLIENT_TIMEOUT": value], timeout: 10)
+            XCTAssertEqual(r.status, 64, "\(value): \(r.err)")
+            XCTAssertTrue(r.err.contains("$SHARECLIENT_TIMEOUT must be a number of seconds") && r.err.contains("'\(value)'"), r.err)
+        }
         let dir = TempDir()
         let file = dir.path + "/not-a-socket"
         _ = FileManager.default.createFile(atPath: file, contents: Data())
@@ -204,6 +210,11 @@ final class BadInputTests: XCTestCase {
                 }
             }
             close(fd)
+            // 3. Reads the request and hangs up without a word (a broker killed mid-call).
+            fd = accept(listener, nil, nil)
+            guard fd >= 0 else { return }
+            _ = read(fd, &buf, buf.count)
+            close(fd)
         }
         server.start()
         let hungUp = try runProcess(Products.shareclient, ["open", "myapp://x", "--socket", path], timeout: 10)
@@ -213,6 +224,10 @@ final class BadInputTests: XCTestCase {
         XCTAssertEqual(shape.status, 70, shape.out + shape.err)
         XCTAssertTrue(shape.err.contains("its answer to 'url.open' has no string 'app'"), shape.err)
         XCTAssertEqual(shape.out, "")
+        // A lost connection is "unreachable", and says which broker was lost.
+        let lost = try runProcess(Products.shareclient, ["status", "--socket", path], timeout: 10)
+        XCTAssertEqual(lost.status, 69, lost.err)
+        XCTAssertTrue(lost.err.contains("connection to the broker at \(path) failed: "), lost.err)
     }
 
     /// A broker that accepts the connection but never answers (hung, or stopped with SIGSTOP) is
