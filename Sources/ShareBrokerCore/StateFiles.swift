@@ -29,12 +29,24 @@ public struct StateFiles: Sendable {
         return "cannot read: \(error)"
     }
 
+    /// Why `path`, which could not be listed, is no readable directory; nil when it does not
+    /// exist (no apps or documents yet is fine).
+    static func unreadableDirectory(_ path: String) -> String? {
+        let err = errno
+        guard FileIO.exists(path) else { return nil }
+        return err == ENOTDIR ? "is not a directory" : "cannot be read: \(String(cString: strerror(err)))"
+    }
+
     /// Reads and validates every input file. Problems are reported in the result, never thrown.
     public static func load(stateDirectory: String) -> StateFiles {
         let appsDir = stateDirectory + "/apps"
         var files: [(name: String, bytes: [UInt8])] = []
         var readIssues: [ManifestIssue] = []
-        for name in FileIO.listDirectory(appsDir) ?? [] where name.hasSuffix(".json") && !name.hasPrefix(".") {
+        let appNames = FileIO.listDirectory(appsDir)
+        if appNames == nil, let why = unreadableDirectory(appsDir) {
+            readIssues.append(ManifestIssue(file: "apps", field: "", message: "\(appsDir) \(why): no manifest was read", fatal: true))
+        }
+        for name in appNames ?? [] where name.hasSuffix(".json") && !name.hasPrefix(".") {
             do {
                 files.append((name, try FileIO.readFile(appsDir + "/" + name, limit: 4 * 1024 * 1024)))
             } catch {
@@ -47,7 +59,11 @@ public struct StateFiles: Sendable {
         let assocDir = stateDirectory + "/associations"
         var docs: [String: AssociationDocumentResult] = [:]
         var errors: [String: String] = [:]
-        for name in FileIO.listDirectory(assocDir) ?? [] where name.hasSuffix(".json") && !name.hasPrefix(".") {
+        let assocNames = FileIO.listDirectory(assocDir)
+        if assocNames == nil, let why = unreadableDirectory(assocDir) {
+            errors["associations"] = "\(assocDir) \(why): no association document was read"
+        }
+        for name in assocNames ?? [] where name.hasSuffix(".json") && !name.hasPrefix(".") {
             // (a Unicode file name, `bücher.de.json`, is the document of the IDNA host)
             let written = String(name.dropLast(5))
             let host = URLReference.idnaHost(written) ?? written.lowercased()

@@ -283,6 +283,29 @@ final class BadInputTests: XCTestCase {
         XCTAssertTrue(text.out.contains("association error: "), text.out)
         h.stop()
     }
+
+    /// STATE/apps or STATE/associations that is a file is named as a problem (it read as "no
+    /// apps, no errors"); one that does not exist is no problem.
+    func testInputDirectoriesThatAreFilesAreNamed() throws {
+        let h = BrokerHarness(manifests: [:])
+        try FileManager.default.createDirectory(atPath: h.state, withIntermediateDirectories: true)
+        chmod(h.state, 0o700)
+        _ = FileManager.default.createFile(atPath: h.state + "/apps", contents: Data("x".utf8))
+        _ = FileManager.default.createFile(atPath: h.state + "/associations", contents: Data("y".utf8))
+        try h.start()
+        let list = try h.tool().call("apps.list")
+        let errors = (list["errors"]?.arrayValue ?? []).map(\.compactText).joined(separator: "\n")
+        XCTAssertTrue(errors.contains("/apps is not a directory: no manifest was read"), errors)
+        let assoc = (list["associationErrors"]?.arrayValue ?? []).map(\.compactText).joined(separator: "\n")
+        XCTAssertTrue(assoc.contains("/associations is not a directory: no association document was read"), assoc)
+        h.stop()
+        let empty = BrokerHarness(manifests: [:])
+        try empty.start()
+        let none = try empty.tool().call("apps.list")
+        XCTAssertEqual(none["errors"]?.arrayValue?.count, 0, none.compactText)
+        XCTAssertEqual(none["associationErrors"]?.arrayValue?.count, 0, none.compactText)
+        empty.stop()
+    }
 }
 
 extension ShareclientCommandTests {
