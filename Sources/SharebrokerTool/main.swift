@@ -81,7 +81,8 @@ let root = CommandSpec(
         CommandSpec(
             name: "check-association",
             abstract: "Validate an apple-app-site-association document and show what URLs it gives to which app.",
-            discussion: "Exit 0 when the document is valid, 1 when it is malformed (the error names the exact key) or cannot be read.",
+            discussion:
+                "Exit 0 when the document is valid, 1 when it is malformed (said on stderr, naming the exact key; with --json on stdout) or cannot be read, 64 on a usage error such as an invalid --url.",
             options: [
                 .option("url", valueName: "url", help: "Show which app IDs the document gives this URL to.", repeatable: true),
                 .flag("json", help: "Print the result as JSON."),
@@ -169,6 +170,13 @@ func explain(_ cmd: ParsedCommand) throws -> Int32 {
 
 func checkAssociation(_ cmd: ParsedCommand) throws -> Int32 {
     let path = cmd.argument("file")!
+    // Every --url is checked first: a usage error, before anything is read or printed.
+    var refs: [(text: String, ref: URLReference)] = []
+    for u in cmd.values("url") {
+        do { refs.append((u, try URLReference(parsingLeniently: u))) } catch {
+            throw cmd.usageError("--url '\(u)' is not a valid URL: \(error.message)")
+        }
+    }
     let bytes: [UInt8]
     do { bytes = try FileIO.readFile(path, limit: 8 * 1024 * 1024) } catch {
         Console.err("sharebroker: error: cannot read \(path): \(error)\n")
@@ -180,7 +188,7 @@ func checkAssociation(_ cmd: ParsedCommand) throws -> Int32 {
         if cmd.flag("json") {
             writeOut(JSONValue.object(["valid": false, "file": .string(path), "key": .string(err.key), "reason": .string(err.reason)]).compactText + "\n")
         } else {
-            writeOut("\(path): malformed: \(err)\n")
+            Console.err("sharebroker: error: \(path): malformed: \(err)\n")
         }
         return 1
     case .success(let d): doc = d
@@ -188,16 +196,7 @@ func checkAssociation(_ cmd: ParsedCommand) throws -> Int32 {
     var results: [JSONValue] = []
     var text = "\(path): valid; app IDs: \(doc.appIDs.isEmpty ? "(none)" : doc.appIDs.joined(separator: ", "))\n"
     for note in doc.notes { text += "note: \(note)\n" }
-    var exit: Int32 = 0
-    for u in cmd.values("url") {
-        let ref: URLReference
-        do { ref = try URLReference(parsingLeniently: u) } catch {
-            text += "\(u): \(error.message)\n"
-            results.append(["url": .string(u), "error": .string(error.message)])
-            Console.err("sharebroker: error: --url '\(u)' is not a valid URL: \(error.message)\n")
-            exit = 64
-            continue
-        }
+    for (u, ref) in refs {
         var opens: [String] = []
         var perApp: [JSONValue] = []
         text += "\(u):\n"
@@ -216,7 +215,7 @@ func checkAssociation(_ cmd: ParsedCommand) throws -> Int32 {
     } else {
         writeOut(text)
     }
-    return exit
+    return 0
 }
 
 

@@ -398,6 +398,11 @@ final class DurabilityTests: XCTestCase {
         dir.write("bad.json", #"{"applinks":{"details":[{"appIDs":["A.b"],"components":[{"/":"/x","exclude":"yes"}]}]}}"#)
         let malformed = try runProcess(Products.sharebroker, ["check-association", dir.path + "/bad.json"])
         XCTAssertEqual(malformed.status, 1)
-        XCTAssertTrue(malformed.out.contains("applinks.details[0].components[0].exclude"), malformed.out)
+        XCTAssertTrue(malformed.err.contains("applinks.details[0].components[0].exclude"), malformed.err)
+        XCTAssertEqual(malformed.out, "", "a failure is said on stderr")
+        let badURL = try runProcess(Products.sharebroker, ["check-association", doc, "--url", "https://example.com/b", "--url", "not a url"])
+        XCTAssertEqual(badURL.status, 64, badURL.err)
+        XCTAssertTrue(badURL.err.contains("--url 'not a url' is not a valid URL"), badURL.err)
+        XCTAssertEqual(badURL.out, "", "nothing on stdout that reads as a verdict")
     }
 }
