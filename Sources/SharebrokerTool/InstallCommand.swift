@@ -29,7 +29,7 @@ let installCommandSpec = CommandSpec(
             "set", valueName: "name=value", help: "A build setting for $(NAME) in the plists (TARGET:NAME=VALUE: one target only).",
             repeatable: true),
         .option("app", valueName: "folder", help: "The app target's folder, when a project holds several apps."),
-        .option("name", valueName: "file", help: "File name to write under STATE/apps.", default: "BUNDLEID.json"),
+        .option("name", valueName: "file", help: "File name to write under STATE/apps ('.json' is added when it does not end so).", default: "BUNDLEID.json"),
         .flag("dry-run", help: "Import and show the result; write nothing."),
         .flag("json", help: "Print the result as one JSON object."),
     ],
@@ -143,7 +143,7 @@ func runInstall(_ cmd: ParsedCommand) throws -> Int32 {
         ]
         o["file"] = written ? .string(target!) : (dryRun && target != nil ? .string(target!) : .null)
         o["written"] = .bool(written)
-        o["replaced"] = .bool(written && replaced)
+        o["replaced"] = .bool((written || (dryRun && ok)) && replaced)  // (a dry run: would replace)
         o["manifest"] = result.manifestJSON.map(redacted) ?? .null
         o["issues"] = .array(issues.map(\.json))
         o["files"] = .array(
@@ -166,7 +166,7 @@ func runInstall(_ cmd: ParsedCommand) throws -> Int32 {
         } else if let writeError {
             err += "sharebroker: error: \(writeError)\n"
         } else if dryRun {
-            err += "sharebroker: dry run: would write \(target ?? "")\n"
+            err += "sharebroker: dry run: would write \(target ?? "")\(replaced ? " (replacing the previous file)" : "")\n"
         } else if let target {
             err += "sharebroker: wrote \(target)\(replaced ? " (replaced the previous file)" : "")\n"
             err += "sharebroker: run 'shareclient reload' to load it (a running broker also reloads on SIGHUP)\n"

@@ -22,7 +22,7 @@ let defaultsCommandSpec = CommandSpec(
     abstract: "Read, write and watch an app group's shared defaults (like UserDefaults(suiteName:)).",
     discussion: """
         The session is an app or extension whose manifest lists GROUP in its appGroups: --as BUNDLE \
-        (role app; --role extension for an extension), else $SHAREBROKER_BUNDLE_ID; its token is --token, \
+        (its role, app or extension, is the bundle's own), else $SHAREBROKER_BUNDLE_ID; its token is --token, \
         else $SHAREBROKER_TOKEN. Values are JSON. Each group has a version that rises with every change.
         """,
     subcommands: [
@@ -35,7 +35,7 @@ let defaultsCommandSpec = CommandSpec(
                 JSON is JSON text: 42, 1.5e-7, true, null, '"text"', '[1,2]', '{"a":1}'. With --string it is \
                 stored as a plain string; '-' reads the value from standard input.
                 """,
-            options: [.flag("string", help: "Store JSON as a plain string, not as JSON text."), ifVersionOption],
+            options: [.flag("string", help: "Store JSON as a plain string, not as JSON text ('-': stdin without its final newline)."), ifVersionOption],
             arguments: [
                 groupArgument, keyArgument, ArgumentSpec("json", help: "The value (JSON text; '-': standard input)."),
             ]),
@@ -52,7 +52,9 @@ let defaultsCommandSpec = CommandSpec(
             discussion: "Each line is a defaults.changed notification: {group, key, value | removed, version}.",
             options: [
                 .option("count", valueName: "n", help: "Exit after N changes."),
-                .option("timeout", valueName: "seconds", help: "Exit when no change arrives for this long."),
+                .option(
+                    "timeout", valueName: "seconds",
+                    help: "Exit when no change arrives for this long (exit 1 when --count changes have not all come)."),
             ],
             arguments: [groupArgument, ArgumentSpec("key", help: "Only these keys.", kind: .variadic)]),
     ])
@@ -73,7 +75,14 @@ func runDefaults(_ cmd: ParsedCommand, socket: String) throws -> Int32 {
     // Check the input before connecting.
     if cmd.subcommand == "defaults set" {
         var text = cmd.argument("json")!
-        if text == "-" { text = readStandardInput() }
+        if text == "-" {
+            text = readStandardInput()
+            // A plain string read from stdin loses one final newline, as the shell's $(...)
+            // does: `echo hi | ... - --string` stores "hi".
+            if cmd.flag("string") {
+                if text.hasSuffix("\r\n") { text.removeLast() } else if text.hasSuffix("\n") { text.removeLast() }
+            }
+        }
         if cmd.flag("string") {
             params["value"] = .string(text)
         } else {
@@ -129,7 +138,7 @@ func runDefaults(_ cmd: ParsedCommand, socket: String) throws -> Int32 {
                 try conn.nextNotification(
                     timeoutMillis: timeout.map { Int32(max(0, min($0 * 1000, 2_000_000_000))) } ?? -1)
             }
-            if case .failure(.timeout) = next { break }
+            if case .failure(.timeout) = next { return countNotReached(seen, count, "changes") }
             guard let n = try next.get() else { throw ClientError.connection("the broker closed the connection") }
             guard n.method == "defaults.changed", let p = n.params else { continue }
             writeOut(p.compactText + "\n")

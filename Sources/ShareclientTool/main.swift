@@ -71,7 +71,9 @@ let root = CommandSpec(
             options: [
                 .flag("ack", help: "Acknowledge each event after printing it."),
                 .option("count", valueName: "n", help: "Exit after N events."),
-                .option("timeout", valueName: "seconds", help: "Exit when no event arrives for this long."),
+                .option(
+                    "timeout", valueName: "seconds",
+                    help: "Exit when no event arrives for this long (exit 1 when --count events have not all come)."),
             ]),
         CommandSpec(
             name: "send",
@@ -162,6 +164,15 @@ func countAndTimeout(_ cmd: ParsedCommand) throws -> (count: Int?, timeout: Doub
         throw cmd.usageError("option '--timeout' must be a number of seconds above 0 and at most 2000000, got \(timeout)")
     }
     return (count, timeout)
+}
+
+/// The end of `listen` / `defaults watch` at --timeout: 0 without --count (the timeout is the
+/// end asked for); with --count N and fewer than N seen, 1 and why on stderr (a script waiting
+/// for N must be able to tell).
+func countNotReached(_ seen: Int, _ count: Int?, _ what: String) -> Int32 {
+    guard let count, seen < count else { return Exit.ok }
+    writeErr("shareclient: error: timed out after \(seen) of \(count) \(what)\n")
+    return Exit.remote
 }
 
 func socketPath(_ cmd: ParsedCommand) throws -> String {
@@ -362,7 +373,7 @@ func run(_ cmd: ParsedCommand) throws -> Int32 {
             let result = Result { () throws(ClientError) -> BrokerNotification? in
                 try conn.nextNotification(timeoutMillis: timeout.map { Int32($0 * 1000) } ?? -1)
             }
-            if case .failure(.timeout) = result { break }
+            if case .failure(.timeout) = result { return countNotReached(seen, count, "events") }
             let n = try result.get()
             guard let n else { throw ClientError.connection("the broker closed the connection") }
             guard n.method == "app.event", let params = n.params else { continue }

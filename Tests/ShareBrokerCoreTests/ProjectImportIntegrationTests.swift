@@ -97,6 +97,14 @@ final class ProjectImportIntegrationTests: XCTestCase {
         let dry = try install([iosFixtureDir + "/bundle/MyApp.app", "--dry-run", "--name", "dry"], state: h.state)
         XCTAssertEqual(dry.status, 0, dry.err)
         XCTAssertFalse(FileManager.default.fileExists(atPath: h.state + "/apps/dry.json"))
+        // A dry run says whether it would replace a file (it said replaced: false).
+        let dryOver = try install(
+            [iosFixtureDir + "/bundle/MyApp.app", "--dry-run", "--json", "--name", "com.mycompany.myapp"], state: h.state)
+        XCTAssertEqual(dryOver.status, 0, dryOver.err)
+        XCTAssertEqual(try JSONParser.parse(dryOver.out)["replaced"], true, dryOver.out)
+        XCTAssertEqual(try JSONParser.parse(dryOver.out)["written"], false, dryOver.out)
+        let dryText = try install([iosFixtureDir + "/bundle/MyApp.app", "--dry-run", "--name", "com.mycompany.myapp"], state: h.state)
+        XCTAssertTrue(dryText.err.contains("would write \(h.state)/apps/com.mycompany.myapp.json (replacing the previous file)"), dryText.err)
         XCTAssertEqual(
             try FileManager.default.contentsOfDirectory(atPath: h.state + "/apps").sorted(),
             ["com.mycompany.myapp.json", "com.razeware.UniveralLinksTutorial.json"])

@@ -91,6 +91,35 @@ final class ShareclientCommandTests: XCTestCase {
         XCTAssertTrue(noToken.err.contains("token"), noToken.err)
     }
 
+    /// `defaults set GROUP KEY - --string` drops stdin's final newline (`echo` adds one);
+    /// `listen` / `defaults watch` with --count N that time out before N exit 1, saying so.
+    func testStdinStringsAndCountsNotReached() throws {
+        let h = BrokerHarness(manifests: ["myapp.json": manifest])
+        try h.start()
+        defer { h.stop() }
+        let group = "group.com.mycompany.myapp"
+        let sh = "echo 'plain text' | \"\(Products.shareclient)\" defaults set \(group) note - --string --as com.mycompany.myapp --socket \(h.socket)"
+        let set = try runProcess("/bin/sh", ["-c", sh], timeout: 20)
+        XCTAssertEqual(set.status, 0, set.err)
+        let get = try shareclient(h, ["defaults", "get", group, "note", "--as", "com.mycompany.myapp"])
+        XCTAssertEqual(get.out, "\"plain text\"\n")
+        let json = "printf '[1]\\n' | \"\(Products.shareclient)\" defaults set \(group) list - --as com.mycompany.myapp --socket \(h.socket)"
+        XCTAssertEqual(try runProcess("/bin/sh", ["-c", json], timeout: 20).status, 0)
+
+        XCTAssertEqual(try shareclient(h, ["open", "deeplinkmyapp://one"]).status, 0)
+        let short = try shareclient(h, ["listen", "--as", "com.mycompany.myapp", "--count", "2", "--timeout", "0.5"])
+        XCTAssertEqual(short.status, 1, short.err)
+        XCTAssertTrue(short.err.contains("timed out after 1 of 2 events"), short.err)
+        XCTAssertTrue(short.out.contains("deeplinkmyapp://one"), short.out)
+        let open = try shareclient(h, ["listen", "--as", "com.mycompany.myapp", "--timeout", "0.5"])
+        XCTAssertEqual(open.status, 0, "without --count the timeout is the end asked for: \(open.err)")
+        let reached = try shareclient(h, ["listen", "--as", "com.mycompany.myapp", "--count", "1", "--timeout", "5"])
+        XCTAssertEqual(reached.status, 0, reached.err)
+        let watch = try shareclient(h, ["defaults", "watch", group, "--as", "com.mycompany.myapp", "--count", "1", "--timeout", "0.3"])
+        XCTAssertEqual(watch.status, 1, watch.err)
+        XCTAssertTrue(watch.err.contains("timed out after 0 of 1 changes"), watch.err)
+    }
+
     func testExplainExitsOneWhenNothingOpensTheURL() throws {
         let h = BrokerHarness(manifests: ["myapp.json": manifest], associations: ["example.com": association])
         try h.start()
