@@ -993,8 +993,19 @@ public final class Broker {
             case .wouldBlock:
                 return
             case .done(0):
-                // The peer finished sending: answer what it sent, then close.
+                // The peer finished sending: answer what it sent, then close. A last line
+                // without its '\n' is a message too (`printf '{...}' | socat ...`).
                 if log.enabled(.debug) { log.log(.debug, "peer closed its side", connection: conn.id) }
+                if !conn.closing {
+                    let ran = conn.framer.finish { frame, mode in
+                        conn.outputMode = mode
+                        return self.handleFrame(conn, frame)
+                    }
+                    unwatchPartial(conn)
+                    // (work off the loop, or replies owed at the quota: the end of the stream is
+                    // read again, and the connection closed, once they are done)
+                    if ran && (conn.suspended != nil || conn.throttled) { return }
+                }
                 beginClosing(conn)
                 return
             case .done(let n):

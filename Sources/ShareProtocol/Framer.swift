@@ -102,6 +102,35 @@ public struct Framer: Sendable {
         return try settle()
     }
 
+    /// At the end of the stream (the peer shut its sending side): the last line, when it ended
+    /// without its '\n' (`printf '{...}' | socat - UNIX-CONNECT:...`), in newline framing or
+    /// before a framing was seen, is handed to `onFrame` as one frame (without a final '\r').
+    /// Blank text, a partial Content-Length frame and frames held by a stop give nothing. The
+    /// framer holds nothing afterwards. Returns whether a frame was handed over.
+    @discardableResult
+    public mutating func finish(onFrame: (UnsafeRawBufferPointer, FramingMode) -> Bool) -> Bool {
+        guard !stopped, !pending.isEmpty else { return false }
+        guard mode != .contentLength else {
+            pending = []
+            bodyLength = nil
+            return false
+        }
+        var line = pending
+        pending = []
+        newlineSearched = 0
+        if !startSeen {
+            startSeen = true
+            if line.starts(with: [0xEF, 0xBB, 0xBF]) { line.removeFirst(3) }
+        }
+        if line.last == 0x0D { line.removeLast() }
+        return line.withUnsafeBytes { frame in
+            guard !Framer.isBlank(frame) else { return false }
+            if mode == .undetermined { mode = .newline }
+            _ = onFrame(frame, .newline)
+            return true
+        }
+    }
+
     /// Hands over the complete frames buffered when `onFrame` stopped (`feedUntilStopped(_:onFrame:)`),
     /// in order, until it stops again. Returns false when stopped again.
     @discardableResult

@@ -32,6 +32,44 @@ final class ConformanceTests: XCTestCase {
         XCTAssertTrue(c.buffer.isEmpty, "bytes after the reply line: \(String(decoding: c.buffer, as: UTF8.self))")
     }
 
+    /// A last line without its '\n', then the end of the stream (`printf '{...}' | socat - UNIX-CONNECT:`),
+    /// is a message: answered, then the connection closes. Blank text is nothing; a partial
+    /// Content-Length frame is nothing; text that is no JSON gets -32700.
+    func testALastLineWithoutNewlineIsAnsweredAtTheEndOfTheStream() throws {
+        func endWith(_ text: String) throws -> (replies: [JSONValue], closed: Bool) {
+            let c = try raw()
+            c.send(text)
+            c.shutdownWrite()
+            let closed = c.waitForClose(timeout: 5 * sanitizerSlowdown)
+            let lines = c.buffer.split(separator: 0x0A).compactMap { try? JSONParser.parse(Array($0)) }
+            return (lines, closed)
+        }
+        let one = try endWith(#"{"jsonrpc":"2.0","id":1,"method":"broker.status"}"#)
+        XCTAssertTrue(one.closed)
+        XCTAssertEqual(one.replies.count, 1)
+        assertResultResponse(one.replies.first, id: 1)
+        // After whole lines, and with a CR, and after a byte order mark.
+        let two = try endWith(requestLine(id: "1", method: "broker.status") + #"{"jsonrpc":"2.0","id":2,"method":"rpc.discover"}"# + "\r")
+        XCTAssertEqual(two.replies.map { $0["id"] }, [1, 2])
+        XCTAssertNotNil(two.replies.last?["result"]?["methods"])
+        let bom = try endWith("\u{FEFF}" + #"{"jsonrpc":"2.0","id":"b","method":"broker.status"}"#)
+        XCTAssertEqual(bom.replies.first?["id"], "b")
+        XCTAssertNotNil(bom.replies.first?["result"])
+        // A notification gets no answer, as always.
+        let note = try endWith(#"{"jsonrpc":"2.0","method":"broker.status"}"#)
+        XCTAssertTrue(note.closed)
+        XCTAssertEqual(note.replies.count, 0)
+        XCTAssertEqual(try endWith("  \t ").replies.count, 0)
+        let garbage = try endWith(#"{"jsonrpc":"2.0","id":3,"method""#)
+        XCTAssertEqual(garbage.replies.count, 1)
+        XCTAssertEqual(garbage.replies.first?["error"]?["code"], -32700)
+        let partial = try endWith("Content-Length: 60\r\n\r\n{\"jsonrpc\":\"2.0\"")
+        XCTAssertTrue(partial.closed)
+        XCTAssertEqual(partial.replies.count, 0, "half a Content-Length frame is no message")
+        // The server still serves everyone.
+        XCTAssertNotNil(try harness.connect().call("broker.status")["version"])
+    }
+
     func testCRLFLineEndingsAreAccepted() throws {
         let c = try raw()
         c.send(#"{"jsonrpc":"2.0","id":1,"method":"broker.status"}"# + "\r\n" + #"{"jsonrpc":"2.0","id":2,"method":"broker.status"}"# + "\r\n")

@@ -203,6 +203,18 @@ final class ShareFlowTests: XCTestCase {
         _ = FileManager.default.createFile(atPath: source, contents: Data(pdfBytes))
         let sent2 = try tool.call("share.send", ["items": [["path": .string(source)]], "extension": "com.example.pdfreader.share"])
         XCTAssertTrue(FileManager.default.fileExists(atPath: source), "the source is copied, not moved")
+        // The same as the last line of a stream, without its '\n' (its file is read off the
+        // loop): answered before the connection closes.
+        let last = try RawClient(h.socket)
+        last.send(requestLine(id: "1", method: "hello", params: #"{"role":"tool"}"#))
+        last.send(
+            #"{"jsonrpc":"2.0","id":2,"method":"share.send","params":{"items":[{"path":"\#(source)"}],"extension":"com.example.pdfreader.share"}}"#)
+        last.shutdownWrite()
+        XCTAssertTrue(last.waitForClose(timeout: 10 * sanitizerSlowdown))
+        let lines = last.buffer.split(separator: 0x0A).compactMap { try? JSONParser.parse(Array($0)) }
+        XCTAssertEqual(lines.count, 2, String(decoding: last.buffer, as: UTF8.self))
+        XCTAssertNotNil(lines.last?["result"]?["shareID"]?.stringValue, String(decoding: last.buffer, as: UTF8.self))
+        XCTAssertEqual(try tool.call("broker.status")["pendingShares"]?.intValue, 3)
 
         // Share IDs: "sh-" and 24 lowercase hex digits (96 random bits), never the same twice.
         let ids = [shareID, sent2["shareID"]!.stringValue!]

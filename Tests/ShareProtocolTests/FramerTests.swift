@@ -28,6 +28,28 @@ struct FramerNewlineTests {
         #expect(f.bufferedByteCount == 0)
     }
 
+    /// `finish` hands over a last line without its '\n' (newline framing or none seen yet),
+    /// once; nothing for blank text, a partial Content-Length frame, or an empty buffer.
+    @Test func finishHandsOverTheLastUnterminatedLine() throws {
+        func finished(_ text: String) throws -> [Frame] {
+            var f = Framer(maxMessage: 1024)
+            var got = try f.feedBytes(utf8(text))
+            f.finish { frame, mode in
+                got.append(Frame(body: Array(frame), mode: mode))
+                return true
+            }
+            #expect(f.bufferedByteCount == 0)
+            #expect(!f.finish { _, _ in true }, "only once")
+            return got
+        }
+        #expect(try finished("{\"a\":1}") == nl(["{\"a\":1}"]))
+        #expect(try finished("[1]\n{\"b\":2}\r") == nl(["[1]", "{\"b\":2}"]))
+        #expect(try finished("\u{FEFF}[3]") == nl(["[3]"]))
+        #expect(try finished("[4]\n") == nl(["[4]"]))
+        #expect(try finished(" \t ") == [])
+        #expect(try finished("Content-Length: 9\r\n\r\n{\"a\"") == [])
+    }
+
     /// A limit near Int.max (a library caller's setting) must not overflow the framer's checks.
     @Test func aHugeLimitDoesNotOverflow() throws {
         for input in ["{\"a\":", "Content-Length: 5\r\n\r\n{}"] {
