@@ -105,8 +105,9 @@ public struct Framer: Sendable {
     /// At the end of the stream (the peer shut its sending side): the last line, when it ended
     /// without its '\n' (`printf '{...}' | socat - UNIX-CONNECT:...`), in newline framing or
     /// before a framing was seen, is handed to `onFrame` as one frame (without a final '\r').
-    /// Blank text, a partial Content-Length frame and frames held by a stop give nothing. The
-    /// framer holds nothing afterwards. Returns whether a frame was handed over.
+    /// Blank text, text over the size limit, a partial Content-Length frame (or header section)
+    /// and frames held by a stop give nothing. The framer holds nothing afterwards. Returns
+    /// whether a frame was handed over.
     @discardableResult
     public mutating func finish(onFrame: (UnsafeRawBufferPointer, FramingMode) -> Bool) -> Bool {
         guard !stopped, !pending.isEmpty else { return false }
@@ -122,7 +123,14 @@ public struct Framer: Sendable {
             startSeen = true
             if line.starts(with: [0xEF, 0xBB, 0xBF]) { line.removeFirst(3) }
         }
+        // (before a framing was decided, text that starts as a header does is half a header section)
+        if mode == .undetermined, line.count >= Framer.headerPrefix.count,
+            zip(line, Framer.headerPrefix).allSatisfy({ Framer.lower($0) == $1 })
+        {
+            return false
+        }
         if line.last == 0x0D { line.removeLast() }
+        guard line.count <= maxMessage else { return false }  // (over the limit: no message)
         return line.withUnsafeBytes { frame in
             guard !Framer.isBlank(frame) else { return false }
             if mode == .undetermined { mode = .newline }

@@ -48,6 +48,9 @@ struct FramerNewlineTests {
         #expect(try finished("[4]\n") == nl(["[4]"]))
         #expect(try finished(" \t ") == [])
         #expect(try finished("Content-Length: 9\r\n\r\n{\"a\"") == [])
+        #expect(try finished("Content-Lttttt1") == [], "half a header section (a fuzzing find)")
+        #expect(try finished("content-type: x") == [])
+        #expect(try finished("Cont") == nl(["Cont"]), "too short to be a header: a line (a parse error)")
     }
 
     /// A limit near Int.max (a library caller's setting) must not overflow the framer's checks.

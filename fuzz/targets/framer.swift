@@ -11,6 +11,8 @@ private struct Outcome: Equatable {
     var error: FramingError? = nil
     var buffered = 0
     var mode: FramingMode = .undetermined
+    /// What `finish` handed over at the end of the stream (when no error came first).
+    var final: [UInt8]? = nil
 }
 
 /// Feeds `stream` in the given chunk sizes (nil: all at once), stopping at the first error.
@@ -36,6 +38,13 @@ private func run(_ stream: [UInt8], maxMessage: Int, chunks: [Int]?) -> Outcome 
     }
     out.buffered = framer.bufferedByteCount
     out.mode = framer.mode
+    if out.error == nil {
+        framer.finish { frame, _ in
+            out.final = Array(frame)
+            return true
+        }
+        fuzzCheck(framer.bufferedByteCount == 0, "finish left bytes buffered")
+    }
     return out
 }
 
@@ -117,6 +126,12 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
             whole.buffered == chunked.buffered,
             "chunking changed the buffered byte count: \(whole.buffered) vs \(chunked.buffered)")
         fuzzCheck(whole.mode == chunked.mode, "chunking changed the mode")
+        fuzzCheck(whole.final == chunked.final, "chunking changed the last unterminated line")
+        if let last = whole.final {
+            fuzzCheck(whole.mode != .contentLength, "finish handed over part of a Content-Length frame")
+            fuzzCheck(!last.contains(0x0A) && last.count <= maxMessage, "the last line holds '\\n' or passed the limit")
+            fuzzCheck(last.contains { !($0 == 0x20 || $0 == 0x09 || $0 == 0x0D || $0 == 0x0A) }, "a blank last line was delivered")
+        }
     }
     for (frame, mode) in zip(whole.frames, whole.modes) {
         fuzzCheck(frame.count <= maxMessage, "a frame of \(frame.count) bytes passed the limit \(maxMessage)")
