@@ -1075,6 +1075,17 @@ public final class Broker {
             }
             markDirty(conn)
             runAfterReply(conn)
+        case .batch(let items) where items.count > config.maxBatchMembers:
+            log.log(.warning, "refused a batch of \(items.count) members (over --max-batch \(config.maxBatchMembers))", connection: conn.id)
+            emitReply(conn) {
+                RPCCodec.writeError(
+                    id: .null,
+                    error: RPCError(
+                        .invalidRequest,
+                        "Invalid Request: a batch of \(items.count) members is over the limit of \(config.maxBatchMembers) (--max-batch); none of it was run"
+                    ), to: &$0)
+            }
+            markDirty(conn)
         case .batch(let items):
             if !runBatch(conn, SuspendedBatch(items: items)) { return false }
         }

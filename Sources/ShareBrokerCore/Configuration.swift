@@ -44,6 +44,10 @@ public struct BrokerConfiguration: Sendable {
     /// (A JSON-RPC batch is run whole: it may pass the limit by its members, bounded by
     /// `maxMessage`.)
     public var maxRequestsInFlight: Int = 4096
+    /// Most members one JSON-RPC batch may have: a larger batch is refused whole, with one
+    /// -32600 error (id null), and nothing of it runs. (A 4 MiB batch of two million `1`s asked
+    /// for two million error replies: 230 MB of output and seconds of the loop for every client.)
+    public var maxBatchMembers: Int = 10_000
     /// Whether a group commit may wait, up to one commit's duration, for the clients whose
     /// replies the previous commit just released (`CommitPacer`); off, each commit starts as soon
     /// as the previous one is durable.

@@ -57,6 +57,10 @@ let root = CommandSpec(
                     "max-requests-in-flight", valueName: "n",
                     help: "Requests one connection may have waiting for their replies, at least 1 (then it is not read until replies go out).", default: "4096"),
                 .option(
+                    "max-batch", valueName: "n",
+                    help: "Most members of one JSON-RPC batch, at least 1 (a larger batch gets one -32600 and none of it runs).",
+                    default: "10000"),
+                .option(
                     "journal-segment-size", valueName: "bytes",
                     help: "Size at which a journal starts a new segment file, 4096 to 1073741824 (smaller: old records go sooner, more files).",
                     default: "16777216"),
@@ -111,6 +115,7 @@ func serve(_ cmd: ParsedCommand) throws -> Int32 {
     }
     if let n = try cmd.int("max-group-share-bytes", atLeast: 4096, atMost: bytesCap, unit: "bytes") { config.maxGroupShareBytes = n }
     if let n = try cmd.int("max-requests-in-flight", atLeast: 1, atMost: countCap) { config.maxRequestsInFlight = n }
+    if let n = try cmd.int("max-batch", atLeast: 1, atMost: countCap) { config.maxBatchMembers = n }
     if let n = try cmd.int("journal-segment-size") {
         guard n >= 4096 && n <= 1 << 30 else {
             throw cmd.usageError("option '--journal-segment-size' must be between 4096 and 1073741824 bytes (1 GiB), got \(n)")

@@ -14,6 +14,34 @@ final class QuotaTests: XCTestCase {
         "b.json": #"{"bundleID": "com.b", "urlSchemes": ["appb"]}"#,
     ]
 
+    /// A batch of more members than --max-batch is refused whole: one -32600 (id null), none of
+    /// it run, the connection still usable. (Two million `1`s in 4 MiB asked for two million
+    /// error replies: 230 MB of output and seconds of the loop.) Up to the limit, a batch runs.
+    func testBatchesOverTheMemberLimitAreRefusedWhole() throws {
+        let h = BrokerHarness()
+        try h.start { $0.maxBatchMembers = 3 }
+        defer { h.stop() }
+        let c = try RawClient(h.socket)
+        c.send("[" + (1...4).map { #"{"jsonrpc":"2.0","id":\#($0),"method":"broker.status"}"# }.joined(separator: ",") + "]\n")
+        let refused = try XCTUnwrap(c.readJSON())
+        XCTAssertEqual(refused["id"], .null)
+        XCTAssertEqual(refused["error"]?["code"], -32600)
+        XCTAssertTrue(
+            refused["error"]?["message"]?.stringValue?.contains("a batch of 4 members is over the limit of 3 (--max-batch); none of it was run")
+                ?? false, refused.compactText)
+        c.send("[" + (1...3).map { #"{"jsonrpc":"2.0","id":\#($0),"method":"broker.status"}"# }.joined(separator: ",") + "]\n")
+        XCTAssertEqual(c.readJSON()?.arrayValue?.compactMap { $0["id"]?.intValue }, [1, 2, 3])
+        // The default: 10,000.
+        let d = BrokerHarness()
+        try d.start()
+        defer { d.stop() }
+        let big = try RawClient(d.socket)
+        big.send("[" + Array(repeating: "1", count: 10_001).joined(separator: ",") + "]\n")
+        XCTAssertTrue(big.readJSON(timeout: 10)?["error"]?["message"]?.stringValue?.contains("over the limit of 10000") ?? false)
+        big.send("[" + Array(repeating: "1", count: 10_000).joined(separator: ",") + "]\n")
+        XCTAssertEqual(big.readJSON(timeout: 10)?.arrayValue?.count, 10_000)
+    }
+
     func testConnectionsPerUserAreCapped() throws {
         let h = BrokerHarness()
         try h.start { $0.maxConnectionsPerUID = 3 }
