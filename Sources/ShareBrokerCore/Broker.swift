@@ -1050,7 +1050,7 @@ public final class Broker {
     /// Runs one message; false when it suspended the connection (its work runs off the loop).
     func handleFrame(_ conn: Connection, _ frame: UnsafeRawBufferPointer) -> Bool {
         if conn.releasedAt != 0 { pacer.requestArrived(from: conn) }
-        switch RPCCodec.decode(frame, readingShareSend: true) {
+        switch RPCCodec.decode(frame, readingShareSend: true, maxBatchMembers: config.maxBatchMembers) {
         case .single(let item):
             switch item {
             case .failure(let reply):
@@ -1075,17 +1075,6 @@ public final class Broker {
             }
             markDirty(conn)
             runAfterReply(conn)
-        case .batch(let items) where items.count > config.maxBatchMembers:
-            log.log(.warning, "refused a batch of \(items.count) members (over --max-batch \(config.maxBatchMembers))", connection: conn.id)
-            emitReply(conn) {
-                RPCCodec.writeError(
-                    id: .null,
-                    error: RPCError(
-                        .invalidRequest,
-                        "Invalid Request: a batch of \(items.count) members is over the limit of \(config.maxBatchMembers) (--max-batch); none of it was run"
-                    ), to: &$0)
-            }
-            markDirty(conn)
         case .batch(let items):
             if !runBatch(conn, SuspendedBatch(items: items)) { return false }
         }

@@ -48,9 +48,16 @@ public enum JSONParser {
         }.get()
     }
 
-    /// Parses one JSON value filling the buffer.
-    public static func parseBuffer(_ buf: UnsafeRawBufferPointer) throws(JSONParseError) -> JSONValue {
+    /// The reason of the error `parseBuffer(_:topLevelItemLimit:)` throws for a top-level array
+    /// with more items than the limit.
+    public static let tooManyItems = "too many items in the top-level array"
+
+    /// Parses one JSON value filling the buffer. A top-level array of more than
+    /// `topLevelItemLimit` items stops the parse at the first item past it (`tooManyItems`),
+    /// before the rest is built.
+    public static func parseBuffer(_ buf: UnsafeRawBufferPointer, topLevelItemLimit: Int = .max) throws(JSONParseError) -> JSONValue {
         var p = Parser(buf: buf)
+        p.topLevelItemLimit = topLevelItemLimit
         p.skipWhitespace()
         let value = try p.parseValue(depth: 0)
         p.skipWhitespace()
@@ -76,6 +83,8 @@ extension JSONParser {
 struct Parser {
     let buf: UnsafeRawBufferPointer
     var pos = 0
+    /// Most items of an array at the top level (a JSON-RPC batch's members).
+    var topLevelItemLimit = Int.max
 
     init(buf: UnsafeRawBufferPointer) { self.buf = buf }
 
@@ -192,6 +201,7 @@ struct Parser {
         }
         while true {
             skipWhitespace()
+            if depth == 1 && items.count == topLevelItemLimit { throw fail(JSONParser.tooManyItems) }
             items.append(try parseValue(depth: depth))
             skipWhitespace()
             guard let c = peek() else { throw fail("unterminated array") }

@@ -166,11 +166,14 @@ public enum RPCCodec {
     /// With `readingShareSend`, a `share.send` whose params are in the commonest shape (see
     /// `ShareSendParams`) and come after its method gets them in `shareSendParams`, not as a tree
     /// in `params` (the broker's hot path). Other requests decode the same either way.
-    public static func decode(_ frame: UnsafeRawBufferPointer, readingShareSend: Bool = false) -> IncomingMessage {
+    public static func decode(
+        _ frame: UnsafeRawBufferPointer, readingShareSend: Bool = false, maxBatchMembers: Int = .max
+    ) -> IncomingMessage {
         // A UTF-8 byte order mark before a message is ignored (RFC 8259 lets a parser; a client
         // that encodes each message with a preamble sends one every time).
         if frame.count >= 3, frame[0] == 0xEF, frame[1] == 0xBB, frame[2] == 0xBF {
-            return decode(UnsafeRawBufferPointer(rebasing: frame[3...]), readingShareSend: readingShareSend)
+            return decode(
+                UnsafeRawBufferPointer(rebasing: frame[3...]), readingShareSend: readingShareSend, maxBatchMembers: maxBatchMembers)
         }
         // The usual request, read without a tree for its envelope; anything else (batches,
         // errors, unusual shapes) goes the general way below.
@@ -179,8 +182,19 @@ public enum RPCCodec {
         }
         let value: JSONValue
         do {
-            value = try JSONParser.parseBuffer(frame)
+            value = try JSONParser.parseBuffer(frame, topLevelItemLimit: maxBatchMembers)
         } catch {
+            if error.reason == JSONParser.tooManyItems {
+                // (found at the first member past the limit: the rest is neither parsed nor run)
+                return .single(
+                    .failure(
+                        RPCErrorReply(
+                            id: .null,
+                            error: RPCError(
+                                .invalidRequest,
+                                "Invalid Request: a batch of more than \(maxBatchMembers) members is over the limit (--max-batch); none of it was run"
+                            ))))
+            }
             return .single(.failure(RPCErrorReply(id: .null, error: RPCError(.parseError, "Parse error: \(error)"))))
         }
         return decode(value)

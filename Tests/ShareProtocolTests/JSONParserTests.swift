@@ -7,6 +7,17 @@ import Testing
 
 @Suite("JSONParser: values")
 struct JSONParserValueTests {
+    /// The top-level item limit stops at the first item past it; nested arrays are not limited.
+    @Test func topLevelItemLimit() throws {
+        func parse(_ text: String, _ limit: Int) throws -> JSONValue {
+            try Array(text.utf8).withUnsafeBytes { try JSONParser.parseBuffer($0, topLevelItemLimit: limit) }
+        }
+        #expect(try parse("[1,2,3]", 3) == [1, 2, 3])
+        #expect(try parse("[[1,2,3,4]]", 1) == [[1, 2, 3, 4]])
+        #expect(try parse("{\"a\":[1,2,3]}", 1) == ["a": [1, 2, 3]])
+        #expect(throws: JSONParseError(offset: 7, reason: JSONParser.tooManyItems)) { try parse("[1,2,3,4 garbage", 3) }
+    }
+
     @Test func parsesLiterals() throws {
         #expect(try JSONParser.parse("null") == .null)
         #expect(try JSONParser.parse("true") == .bool(true))
