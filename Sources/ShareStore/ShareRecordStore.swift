@@ -268,7 +268,10 @@ public final class ShareRecordStore: TurnParticipant {
             // journal's order among equal numbers, which only a foreign journal has).
             order = order.enumerated().map { (shares[$1]!.n, $0, $1) }.sorted { ($0.0, $0.1) < ($1.0, $1.1) }.map(\.2)
         }
-        // Files without a durable record are leftovers of a crash: remove them.
+        // Files without a durable record are leftovers of a crash: remove them (never through a
+        // `files` or group directory that is a symlink: that would delete outside the state
+        // directory).
+        guard ShareRecordStore.isPlainPath(directory, parent: parentDirectory) else { return }
         for name in FileIO.listDirectory(directory + "/files") ?? [] where shares[name] == nil {
             ShareRecordStore.removeTree(directory + "/files/" + name)
             orphansRemoved += 1

@@ -63,6 +63,26 @@ final class SymlinkTests: XCTestCase {
         h.stop()
     }
 
+    /// The start-up sweep of orphaned share directories does not delete through a group's
+    /// `files` that is a symlink (it emptied the directory it pointed at: the security audit).
+    func testTheOrphanSweepDoesNotDeleteThroughASymlinkedFilesDirectory() throws {
+        let h = BrokerHarness(manifests: ["20-pdf.json": pdfApp])
+        let group = h.state + "/groups/group.com.example.pdf"
+        try FileManager.default.createDirectory(atPath: group, withIntermediateDirectories: true)
+        for dir in [h.state, h.state + "/groups", group] { chmod(dir, 0o700) }
+        let outside = outsideDirectory()
+        try FileManager.default.createDirectory(atPath: outside + "/sh-important", withIntermediateDirectories: true)
+        XCTAssertTrue(FileManager.default.createFile(atPath: outside + "/sh-important/data.txt", contents: Data("keep".utf8)))
+        XCTAssertTrue(FileManager.default.createFile(atPath: outside + "/toplevel.txt", contents: Data("keep".utf8)))
+        XCTAssertEqual(symlink(outside, group + "/files"), 0)
+        try h.start()
+        let app = try h.connect()
+        try app.hello(role: "app", bundleID: "com.example.pdfreader")
+        _ = try? app.call("share.list")  // opens the group's store: its sweep runs
+        h.stop()
+        XCTAssertEqual(contents(outside).sorted(), ["sh-important", "sh-important/data.txt", "toplevel.txt"])
+    }
+
     func testGroupsSwappedForASymlinkWhileRunningAreNotWrittenThrough() throws {
         let h = BrokerHarness(manifests: ["20-pdf.json": pdfApp])
         try h.start()
