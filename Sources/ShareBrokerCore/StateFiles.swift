@@ -29,6 +29,23 @@ public struct StateFiles: Sendable {
         return "cannot read: \(error)"
     }
 
+    /// Why an input at `path` (a manifest, an association document, a folder or file of an
+    /// imported project, the `apps`/`associations` directories; symlinks followed to what is
+    /// read) is not to be trusted: another user than this one or root owns it, or any user may
+    /// write it. Such input could make a broker run a `launch` command of someone else's as its
+    /// own user; it is not read. nil: fine (or gone: reading it says so).
+    public static func untrusted(_ path: String) -> String? {
+        var st = stat()
+        guard stat(path, &st) == 0 else { return nil }
+        if st.st_uid != getuid() && st.st_uid != 0 {
+            return "belongs to uid \(st.st_uid), not to this user (uid \(getuid())) or root; not read (another user's input could make the broker run its launch command)"
+        }
+        if st.st_mode & S_IWOTH != 0 {
+            return "is writable by every user; not read (chmod o-w it: another user's input could make the broker run its launch command)"
+        }
+        return nil
+    }
+
     /// Why `path`, which could not be listed, is no readable directory; nil when it does not
     /// exist (no apps or documents yet is fine).
     static func unreadableDirectory(_ path: String) -> String? {
@@ -42,11 +59,18 @@ public struct StateFiles: Sendable {
         let appsDir = stateDirectory + "/apps"
         var files: [(name: String, bytes: [UInt8])] = []
         var readIssues: [ManifestIssue] = []
-        let appNames = FileIO.listDirectory(appsDir)
-        if appNames == nil, let why = unreadableDirectory(appsDir) {
+        let appsUntrusted = untrusted(appsDir)
+        let appNames = appsUntrusted == nil ? FileIO.listDirectory(appsDir) : []
+        if let why = appsUntrusted {
+            readIssues.append(ManifestIssue(file: "apps", field: "", message: "\(appsDir) \(why): no manifest was read", fatal: true))
+        } else if appNames == nil, let why = unreadableDirectory(appsDir) {
             readIssues.append(ManifestIssue(file: "apps", field: "", message: "\(appsDir) \(why): no manifest was read", fatal: true))
         }
         for name in appNames ?? [] where name.hasSuffix(".json") && !name.hasPrefix(".") {
+            if let why = untrusted(appsDir + "/" + name) {
+                readIssues.append(ManifestIssue(file: name, field: "", message: why, fatal: true))
+                continue
+            }
             do {
                 files.append((name, try FileIO.readFile(appsDir + "/" + name, limit: 4 * 1024 * 1024)))
             } catch {
@@ -54,13 +78,16 @@ public struct StateFiles: Sendable {
             }
         }
         // Folders (an .app bundle or an Xcode project) are imported from their Info.plist and entitlements.
-        let imported = ProjectImporter.importDirectories(inAppsDirectory: appsDir)
+        let imported = appsUntrusted == nil ? ProjectImporter.importDirectories(inAppsDirectory: appsDir, fileCheck: untrusted) : []
         let registry = AppRegistry(files: files, imported: imported, extraIssues: readIssues)
         let assocDir = stateDirectory + "/associations"
         var docs: [String: AssociationDocumentResult] = [:]
         var errors: [String: String] = [:]
-        let assocNames = FileIO.listDirectory(assocDir)
-        if assocNames == nil, let why = unreadableDirectory(assocDir) {
+        let assocUntrusted = untrusted(assocDir)
+        let assocNames = assocUntrusted == nil ? FileIO.listDirectory(assocDir) : []
+        if let why = assocUntrusted {
+            errors["associations"] = "\(assocDir) \(why): no association document was read"
+        } else if assocNames == nil, let why = unreadableDirectory(assocDir) {
             errors["associations"] = "\(assocDir) \(why): no association document was read"
         }
         for name in assocNames ?? [] where name.hasSuffix(".json") && !name.hasPrefix(".") {
@@ -71,6 +98,11 @@ public struct StateFiles: Sendable {
             if host.isEmpty || host.contains("*") || AssociatedDomainEntry.problem(in: "applinks:" + host) != nil {
                 errors[host] = "\(name): not a host name; an association document is named after its domain "
                     + "(DOMAIN.json, or DOMAIN:PORT.json for an applinks:DOMAIN:PORT entry)"
+                continue
+            }
+            if let why = untrusted(assocDir + "/" + name) {
+                errors[host] = "\(name): \(why)"
+                docs[host] = .failure(AssociationDocumentError(key: "", reason: why))
                 continue
             }
             do {

@@ -19,15 +19,22 @@ extension ProjectImporter {
 
     /// Reads `sharebroker-import.json` from `directory` (absent: default options). Problems are issues
     /// naming `label` (the file's display path); a malformed file is fatal.
-    public static func settings(inDirectory directory: String, label: String = settingsFileName) -> (
+    public static func settings(
+        inDirectory directory: String, label: String = settingsFileName, fileCheck: (@Sendable (String) -> String?)? = nil
+    ) -> (
         options: ImportOptions, issues: [ManifestIssue], found: Bool
     ) {
         let path = directory + "/" + settingsFileName
         var options = ImportOptions(origin: label)
+        options.fileCheck = fileCheck
         guard FileManager.default.fileExists(atPath: path) else { return (options, [], false) }
         var issues: [ManifestIssue] = []
         func fail(_ field: String, _ message: String) {
             issues.append(ManifestIssue(file: label, field: field, message: message, fatal: true))
+        }
+        if let why = fileCheck?(path) {
+            fail("", why)
+            return (options, issues, true)
         }
         let value: JSONValue
         do {
@@ -74,7 +81,10 @@ extension ProjectImporter {
     /// one, in name order, skipping hidden entries and names ending in `.json` (those are manifests).
     /// Each entry's options come from its `sharebroker-import.json`; the manifest's `file` is the entry
     /// name and every issue's file is prefixed with `NAME/`.
-    public static func importDirectories(inAppsDirectory directory: String) -> [ImportedAppsEntry] {
+    /// `fileCheck`: asked for each folder and file before it is read (`ImportOptions.fileCheck`).
+    public static func importDirectories(
+        inAppsDirectory directory: String, fileCheck: (@Sendable (String) -> String?)? = nil
+    ) -> [ImportedAppsEntry] {
         let fm = FileManager.default
         guard let names = try? fm.contentsOfDirectory(atPath: directory) else { return [] }
         var out: [ImportedAppsEntry] = []
@@ -82,7 +92,14 @@ extension ProjectImporter {
             let path = directory + "/" + name
             var isDir: ObjCBool = false
             guard fm.fileExists(atPath: path, isDirectory: &isDir), isDir.boolValue else { continue }
-            var (options, settingIssues, found) = settings(inDirectory: path, label: "\(name)/\(settingsFileName)")
+            if let why = fileCheck?(path) {
+                let issue = ManifestIssue(file: name, field: "", message: why, fatal: true)
+                out.append(
+                    ImportedAppsEntry(
+                        name: name, result: ImportResult(manifestJSON: nil, issues: [issue], manifest: nil, files: [], layout: .unknown)))
+                continue
+            }
+            var (options, settingIssues, found) = settings(inDirectory: path, label: "\(name)/\(settingsFileName)", fileCheck: fileCheck)
             options.manifestFile = name
             var result: ImportResult
             if settingIssues.contains(where: \.fatal) {

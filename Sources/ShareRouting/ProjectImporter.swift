@@ -22,6 +22,9 @@ public struct ImportOptions: Sendable {
     public var overrides: JSONObject
     /// Where the options came from, for issues about them (`command line` or a settings file name).
     public var origin: String
+    /// Asked before each file is read, with its path: a reason not to read it (the broker's: a
+    /// file another user owns or may write), which becomes a fatal issue; nil reads it.
+    public var fileCheck: (@Sendable (String) -> String?)? = nil
 
     /// Creates options.
     public init(
@@ -279,6 +282,10 @@ final class ImportRun {
     }
 
     func readBytes(_ path: String, file: String) -> [UInt8]? {
+        if let why = options.fileCheck?(path) {
+            fail(file, "", why)
+            return nil
+        }
         if let size = (try? fm.attributesOfItem(atPath: path))?[.size] as? NSNumber, size.intValue > 8 * 1024 * 1024 {
             fail(file, "", "file larger than 8 MiB")
             return nil

@@ -173,4 +173,54 @@ final class ProjectImportIntegrationTests: XCTestCase {
         let canOpen = try tool.call("url.canOpen", ["url": "thisApp://open?file=paper.pdf"])
         XCTAssertEqual(canOpen["app"], "com.example.reazy")
     }
+
+    /// Inputs another user could have written are not read: a manifest, association document,
+    /// project folder or project file that another user (not root) owns, or that every user may
+    /// write, and the apps/ directory itself (a root broker ran another user's launch command:
+    /// the security audit). Each is named in apps.list.
+    func testInputsOtherUsersCouldWriteAreNotRead() throws {
+        let evil = #"{"bundleID": "com.example.evil", "urlSchemes": ["evil"], "launch": ["/bin/sh", "-c", "exit 0"]}"#
+        let h = BrokerHarness(
+            manifests: ["10-ok.json": #"{"bundleID": "com.example.ok", "urlSchemes": ["ok"]}"#, "20-open.json": evil],
+            associations: ["example.com": #"{"applinks": {"details": []}}"#])
+        chmod(h.state + "/apps/20-open.json", 0o666)
+        chmod(h.state + "/associations/example.com.json", 0o646)
+        try FileManager.default.copyItem(atPath: iosFixtureDir + "/bundle/MyApp.app", toPath: h.state + "/apps/MyApp.app")
+        chmod(h.state + "/apps/MyApp.app", 0o777)
+        let asRoot = getuid() == 0
+        if asRoot {
+            h.dir.write("state/apps/30-other.json", evil.replacingOccurrences(of: "evil", with: "evil2"))
+            chown(h.state + "/apps/30-other.json", 65534, 65534)
+            // A project folder of ours whose Info.plist is a link to a file another user owns.
+            try FileManager.default.copyItem(atPath: iosFixtureDir + "/seed002-reazy", toPath: h.state + "/apps/reazy")
+            let plist = try XCTUnwrap(
+                FileManager.default.enumerator(atPath: h.state + "/apps/reazy")?.compactMap { $0 as? String }.first {
+                    $0.hasSuffix("Info.plist") && !$0.contains(".appex") && !$0.lowercased().contains("extension")
+                })
+            let target = h.dir.path + "/elsewhere.plist"
+            try FileManager.default.moveItem(atPath: h.state + "/apps/reazy/" + plist, toPath: target)
+            chown(target, 65534, 65534)
+            try FileManager.default.createSymbolicLink(atPath: h.state + "/apps/reazy/" + plist, withDestinationPath: target)
+        }
+        try h.start()
+        defer { h.stop() }
+        let list = try appsList(h)
+        XCTAssertEqual(list["apps"]?.arrayValue?.compactMap { $0["bundleID"]?.stringValue }, ["com.example.ok"], list.compactText)
+        let errors = (list["errors"]?.arrayValue ?? []).map(\.compactText).joined(separator: "\n")
+        XCTAssertTrue(errors.contains(#""file":"20-open.json","field":"","message":"is writable by every user; not read"#), errors)
+        XCTAssertTrue(errors.contains(#""file":"MyApp.app","field":"","message":"is writable by every user; not read"#), errors)
+        let assoc = (list["associationErrors"]?.arrayValue ?? []).map(\.compactText).joined(separator: "\n")
+        XCTAssertTrue(assoc.contains("example.com.json: is writable by every user; not read"), assoc)
+        if asRoot {
+            XCTAssertTrue(errors.contains(#""file":"30-other.json","field":"","message":"belongs to uid 65534"#), errors)
+            XCTAssertTrue(errors.contains("Info.plist") && errors.contains("belongs to uid 65534"), errors)
+        }
+        // apps/ itself writable by every user: nothing in it is read.
+        h.stop()
+        chmod(h.state + "/apps", 0o777)
+        try h.start()
+        let none = try appsList(h)
+        XCTAssertEqual(none["apps"]?.arrayValue?.count, 0, none.compactText)
+        XCTAssertTrue(none.compactText.contains("/apps is writable by every user; not read"), none.compactText)
+    }
 }
