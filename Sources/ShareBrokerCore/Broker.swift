@@ -303,6 +303,25 @@ public final class Broker {
                 "the state directory \(config.stateDirectory) is writable by other users (mode \(String(st.st_mode & 0o777, radix: 8))); "
                     + "run 'chmod go-w \(config.stateDirectory)' first")
         }
+        // And the directories above it: another user who may write in one could put a state
+        // directory of their own in its place (manifests whose launch commands this broker runs).
+        // (both ways to it when the state directory is a symlink: the link's and the target's)
+        func parent(_ p: String) -> String {
+            let d = String(p[..<(p.lastIndex(of: "/") ?? p.startIndex)])
+            return d.isEmpty ? "/" : d
+        }
+        var target = config.stateDirectory
+        if let r = realpath(target, nil) {
+            target = String(cString: r)
+            free(r)
+        }
+        if let (path, why) = Broker.unsafeDirectory(onPathTo: parent(config.stateDirectory))
+            ?? Broker.unsafeDirectory(onPathTo: parent(target))
+        {
+            throw BrokerStartError(
+                "the directory \(path) above the state directory \(config.stateDirectory) \(why): another user could put a state directory of their own in its place; use a directory of your own (--state DIR)"
+            )
+        }
         var dir = config.socketPath
         if let slash = dir.lastIndex(of: "/") {
             dir = String(dir[..<slash])
@@ -327,29 +346,36 @@ public final class Broker {
             // the next client's hello, token included. Each must belong to this user or root and
             // not be writable by group or others, unless sticky (as /tmp: there nobody removes or
             // renames another's file).
-            var resolved = dir.isEmpty ? "/" : dir
-            if let r = realpath(resolved, nil) {
-                resolved = String(cString: r)
-                free(r)
-            }
-            var path = ""
-            for part in [""] + resolved.split(separator: "/").map(String.init) {
-                path = part.isEmpty ? "/" : (path == "/" ? "/" + part : path + "/" + part)
-                var ds = stat()
-                guard stat(path, &ds) == 0 else { continue }
-                let foreignOwner = !Broker.isBrokersOwnUID(ds.st_uid)
-                // Group-writable is safe only for a group of this user alone (user private groups,
-                // as with umask 002); sticky directories are safe whatever their mode.
-                let unsafeGroupWrite = (ds.st_mode & 0o020) != 0 && !Broker.groupIsThisUsersAlone(ds.st_gid)
-                let othersWrite = ((ds.st_mode & 0o002) != 0 || unsafeGroupWrite) && (ds.st_mode & S_ISVTX) == 0
-                if foreignOwner || othersWrite {
-                    throw BrokerStartError(
-                        "the socket's directory \(path) "
-                            + (foreignOwner ? "belongs to uid \(ds.st_uid)" : "is writable by group or others (mode \(String(ds.st_mode & 0o7777, radix: 8)))")
-                            + ": another user could replace the socket and hear clients' hellos; use a directory of your own (--socket PATH)")
-                }
+            if let (path, why) = Broker.unsafeDirectory(onPathTo: dir.isEmpty ? "/" : dir) {
+                throw BrokerStartError(
+                    "the socket's directory \(path) \(why): another user could replace the socket and hear clients' hellos; use a directory of your own (--socket PATH)"
+                )
             }
         }
+    }
+
+    /// The first directory on the way to `dir` (`dir` included, symlinks resolved) that another
+    /// user could change: one that belongs to another user than this one or root, or that group
+    /// or others may write and is not sticky (as /tmp: there nobody removes or renames another's
+    /// file; group-writable is safe for a group of this user alone, as with umask 002). With why.
+    static func unsafeDirectory(onPathTo dir: String) -> (path: String, why: String)? {
+        var resolved = dir
+        if let r = realpath(resolved, nil) {
+            resolved = String(cString: r)
+            free(r)
+        }
+        var path = ""
+        for part in [""] + resolved.split(separator: "/").map(String.init) {
+            path = part.isEmpty ? "/" : (path == "/" ? "/" + part : path + "/" + part)
+            var ds = stat()
+            guard stat(path, &ds) == 0 else { continue }
+            let foreignOwner = !Broker.isBrokersOwnUID(ds.st_uid)
+            let unsafeGroupWrite = (ds.st_mode & 0o020) != 0 && !Broker.groupIsThisUsersAlone(ds.st_gid)
+            let othersWrite = ((ds.st_mode & 0o002) != 0 || unsafeGroupWrite) && (ds.st_mode & S_ISVTX) == 0
+            if foreignOwner { return (path, "belongs to uid \(ds.st_uid)") }
+            if othersWrite { return (path, "is writable by group or others (mode \(String(ds.st_mode & 0o7777, radix: 8)))") }
+        }
+        return nil
     }
 
     /// True when `gid` is this user's primary group and no other user belongs to it (as primary or

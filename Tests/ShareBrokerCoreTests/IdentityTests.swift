@@ -299,6 +299,32 @@ final class IdentityTests: XCTestCase {
         XCTAssertFalse(FileManager.default.fileExists(atPath: dir.path + "/s.sock"), "no socket was created")
     }
 
+    /// The directories above the state directory must be ours too: another user who may write
+    /// in one could put a state directory of their own in its place (whose manifests' launch
+    /// commands the broker runs: the security audit). A sticky one (/tmp) is fine.
+    func testADirectoryAboveTheStateThatOthersMayWriteIsRefused() throws {
+        let dir = TempDir()
+        let open = dir.path + "/open"
+        try FileManager.default.createDirectory(atPath: open + "/state", withIntermediateDirectories: true)
+        chmod(open, 0o777)
+        chmod(open + "/state", 0o700)
+        var config = BrokerConfiguration(socketPath: dir.path + "/s.sock", stateDirectory: open + "/state")
+        config.handleSignals = false
+        config.logLevel = .error
+        XCTAssertThrowsError(try Broker(config: config)) { e in
+            XCTAssertTrue("\(e)".contains("the directory \(open) above the state directory"), "\(e)")
+            XCTAssertTrue("\(e)".contains("is writable by group or others (mode 777)"), "\(e)")
+        }
+        // Through a symlink to it, too.
+        XCTAssertEqual(symlink(open + "/state", dir.path + "/link"), 0)
+        config.stateDirectory = dir.path + "/link"
+        XCTAssertThrowsError(try Broker(config: config)) { e in XCTAssertTrue("\(e)".contains("above the state directory"), "\(e)") }
+        // Sticky, as /tmp: fine.
+        chmod(open, 0o1777)
+        config.stateDirectory = open + "/state"
+        XCTAssertNoThrow(try Broker(config: config))
+    }
+
     /// A message limit past 1 GiB (a library caller's setting; the CLI refuses it with 64) is
     /// refused at start: limits derived from it overflowed on the first connection.
     func testAHugeMessageLimitIsRefusedAtStart() throws {
