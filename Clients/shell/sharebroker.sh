@@ -12,7 +12,8 @@
 # request(s) together, one JSON text per line (the broker's default newline framing).
 #
 # Settings (environment variables):
-#   SB_SOCKET      the socket; default $SHAREBROKER_SOCKET, else $XDG_RUNTIME_DIR/sharebroker.sock,
+#   SB_SOCKET      the socket; default $SHAREBROKER_SOCKET, else $XDG_RUNTIME_DIR/sharebroker.sock
+#                  (when absolute),
 #                  else ${TMPDIR:-/tmp}/sharebroker-UID/sharebroker.sock (the broker's default)
 #   SB_ROLE        role for hello: tool (default), app, extension; "none" sends no hello
 #   SB_BUNDLE_ID   bundle ID for role app/extension
@@ -31,7 +32,7 @@ sb_socket() {
         printf '%s\n' "$SB_SOCKET"
     elif [ -n "${SHAREBROKER_SOCKET:-}" ]; then
         printf '%s\n' "$SHAREBROKER_SOCKET"
-    elif [ -n "${XDG_RUNTIME_DIR:-}" ]; then
+    elif case "${XDG_RUNTIME_DIR:-}" in /*) true ;; *) false ;; esac; then  # absolute (a relative one is ignored)
         printf '%s\n' "$XDG_RUNTIME_DIR/sharebroker.sock"
     else
         _sb_tmp=${TMPDIR:-/tmp}

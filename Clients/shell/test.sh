@@ -125,6 +125,13 @@ status_is() { if [ "$3" -eq "$2" ]; then ok "$1"; else not_ok "$1" "exit status 
 APP=com.mycompany.myapp
 EXT=com.mycompany.myapp.share
 
+# --- the default socket, as the broker computes it -------------------------------------------
+got=$(SB_SOCKET= SHAREBROKER_SOCKET= XDG_RUNTIME_DIR=/run/user/7 sb_socket)
+if [ "$got" = /run/user/7/sharebroker.sock ]; then ok "sb_socket: \$XDG_RUNTIME_DIR"; else not_ok "sb_socket: \$XDG_RUNTIME_DIR" "got $got"; fi
+got=$(SB_SOCKET= SHAREBROKER_SOCKET= XDG_RUNTIME_DIR=run/user/7 TMPDIR=/var/tmp/ sb_socket)
+want=/var/tmp/sharebroker-$(id -u)/sharebroker.sock
+if [ "$got" = "$want" ]; then ok "sb_socket: a relative \$XDG_RUNTIME_DIR is ignored"; else not_ok "sb_socket: a relative \$XDG_RUNTIME_DIR is ignored" "got $got, expected $want"; fi
+
 # --- session -------------------------------------------------------------------------------
 out=$(sb_status); rc=$?
 status_is "broker.status before hello exits 0" 0 "$rc"

@@ -18,13 +18,13 @@ def default_socket_path() -> str:
 
     ``$SHAREBROKER_SOCKET``, else ``$XDG_RUNTIME_DIR/sharebroker.sock``, else
     ``$TMPDIR/sharebroker-UID/sharebroker.sock`` (``/tmp`` without ``TMPDIR``). Empty variables
-    count as unset.
+    count as unset; a relative ``XDG_RUNTIME_DIR`` is ignored (the XDG Base Directory spec).
     """
     sock = os.environ.get("SHAREBROKER_SOCKET")
     if sock:
         return sock
     runtime = os.environ.get("XDG_RUNTIME_DIR")
-    if runtime:
+    if runtime and runtime.startswith("/"):  # a relative value is ignored, as the XDG spec says
         return runtime + "/sharebroker.sock"
     tmp = os.environ.get("TMPDIR") or "/tmp"
     while len(tmp) > 1 and tmp.endswith("/"):

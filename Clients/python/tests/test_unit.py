@@ -30,6 +30,10 @@ class DefaultSocketPathTests(unittest.TestCase):
     def test_xdg_runtime_dir(self):
         with self.env(XDG_RUNTIME_DIR="/run/user/1"):
             self.assertEqual(sharebroker.default_socket_path(), "/run/user/1/sharebroker.sock")
+        # A relative value is ignored, as by the broker (the XDG Base Directory spec).
+        with self.env(XDG_RUNTIME_DIR="run/user/1", TMPDIR="/var/tmp"):
+            self.assertEqual(sharebroker.default_socket_path(),
+                             f"/var/tmp/sharebroker-{os.getuid()}/sharebroker.sock")
 
     def test_private_tmp_directory(self):
         with self.env():
