@@ -2,7 +2,8 @@
 # Runs the non-Swift clients' test suites against a real broker and prints, last, one line:
 #     N passed, M failed
 # Exits non-zero when anything failed. Needs the built broker (`swift build`; or set
-# SHAREBROKER_BIN), python3 (standard library only) and socat for the shell suite.
+# SHAREBROKER_BIN), python3 (standard library only), socat for the shell suite and node (20+) for
+# the Node.js suite.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 PY=${PYTHON:-python3}
@@ -37,6 +38,7 @@ run_suite() {
 
 run_suite python python "$PY" "$here/python/tests/run.py"
 run_suite shell shell bash "$here/shell/test.sh"
+run_suite node node bash "$here/node/test.sh"
 
 echo "$total_passed passed, $total_failed failed"
 [ "$total_failed" -eq 0 ]

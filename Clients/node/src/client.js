@@ -1,0 +1,1064 @@
+// The sharebroker client: one connection (one session) to the broker's Unix socket.
+
+import net from 'node:net';
+import { EventEmitter } from 'node:events';
+
+import { BrokerConnectionError, ConnectionClosed, ErrorCode, ProtocolError, RpcError, TimeoutError } from './errors.js';
+import { FrameDecoder, encode, normalizeFraming, serialize } from './framing.js';
+import { defaultSocketPath } from './paths.js';
+
+/**
+ * @typedef {import('./framing.js').Framing} Framing
+ * @typedef {import('./items.js').Item} Item
+ *
+ * @typedef {object} ConnectOptions
+ * @property {string} [socket] the socket path (default: `defaultSocketPath()`)
+ * @property {Framing | 'newline' | 'content-length'} [framing] `'line'` (default) or `'header'`
+ * @property {number | null} [timeout] default per-call timeout in ms (default 30000; `0`, `null`
+ *   or `Infinity`: no limit); also bounds connecting
+ * @property {'app' | 'extension' | 'tool'} [role] say `hello` with this role right after connecting
+ * @property {string} [bundleID] for `hello` (app / extension; default `$SHAREBROKER_BUNDLE_ID`)
+ * @property {string} [token] for `hello`, when the manifest sets one
+ * @property {number} [closeTimeout] how long `close()` waits for the broker to finish before
+ *   dropping the connection, in ms (default 2000)
+ *
+ * @typedef {object} CallOptions
+ * @property {number | null} [timeout] this call's timeout in ms (default: the client's)
+ * @property {AbortSignal} [signal] abandons the call when aborted
+ *
+ * @typedef {{method: string, params: any}} Notification
+ *
+ * @typedef {[string, (object | undefined)?] | {method: string, params?: object, notification?: boolean}} BatchEntry
+ */
+
+const DEFAULT_TIMEOUT = 30000;
+const RESERVED_EVENTS = new Set(['error', 'close', 'notification', 'brokerError', 'newListener', 'removeListener']);
+
+/** @param {number | null | undefined} t */
+function limitOf(t) {
+  return t === null || t === undefined || t === 0 || t === Infinity || !(t > 0) ? null : t;
+}
+
+/**
+ * @param {unknown} msg
+ * @returns {msg is Record<string, any>}
+ */
+function isObject(msg) {
+  return msg !== null && typeof msg === 'object' && !Array.isArray(msg);
+}
+
+/**
+ * The `result` of a response object, or throws its `error` as an RpcError.
+ * @param {unknown} response
+ * @param {string} [method]
+ */
+export function resultOrError(response, method) {
+  if (!isObject(response)) {
+    throw new RpcError(ErrorCode.INTERNAL_ERROR, `not a response object: ${JSON.stringify(response)}`, undefined, method);
+  }
+  if ('error' in response) throw RpcError.from(response.error, method);
+  return response.result;
+}
+
+/**
+ * A connection to the broker. Create it with `connect()` (or `new Client(options)` and then
+ * `await client.connect()`).
+ *
+ * Calls return promises and may be made concurrently; their answers are matched by id.
+ * Notifications from the broker (`app.event`, `defaults.changed`, `defaults.watchEnded`) are
+ * emitted as `'notification'` (`{method, params}`) and under their method name (`'app.event'`,
+ * with the params); a notification that no listener took is queued for `nextNotification()`,
+ * `nextEvent()`, `notifications()` and `events()`, so none is lost between a subscribe's answer
+ * and the start of a loop.
+ *
+ * Events: `'notification'`, `'app.event'`, `'defaults.changed'`, `'defaults.watchEnded'`,
+ * `'brokerError'` (an error without an id, e.g. the reason the broker gives before it closes
+ * the connection), `'close'` (a `ConnectionClosed` when the broker or the system ended the
+ * connection, `undefined` after `close()`).
+ */
+export class Client extends EventEmitter {
+  /** @param {ConnectOptions} [options] */
+  constructor(options = {}) {
+    super();
+    /** The socket path. @type {string} */
+    this.socketPath = options.socket ?? defaultSocketPath();
+    /** @type {Framing} */
+    this.framing = normalizeFraming(options.framing);
+    /** Default per-call timeout in ms (`null`: none). @type {number | null} */
+    this.timeout = options.timeout === undefined ? DEFAULT_TIMEOUT : limitOf(options.timeout);
+    /** @type {number} */
+    this.closeTimeout = options.closeTimeout ?? 2000;
+    /** The result of the last successful `hello`. @type {Record<string, any> | undefined} */
+    this.helloResult = undefined;
+    /** @type {{role: string, bundleID?: string, token?: string} | undefined} */
+    this._hello = options.role ? { role: options.role, bundleID: options.bundleID, token: options.token } : undefined;
+    /** @type {net.Socket | null} */
+    this._socket = null;
+    this._decoder = new FrameDecoder(this.framing);
+    this._nextId = 0;
+    /** @type {Map<number, Pending>} */
+    this._pending = new Map();
+    /** Ids of calls that timed out or were aborted: their late answers are dropped. @type {Set<number>} */
+    this._abandoned = new Set();
+    /** @type {Notification[]} */
+    this._notifications = [];
+    /** @type {Waiter<Notification | null>[]} */
+    this._notificationWaiters = [];
+    /** Replies no call waits for (raw requests' answers, errors without an id). @type {unknown[]} */
+    this._replies = [];
+    /** @type {Waiter<unknown>[]} */
+    this._replyWaiters = [];
+    /** @type {{buf: Buffer, resolve: () => void, reject: (e: Error) => void}[]} */
+    this._out = [];
+    this._blocked = false;
+    this._closed = false;
+    this._closedByUs = false;
+    /** @type {ConnectionClosed | undefined} */
+    this._closeError = undefined;
+    /** @type {unknown} */
+    this._lastMessage = undefined;
+    /** @type {unknown} */
+    this._socketError = undefined;
+    /** @type {Promise<void> | null} */
+    this._closePromise = null;
+    /** @type {Promise<this> | null} */
+    this._connecting = null;
+  }
+
+  // -- connection --------------------------------------------------------------------------------
+
+  /**
+   * Connects (and says `hello` when a role was given). Rejects with a BrokerConnectionError
+   * naming the path when the broker cannot be reached, or with the hello's RpcError (the
+   * connection is then closed). A client connects once: after `close()` this rejects with
+   * ConnectionClosed (make a new client to connect again).
+   * @returns {Promise<this>}
+   */
+  connect() {
+    if (this._closedByUs) return Promise.reject(this._closedError());
+    if (this._socket) return Promise.resolve(this);
+    this._connecting ??= this._connect().finally(() => { this._connecting = null; });
+    return this._connecting;
+  }
+
+  /** @returns {Promise<this>} */
+  async _connect() {
+    const path = this.socketPath;
+    const sock = await new Promise((resolve, reject) => {
+      const s = net.createConnection({ path });
+      /** @type {NodeJS.Timeout | undefined} */
+      let timer;
+      const fail = (/** @type {Error} */ err) => {
+        clearTimeout(timer);
+        s.destroy();
+        reject(new BrokerConnectionError(`cannot connect to sharebroker at ${path}: ${err.message}`, { path, cause: err }));
+      };
+      s.once('error', fail);
+      s.once('connect', () => {
+        clearTimeout(timer);
+        s.off('error', fail);
+        resolve(s);
+      });
+      const limit = this.timeout;
+      if (limit !== null) timer = setTimeout(() => fail(new Error(`no connection within ${limit} ms`)), limit);
+    });
+    this._attach(sock);
+    if (this._hello) {
+      const { role, bundleID, token } = this._hello;
+      try {
+        await this.hello(/** @type {any} */ (role), { bundleID, token });
+      } catch (e) {
+        this.destroy();
+        throw e;
+      }
+    }
+    return this;
+  }
+
+  /** @param {net.Socket} sock */
+  _attach(sock) {
+    this._socket = sock;
+    this._closed = false;
+    sock.on('data', (chunk) => this._onData(chunk));
+    sock.on('error', (err) => {
+      this._socketError ??= err;
+    });
+    sock.on('close', () => this._onClose());
+  }
+
+  /**
+   * Closes the connection cleanly: what is queued is written, then the client half-closes (the
+   * broker answers what it has read and closes its end) and waits for the broker's end, at most
+   * `closeTimeout` ms before dropping the connection. Calls still waiting then fail with
+   * ConnectionClosed. Queued notifications stay readable. Idempotent.
+   * @returns {Promise<void>}
+   */
+  close() {
+    if (this._closePromise) return this._closePromise;
+    const sock = this._socket;
+    if (!sock || this._closed) {
+      this._closedByUs = true;
+      this._closed = true;
+      return (this._closePromise = Promise.resolve());
+    }
+    this._closedByUs = true;
+    this._closePromise = new Promise((resolve) => {
+      sock.once('close', () => {
+        clearTimeout(timer);
+        resolve();
+      });
+      // What waits for 'drain' goes to the socket now: nothing more comes after it.
+      const queued = this._out.splice(0);
+      this._blocked = false;
+      for (const w of queued) sock.write(w.buf, (err) => (err ? w.reject(this._closedError(err)) : w.resolve()));
+      sock.end();
+      const timer = setTimeout(() => sock.destroy(), this.closeTimeout);
+    });
+    return this._closePromise;
+  }
+
+  /** Drops the connection at once (calls waiting fail with ConnectionClosed). */
+  destroy() {
+    this._closedByUs = true;
+    if (this._socket && !this._closed) this._socket.destroy();
+    this._closed = true;
+  }
+
+  /** True when not connected, or once the connection has closed. */
+  get closed() {
+    return this._socket === null || this._closed;
+  }
+
+  /** Why the broker's end closed: a ConnectionClosed (`undefined` while open or after `close()`). */
+  get closeError() {
+    return this._closeError;
+  }
+
+  /** The session number from `hello` (`undefined` before). @returns {number | undefined} */
+  get session() {
+    return this.helloResult?.session;
+  }
+
+  /** The role from `hello`. @returns {string | undefined} */
+  get role() {
+    return this.helloResult?.role;
+  }
+
+  /** The bundle ID from `hello` (app and extension sessions). @returns {string | undefined} */
+  get bundleID() {
+    return this.helloResult?.bundleID;
+  }
+
+  /** The largest message the broker reads (from `hello`), in bytes. @returns {number | undefined} */
+  get maxMessage() {
+    const m = this.helloResult?.maxMessage;
+    return typeof m === 'number' ? m : undefined;
+  }
+
+  /** How many messages no call waits for are queued (read them with `receive()`). */
+  get pendingReplies() {
+    return this._replies.length;
+  }
+
+  /** How many notifications are queued. */
+  get pendingNotifications() {
+    return this._notifications.length;
+  }
+
+  // -- output --------------------------------------------------------------------------------------
+
+  /**
+   * Queues a frame for the socket, respecting `socket.write()`'s return value: while the socket
+   * reports its buffer full, frames wait here, in order, until `'drain'`. Resolves once the frame
+   * has been handed to the kernel.
+   * @param {Buffer} buf
+   * @returns {Promise<void>}
+   */
+  _write(buf) {
+    return new Promise((resolve, reject) => {
+      if (this.closed || this._closedByUs) {
+        reject(this._closedError());
+        return;
+      }
+      this._out.push({ buf, resolve, reject });
+      this._flush();
+    });
+  }
+
+  _flush() {
+    const sock = this._socket;
+    if (!sock) return;
+    while (!this._blocked && this._out.length) {
+      const w = /** @type {typeof this._out[0]} */ (this._out.shift());
+      const ok = sock.write(w.buf, (err) => (err ? w.reject(this._closedError(err)) : w.resolve()));
+      if (!ok) {
+        this._blocked = true;
+        sock.once('drain', () => {
+          this._blocked = false;
+          this._flush();
+        });
+      }
+    }
+  }
+
+  /** Bytes waiting to be written: in the client's queue and in the socket's buffer. */
+  get pendingWriteBytes() {
+    let n = this._socket ? this._socket.writableLength : 0;
+    for (const w of this._out) n += w.buf.length;
+    return n;
+  }
+
+  // -- input ---------------------------------------------------------------------------------------
+
+  /** @param {Buffer} chunk */
+  _onData(chunk) {
+    /** @type {unknown[]} */
+    const thrown = [];
+    try {
+      for (const body of this._decoder.feedFrames(chunk)) {
+        const msg = this._decoder.parse(body);
+        this._lastMessage = msg;
+        try {
+          this._dispatch(msg);
+        } catch (e) {
+          thrown.push(e); // a listener threw: the rest of the chunk is still dispatched
+        }
+      }
+    } catch (e) {
+      // The broker sent something that is not the protocol: nothing after it can be trusted.
+      this._socketError ??= e;
+      this._socket?.destroy();
+    }
+    for (const e of thrown) process.nextTick(() => { throw e; });
+  }
+
+  /** @param {unknown} msg */
+  _dispatch(msg) {
+    if (Array.isArray(msg)) {
+      for (const r of msg) {
+        if (isObject(r) && typeof r.id === 'number') {
+          const p = this._pending.get(r.id);
+          if (p && p.batch) {
+            p.batch.settle(msg);
+            return;
+          }
+          if (this._abandoned.has(r.id)) {
+            for (const x of msg) if (isObject(x) && typeof x.id === 'number') this._abandoned.delete(x.id);
+            return;
+          }
+        }
+      }
+      this._pushReply(msg);
+      return;
+    }
+    if (isObject(msg) && typeof msg.method === 'string' && !('id' in msg)) {
+      this._notification({ method: msg.method, params: msg.params });
+      return;
+    }
+    if (isObject(msg) && typeof msg.id === 'number' && !('method' in msg)) {
+      const p = this._pending.get(msg.id);
+      if (p && !p.batch) {
+        if ('error' in msg) p.reject(RpcError.from(msg.error, p.method));
+        else {
+          if (p.method === 'hello' && isObject(msg.result)) this.helloResult = msg.result;
+          p.resolve(msg.result);
+        }
+        return;
+      }
+      if (this._abandoned.delete(msg.id)) return;
+    }
+    if (isObject(msg) && msg.id === null && 'error' in msg) {
+      const err = RpcError.from(msg.error);
+      this._pushReply(msg);
+      if (this.listenerCount('brokerError')) this.emit('brokerError', err);
+      return;
+    }
+    this._pushReply(msg);
+  }
+
+  /** @param {unknown} msg */
+  _pushReply(msg) {
+    const w = this._replyWaiters.shift();
+    if (w) w.settle(msg);
+    else this._replies.push(msg);
+  }
+
+  /** @param {Notification} n */
+  _notification(n) {
+    const named = !RESERVED_EVENTS.has(n.method);
+    const listened = this.listenerCount('notification') + (named ? this.listenerCount(n.method) : 0) > 0;
+    const i = this._notificationWaiters.findIndex((w) => w.accepts(n));
+    if (i >= 0) this._notificationWaiters.splice(i, 1)[0].settle(n);
+    else if (!listened) this._notifications.push(n);
+    /** @type {unknown} */
+    let thrown;
+    try {
+      this.emit('notification', n);
+    } catch (e) {
+      thrown = e;
+    }
+    if (named) this.emit(n.method, n.params);
+    if (thrown !== undefined) throw thrown;
+  }
+
+  _onClose() {
+    if (this._closed && this._closeError) return;
+    this._closed = true;
+    let err;
+    if (this._closedByUs) {
+      err = new ConnectionClosed(`the connection to sharebroker at ${this.socketPath} was closed by the client`, { path: this.socketPath });
+    } else {
+      err = this._closedError(this._socketError);
+      this._closeError = err;
+    }
+    for (const p of [...this._pending.values()]) p.reject(err);
+    this._pending.clear();
+    for (const w of this._out.splice(0)) w.reject(err);
+    for (const w of this._replyWaiters.splice(0)) w.fail(err);
+    for (const w of this._notificationWaiters.splice(0)) w.fail(err);
+    this.emit('close', this._closedByUs ? undefined : err);
+  }
+
+  /**
+   * The error for a closed connection, with the broker's reason when the last thing it sent was
+   * an error without an id.
+   * @param {unknown} [cause]
+   * @returns {ConnectionClosed}
+   */
+  _closedError(cause) {
+    if (this._closeError) return this._closeError;
+    const path = this.socketPath;
+    const last = this._lastMessage;
+    if (isObject(last) && last.id === null && isObject(last.error)) {
+      const reason = RpcError.from(last.error);
+      return new ConnectionClosed(`sharebroker at ${path} closed the connection: ${reason.message} (${reason.code})`,
+        { path, reason, cause });
+    }
+    if (cause instanceof ProtocolError) {
+      return new ConnectionClosed(`dropped the connection to sharebroker at ${path}: ${cause.message}`, { path, cause });
+    }
+    if (this._closedByUs) return new ConnectionClosed(`the connection to sharebroker at ${path} was closed by the client`, { path, cause });
+    if (!this._socket) return new ConnectionClosed(`not connected to sharebroker at ${path}`, { path });
+    const why = cause instanceof Error ? `: ${cause.message}` : '';
+    return new ConnectionClosed(`sharebroker at ${path} closed the connection${why}`, { path, cause });
+  }
+
+  // -- JSON-RPC ----------------------------------------------------------------------------------
+
+  /**
+   * Calls any method and resolves with its `result`; rejects with an RpcError for an error
+   * answer, a TimeoutError when no answer comes within the timeout (a late answer is dropped),
+   * ConnectionClosed when the connection ends first. `params` `undefined` sends no params.
+   *
+   * Once `hello` has told the broker's `maxMessage`, a request larger than that is refused here
+   * with RpcError -32600 (nothing is sent): the broker would close the connection for it.
+   * @param {string} method
+   * @param {object} [params]
+   * @param {CallOptions} [options]
+   * @returns {Promise<any>}
+   */
+  call(method, params, options = {}) {
+    const id = ++this._nextId;
+    /** @type {Record<string, unknown>} */
+    const request = { jsonrpc: '2.0', id, method };
+    if (params !== undefined) request.params = params;
+    let body;
+    try {
+      body = this._body(request, method);
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    return new Promise((resolve, reject) => {
+      const p = new Pending(this, method, [id], resolve, reject, options);
+      if (p.done) return;
+      this._pending.set(id, p);
+      this._write(encode(body, this.framing)).catch((e) => p.reject(e));
+    });
+  }
+
+  /**
+   * Sends a notification (no id): the broker runs it and never answers, even when it fails.
+   * Resolves once the message is written to the socket.
+   * @param {string} method
+   * @param {object} [params]
+   * @returns {Promise<void>}
+   */
+  notify(method, params) {
+    /** @type {Record<string, unknown>} */
+    const message = { jsonrpc: '2.0', method };
+    if (params !== undefined) message.params = params;
+    try {
+      return this._write(encode(this._body(message, method), this.framing));
+    } catch (e) {
+      return Promise.reject(e);
+    }
+  }
+
+  /**
+   * Sends several calls as one JSON-RPC batch. Entries are `[method, params]` or
+   * `{method, params, notification}` (a notification member gets no answer). Resolves with one
+   * entry per call, in order: its result, its RpcError (returned, not thrown), or `undefined`
+   * for a notification. A batch of only notifications resolves once written.
+   * @param {BatchEntry[]} calls
+   * @param {CallOptions} [options]
+   * @returns {Promise<any[]>}
+   */
+  batch(calls, options = {}) {
+    if (!Array.isArray(calls) || calls.length === 0) {
+      return Promise.reject(new TypeError('a batch needs at least one call (an empty batch is an invalid request)'));
+    }
+    /** @type {Record<string, unknown>[]} */
+    const requests = [];
+    /** @type {(number | null)[]} */
+    const ids = [];
+    /** @type {string[]} */
+    const methods = [];
+    for (const c of calls) {
+      const { method, params, notification } = Array.isArray(c)
+        ? { method: c[0], params: c[1], notification: false }
+        : { method: c.method, params: c.params, notification: !!c.notification };
+      if (typeof method !== 'string') return Promise.reject(new TypeError('each batch entry needs a method name'));
+      /** @type {Record<string, unknown>} */
+      const req = { jsonrpc: '2.0', method };
+      if (params !== undefined) req.params = params;
+      if (notification) ids.push(null);
+      else {
+        const id = ++this._nextId;
+        req.id = id;
+        ids.push(id);
+      }
+      methods.push(method);
+      requests.push(req);
+    }
+    let frame;
+    try {
+      frame = encode(this._body(requests, 'batch'), this.framing);
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    const answered = /** @type {number[]} */ (ids.filter((x) => x !== null));
+    if (answered.length === 0) return this._write(frame).then(() => calls.map(() => undefined));
+    return new Promise((resolve, reject) => {
+      const p = new Pending(this, 'batch', answered, (reply) => {
+        /** @type {Map<number, unknown>} */
+        const byId = new Map();
+        for (const r of /** @type {unknown[]} */ (reply)) if (isObject(r) && typeof r.id === 'number') byId.set(r.id, r);
+        resolve(ids.map((id, i) => {
+          if (id === null) return undefined;
+          const r = byId.get(id);
+          if (r === undefined) return new RpcError(ErrorCode.INTERNAL_ERROR, `the batch's reply has no answer for id ${id}`, undefined, methods[i]);
+          try {
+            const result = resultOrError(r, methods[i]);
+            if (methods[i] === 'hello' && isObject(result)) this.helloResult = result;
+            return result;
+          } catch (e) {
+            return e;
+          }
+        }));
+      }, reject, options);
+      if (p.done) return;
+      p.batch = { settle: (/** @type {unknown[]} */ reply) => p.resolve(reply), reject: (/** @type {Error} */ e) => p.reject(e) };
+      for (const id of answered) this._pending.set(id, p);
+      this._write(frame).catch((e) => p.reject(e));
+    });
+  }
+
+  /**
+   * Serializes a request, refusing one over the broker's `maxMessage` (known after `hello`).
+   * @param {unknown} value
+   * @param {string} method
+   */
+  _body(value, method) {
+    const body = serialize(value);
+    const max = this.maxMessage;
+    if (max !== undefined && body.length > max) {
+      throw new RpcError(ErrorCode.INVALID_REQUEST,
+        `the request is ${body.length} bytes, over the broker's limit of ${max} bytes (not sent)`, { size: body.length, maxMessage: max }, method);
+    }
+    return body;
+  }
+
+  /**
+   * Sends one message as is: a JSON value (object, array for a batch, ...) or a JSON text
+   * (`string` / `Buffer`, sent unchanged even when it is not valid JSON), framed with the
+   * connection's framing. Its answer is read with `receive()`. Resolves once written.
+   * @param {unknown} message
+   * @returns {Promise<void>}
+   */
+  sendRaw(message) {
+    try {
+      return this._write(encode(message, this.framing));
+    } catch (e) {
+      return Promise.reject(e);
+    }
+  }
+
+  /**
+   * The next message that no call waits for (the answer to a raw request, a batch's array, an
+   * error without an id), oldest first.
+   * @param {CallOptions} [options]
+   * @returns {Promise<any>}
+   */
+  receive(options = {}) {
+    const r = this._replies.shift();
+    if (r !== undefined) return Promise.resolve(r);
+    if (this.closed) return Promise.reject(this._closedError());
+    return new Promise((resolve, reject) => {
+      const w = new Waiter(resolve, reject, () => true, limitOrDefault(options.timeout, this.timeout),
+        () => removeFrom(this._replyWaiters, w), options.signal,
+        () => new TimeoutError(`no message from sharebroker at ${this.socketPath} in time`));
+      this._replyWaiters.push(w);
+    });
+  }
+
+  /**
+   * `sendRaw` then `receive`: the broker's raw answer (an object, or an array for a batch).
+   * @param {unknown} message
+   * @param {CallOptions} [options]
+   */
+  async callRaw(message, options = {}) {
+    const answer = this.receive(options);
+    try {
+      await this.sendRaw(message);
+    } catch (e) {
+      answer.catch(() => {});
+      throw e;
+    }
+    return answer;
+  }
+
+  // -- notifications -----------------------------------------------------------------------------
+
+  /**
+   * The next queued notification (of `method` when given; others stay queued), waiting up to
+   * `timeout` ms (`undefined`: as long as it takes; `0`: only what is already queued). Resolves
+   * `null` on timeout; rejects with ConnectionClosed once the connection has closed and none is
+   * queued.
+   * @param {{method?: string, timeout?: number, signal?: AbortSignal}} [options]
+   * @returns {Promise<Notification | null>}
+   */
+  nextNotification(options = {}) {
+    const { method } = options;
+    const accepts = (/** @type {Notification} */ n) => method === undefined || n.method === method;
+    const i = this._notifications.findIndex(accepts);
+    if (i >= 0) return Promise.resolve(this._notifications.splice(i, 1)[0]);
+    if (this.closed) return Promise.reject(this._closedError());
+    if (options.timeout === 0) return Promise.resolve(null);
+    return new Promise((resolve, reject) => {
+      const w = new Waiter(resolve, reject, accepts, limitOf(options.timeout),
+        () => removeFrom(this._notificationWaiters, w), options.signal, () => null);
+      this._notificationWaiters.push(w);
+    });
+  }
+
+  /**
+   * The params of the next `app.event` (`{id, kind, url | webpageURL, via, ...}`), or `null`
+   * when none comes within `timeout` ms.
+   * @param {{timeout?: number, signal?: AbortSignal}} [options]
+   * @returns {Promise<Record<string, any> | null>}
+   */
+  async nextEvent(options = {}) {
+    const n = await this.nextNotification({ ...options, method: 'app.event' });
+    return n === null ? null : n.params;
+  }
+
+  /**
+   * Iterates over notifications (of `method` when given) as they arrive. Ends when the
+   * connection closes (see `closeError` for why), when `timeout` ms pass without one, or when
+   * `signal` aborts.
+   * @param {{method?: string, timeout?: number, signal?: AbortSignal}} [options]
+   * @returns {AsyncGenerator<Notification, void, undefined>}
+   */
+  async *notifications(options = {}) {
+    for (;;) {
+      if (options.signal?.aborted) return;
+      let n;
+      try {
+        n = await this.nextNotification(options);
+      } catch (e) {
+        if (e instanceof ConnectionClosed || (options.signal?.aborted && e === options.signal.reason)) return;
+        throw e;
+      }
+      if (n === null) return;
+      yield n;
+    }
+  }
+
+  /**
+   * Iterates over `app.event` notifications' params: `for await (const ev of app.events()) {...}`.
+   * Ends as `notifications()` does.
+   * @param {{timeout?: number, signal?: AbortSignal}} [options]
+   * @returns {AsyncGenerator<Record<string, any>, void, undefined>}
+   */
+  async *events(options = {}) {
+    for await (const n of this.notifications({ ...options, method: 'app.event' })) yield n.params;
+  }
+
+  /** `for await (const n of client)`: every notification, as `notifications()`. */
+  [Symbol.asyncIterator]() {
+    return this.notifications();
+  }
+
+  // -- the broker's methods ------------------------------------------------------------------------
+
+  /**
+   * Starts the session. `role` is `'app'`, `'extension'` or `'tool'`; `app` and `extension` name
+   * a registered `bundleID` (default `$SHAREBROKER_BUNDLE_ID`, which the broker sets for apps it
+   * launches) and give its `token` when the manifest sets one.
+   * Resolves `{protocol, broker: {name, version}, session, role, maxMessage, bundleID?}`.
+   * @param {'app' | 'extension' | 'tool'} role
+   * @param {{bundleID?: string, token?: string} & CallOptions | string} [options] (or the bundle ID)
+   */
+  hello(role, options = {}) {
+    const o = typeof options === 'string' ? { bundleID: options } : options;
+    /** @type {Record<string, unknown>} */
+    const params = { role };
+    let bundleID = o.bundleID;
+    if (bundleID === undefined && (role === 'app' || role === 'extension')) bundleID = process.env.SHAREBROKER_BUNDLE_ID || undefined;
+    if (bundleID !== undefined) params.bundleID = bundleID;
+    if (o.token !== undefined) params.token = o.token;
+    return this.call('hello', params, o);
+  }
+
+  /** The broker's OpenRPC document (allowed before `hello`). @param {CallOptions} [options] */
+  discover(options) {
+    return this.call('rpc.discover', {}, options);
+  }
+
+  /**
+   * `{version, protocol, connections, apps, subscribers, pendingEvents, pendingShares,
+   * uptimeSeconds, ...}` (allowed before `hello`); `verbose: true` adds `clients`.
+   * @param {{verbose?: boolean} & CallOptions} [options]
+   */
+  brokerStatus(options = {}) {
+    return this.call('broker.status', options.verbose ? { verbose: true } : {}, options);
+  }
+
+  /** `{apps, errors, warnings, conflicts, ...}`: the registered apps (tokens never shown). @param {CallOptions} [options] */
+  appsList(options) {
+    return this.call('apps.list', {}, options);
+  }
+
+  /** Re-reads `STATE/apps/*.json` (as SIGHUP does) and answers as `appsList`. @param {CallOptions} [options] */
+  appsReload(options) {
+    return this.call('apps.reload', {}, options);
+  }
+
+  /**
+   * Opens a URL: a durable event is queued for the app that handles it. Resolves
+   * `{app, via, eventID, delivered, queued, kind}`; rejects -32004 when nothing opens it and no
+   * `fallback` was given, -32602 for an invalid URL.
+   * @param {string | URL} url
+   * @param {{fallback?: string | URL} & CallOptions} [options]
+   */
+  urlOpen(url, options = {}) {
+    /** @type {Record<string, unknown>} */
+    const params = { url: String(url) };
+    if (options.fallback !== undefined) params.fallback = String(options.fallback);
+    return this.call('url.open', params, options);
+  }
+
+  /** `{canOpen, app?, via?}`: the routing decision without queuing anything. @param {string | URL} url @param {CallOptions} [options] */
+  urlCanOpen(url, options) {
+    return this.call('url.canOpen', { url: String(url) }, options);
+  }
+
+  /**
+   * `{url, fallback?, steps, decision, text}`: the routing decision, step by step.
+   * @param {string | URL} url
+   * @param {{fallback?: string | URL} & CallOptions} [options]
+   */
+  urlExplain(url, options = {}) {
+    /** @type {Record<string, unknown>} */
+    const params = { url: String(url) };
+    if (options.fallback !== undefined) params.fallback = String(options.fallback);
+    return this.call('url.explain', params, options);
+  }
+
+  /**
+   * Subscribes as the app (role `app`): resolves `{pending}`; then `app.event` notifications
+   * arrive, the pending ones first, oldest first. A new subscription (from any connection of the
+   * app) takes over.
+   * @param {CallOptions} [options]
+   */
+  appSubscribe(options) {
+    return this.call('app.subscribe', {}, options);
+  }
+
+  /**
+   * Acknowledges events by id (one or several): `{acked: N}`, durable before the answer. Ids the
+   * caller does not hold count 0; never an error.
+   * @param {string | string[]} ids
+   * @param {CallOptions} [options]
+   */
+  appAck(ids, options) {
+    return this.call('app.ack', { ids: typeof ids === 'string' ? [ids] : [...ids] }, options);
+  }
+
+  /**
+   * `{targets: [{extension, app, name}]}`: the share and action extensions whose activation rule
+   * accepts the items as a whole.
+   * @param {Item | Item[]} items
+   * @param {CallOptions} [options]
+   */
+  shareTargets(items, options) {
+    return this.call('share.targets', { items: itemList(items) }, options);
+  }
+
+  /**
+   * Shares items: role `extension` sends as itself, role `tool` as the share sheet (the broker
+   * picks the one extension that accepts, or the named `extension`; several and none named is
+   * -32003 with `data.candidates`). `group`: one of the extension's app groups (default its
+   * first). `open: true` also opens `SCHEME://open-from-share?share=SHAREID` on the containing
+   * app; `open: 'URL'` opens that URL. Durable before the answer:
+   * `{shareID, extension, app, group, eventID?}`.
+   * @param {Item | Item[]} items
+   * @param {{extension?: string, group?: string, open?: boolean | string} & CallOptions} [options]
+   */
+  shareSend(items, options = {}) {
+    /** @type {Record<string, unknown>} */
+    const params = { items: itemList(items) };
+    if (options.extension !== undefined) params.extension = options.extension;
+    if (options.group !== undefined) params.group = options.group;
+    if (options.open !== undefined && options.open !== false) params.open = options.open;
+    return this.call('share.send', params, options);
+  }
+
+  /**
+   * `{shares: [{shareID, extension, app, group, created, items}]}`: the pending shares of the
+   * caller's groups (or of `group`), oldest first.
+   * @param {string | ({group?: string} & CallOptions)} [options] the group, or options
+   */
+  shareList(options = {}) {
+    const o = typeof options === 'string' ? { group: options } : options;
+    return this.call('share.list', o.group !== undefined ? { group: o.group } : {}, o);
+  }
+
+  /**
+   * One share; its file items carry the absolute `path` of the copy inside the group directory
+   * (plus `name`, `type`, `size`). -32002 for an unknown id.
+   * @param {string} shareID
+   * @param {CallOptions} [options]
+   */
+  shareGet(shareID, options) {
+    return this.call('share.get', { shareID }, options);
+  }
+
+  /** Deletes the share's record and files: `{completed: true}`. @param {string} shareID @param {CallOptions} [options] */
+  shareComplete(shareID, options) {
+    return this.call('share.complete', { shareID }, options);
+  }
+
+  /** `{exists, value, version}` (`value` `null` when absent). @param {string} group @param {string} key @param {CallOptions} [options] */
+  defaultsGet(group, key, options) {
+    return this.call('defaults.get', { group, key }, options);
+  }
+
+  /**
+   * Sets a key to any JSON value: `{version}`, the group's new version. With `ifVersion` it is a
+   * compare-and-set (-32006 with `data.version` when the group moved on).
+   * @param {string} group
+   * @param {string} key
+   * @param {unknown} value
+   * @param {{ifVersion?: number} & CallOptions} [options]
+   */
+  defaultsSet(group, key, value, options = {}) {
+    /** @type {Record<string, unknown>} */
+    const params = { group, key, value: value === undefined ? null : value };
+    if (options.ifVersion !== undefined) params.ifVersion = options.ifVersion;
+    return this.call('defaults.set', params, options);
+  }
+
+  /**
+   * Removes a key: `{removed, version}` (`removed: false`: there was no such key; nothing changed).
+   * @param {string} group
+   * @param {string} key
+   * @param {{ifVersion?: number} & CallOptions} [options]
+   */
+  defaultsRemove(group, key, options = {}) {
+    /** @type {Record<string, unknown>} */
+    const params = { group, key };
+    if (options.ifVersion !== undefined) params.ifVersion = options.ifVersion;
+    return this.call('defaults.remove', params, options);
+  }
+
+  /** `{values: {key: value}, version}`: the group's whole suite. @param {string} group @param {CallOptions} [options] */
+  defaultsList(group, options) {
+    return this.call('defaults.list', { group }, options);
+  }
+
+  /**
+   * Watches a group (only `keys`, when given): `{watching: true, version, keys?}`; then
+   * `defaults.changed {group, key, value?, removed?, version}` notifications arrive, until
+   * `defaults.watchEnded {group, reason}`. Watching again replaces the key filter.
+   * @param {string} group
+   * @param {{keys?: string | string[]} & CallOptions} [options]
+   */
+  defaultsWatch(group, options = {}) {
+    /** @type {Record<string, unknown>} */
+    const params = { group };
+    if (options.keys !== undefined) params.keys = typeof options.keys === 'string' ? [options.keys] : [...options.keys];
+    return this.call('defaults.watch', params, options);
+  }
+}
+
+if (Symbol.asyncDispose) {
+  /** `await using client = await connect(...)` closes it at the end of the block. */
+  Object.defineProperty(Client.prototype, Symbol.asyncDispose, {
+    value: function () { return this.close(); },
+    writable: true,
+    configurable: true,
+  });
+}
+
+/**
+ * @template T
+ * @param {T[]} list
+ * @param {T} x
+ */
+function removeFrom(list, x) {
+  const i = list.indexOf(x);
+  if (i >= 0) list.splice(i, 1);
+}
+
+/** @param {Item | Item[]} items */
+function itemList(items) {
+  return Array.isArray(items) ? items : [items];
+}
+
+/**
+ * @param {number | null | undefined} t
+ * @param {number | null} dflt
+ */
+function limitOrDefault(t, dflt) {
+  return t === undefined ? dflt : limitOf(t);
+}
+
+/** A call (or a batch) waiting for its answer. */
+class Pending {
+  /**
+   * @param {Client} client
+   * @param {string} method
+   * @param {number[]} ids
+   * @param {(v: any) => void} resolve
+   * @param {(e: Error) => void} reject
+   * @param {CallOptions} options
+   */
+  constructor(client, method, ids, resolve, reject, options) {
+    this.method = method;
+    this.done = false;
+    /** @type {{settle: (reply: unknown[]) => void, reject: (e: Error) => void} | undefined} */
+    this.batch = undefined;
+    const limit = limitOrDefault(options.timeout, client.timeout);
+    const signal = options.signal;
+    const finish = () => {
+      this.done = true;
+      clearTimeout(this.timer);
+      signal?.removeEventListener('abort', onAbort);
+      for (const id of ids) if (client._pending.get(id) === this) client._pending.delete(id);
+    };
+    const abandon = () => {
+      for (const id of ids) client._abandoned.add(id);
+    };
+    this.resolve = (/** @type {any} */ v) => {
+      if (this.done) return;
+      finish();
+      resolve(v);
+    };
+    this.reject = (/** @type {Error} */ e) => {
+      if (this.done) return;
+      finish();
+      reject(e);
+    };
+    const onAbort = () => {
+      if (this.done) return;
+      abandon();
+      this.reject(signal?.reason ?? new Error('aborted'));
+    };
+    /** @type {NodeJS.Timeout | undefined} */
+    this.timer = undefined;
+    if (signal?.aborted) {
+      this.done = true;
+      reject(signal.reason);
+      return;
+    }
+    signal?.addEventListener('abort', onAbort, { once: true });
+    if (client.closed || client._closedByUs) {
+      this.reject(client._closedError());
+      return;
+    }
+    if (limit !== null) {
+      this.timer = setTimeout(() => {
+        if (this.done) return;
+        abandon();
+        this.reject(new TimeoutError(`${method}: no answer from sharebroker at ${client.socketPath} within ${limit} ms`));
+      }, limit);
+    }
+  }
+}
+
+/**
+ * Someone waiting for a message (a notification, a raw reply).
+ * @template T
+ */
+class Waiter {
+  /**
+   * @param {(v: T) => void} resolve
+   * @param {(e: unknown) => void} reject
+   * @param {(n: any) => boolean} accepts
+   * @param {number | null} limit
+   * @param {() => void} remove takes the waiter off its list
+   * @param {AbortSignal | undefined} signal
+   * @param {() => T | Error} onTimeout resolves with the value, or rejects with the error
+   */
+  constructor(resolve, reject, accepts, limit, remove, signal, onTimeout) {
+    this.accepts = accepts;
+    let done = false;
+    /** @type {NodeJS.Timeout | undefined} */
+    let timer;
+    const onAbort = () => {
+      if (done) return;
+      this.fail(signal?.reason);
+      remove();
+    };
+    const finish = () => {
+      done = true;
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', onAbort);
+    };
+    this.settle = (/** @type {T} */ v) => {
+      if (done) return;
+      finish();
+      resolve(v);
+    };
+    this.fail = (/** @type {unknown} */ e) => {
+      if (done) return;
+      finish();
+      reject(e);
+    };
+    if (signal?.aborted) {
+      queueMicrotask(onAbort);
+      return;
+    }
+    signal?.addEventListener('abort', onAbort, { once: true });
+    if (limit !== null) {
+      timer = setTimeout(() => {
+        if (done) return;
+        remove();
+        const v = onTimeout();
+        if (v instanceof Error) this.fail(v);
+        else this.settle(v);
+      }, limit);
+    }
+  }
+}
+
+/**
+ * Connects to the broker: `await connect({socket, framing, timeout, role, bundleID, token})`.
+ * Says `hello` when `role` is given.
+ * @param {ConnectOptions} [options]
+ * @returns {Promise<Client>}
+ */
+export function connect(options = {}) {
+  return new Client(options).connect();
+}

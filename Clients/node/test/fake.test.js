@@ -1,0 +1,232 @@
+// The client against a scripted fake broker (a net.Server on a private socket): what a real broker
+// does not do on demand — answers that never come or come late, replies written a byte at a
+// time, several messages in one write, a hang-up after an id-null error, garbage, a peer that
+// stops reading (backpressure).
+
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import net from 'node:net';
+import { rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+import { Client, ConnectionClosed, FrameDecoder, ProtocolError, RpcError, TimeoutError, encode, NOT_FOUND, INVALID_REQUEST } from '../src/index.js';
+import { tempDir, WAIT } from './support.js';
+
+/**
+ * Starts a fake broker; `onConnection(peer)` gets each connection: `peer.messages` (an async
+ * queue of what the client sent), `peer.send(msg)`, `peer.socket`.
+ */
+async function fakeBroker(t, framing, onConnection) {
+  const dir = tempDir('sbfake-');
+  const path = join(dir, 'fake.sock');
+  const server = net.createServer((socket) => {
+    const decoder = new FrameDecoder(framing);
+    const queue = [];
+    const waiters = [];
+    socket.on('data', (chunk) => {
+      for (const m of decoder.feed(chunk)) {
+        const w = waiters.shift();
+        if (w) w(m);
+        else queue.push(m);
+      }
+    });
+    socket.on('error', () => {});
+    const peer = {
+      socket,
+      next: () => (queue.length ? Promise.resolve(queue.shift()) : new Promise((res) => waiters.push(res))),
+      send: (/** @type {unknown} */ msg) => socket.write(encode(msg, framing)),
+    };
+    onConnection(peer);
+  });
+  await new Promise((res) => server.listen(path, res));
+  t.after(async () => {
+    server.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+  return { path, server };
+}
+
+/** Writes `bytes` one byte per event-loop turn. */
+async function trickle(socket, bytes) {
+  for (const b of bytes) {
+    socket.write(Buffer.from([b]));
+    await sleep(0);
+  }
+}
+
+test('requests: numeric ids counting up, jsonrpc 2.0, params only when given', async (t) => {
+  const seen = [];
+  const { path } = await fakeBroker(t, 'line', async (peer) => {
+    for (;;) {
+      const m = await peer.next();
+      seen.push(m);
+      if ('id' in m) peer.send({ jsonrpc: '2.0', id: m.id, result: { echo: m.method } });
+    }
+  });
+  const c = await new Client({ socket: path, timeout: WAIT }).connect();
+  t.after(() => c.destroy());
+  assert.deepEqual(await c.call('a.b'), { echo: 'a.b' });
+  assert.deepEqual(await c.call('c.d', { x: 1 }), { echo: 'c.d' });
+  await c.notify('e.f', { y: 2 });
+  await c.urlOpen('notes://x', { fallback: undefined });
+  assert.deepEqual(seen[0], { jsonrpc: '2.0', id: 1, method: 'a.b' });
+  assert.deepEqual(seen[1], { jsonrpc: '2.0', id: 2, method: 'c.d', params: { x: 1 } });
+  assert.deepEqual(seen[2], { jsonrpc: '2.0', method: 'e.f', params: { y: 2 } });
+  assert.deepEqual(seen[3], { jsonrpc: '2.0', id: 3, method: 'url.open', params: { url: 'notes://x' } });
+});
+
+test('per-call timeout: TimeoutError, the late answer is dropped, the connection goes on', async (t) => {
+  const { path } = await fakeBroker(t, 'line', async (peer) => {
+    const slow = await peer.next();       // never answered in time
+    const fast = await peer.next();
+    await sleep(50);
+    peer.send({ jsonrpc: '2.0', id: slow.id, result: 'late' });
+    peer.send({ jsonrpc: '2.0', id: fast.id, result: 'fast' });
+  });
+  const c = await new Client({ socket: path, timeout: WAIT }).connect();
+  t.after(() => c.destroy());
+  await assert.rejects(c.call('slow', undefined, { timeout: 30 }), (e) => {
+    assert.ok(e instanceof TimeoutError);
+    assert.match(e.message, /slow/);
+    return true;
+  });
+  assert.equal(await c.call('fast'), 'fast');
+  await sleep(10);
+  assert.equal(c.pendingReplies, 0, 'the late answer was kept');
+  // An aborted call is abandoned the same way.
+  const ac = new AbortController();
+  const p = c.call('never', undefined, { signal: ac.signal });
+  ac.abort();
+  await assert.rejects(p, { name: 'AbortError' });
+});
+
+for (const framing of ['line', 'header']) {
+  test(`${framing}: answers written a byte at a time, and several in one write`, async (t) => {
+    const { path } = await fakeBroker(t, framing, async (peer) => {
+      const a = await peer.next();
+      const b = await peer.next();
+      // b's answer, a notification and a's answer in one write; then one more, byte by byte.
+      peer.socket.write(Buffer.concat([
+        encode({ jsonrpc: '2.0', id: b.id, result: 'b: ü' }, framing),
+        encode({ jsonrpc: '2.0', method: 'app.event', params: { id: 'ev-1', url: 'x://€' } }, framing),
+        encode({ jsonrpc: '2.0', id: a.id, error: { code: NOT_FOUND, message: 'nö €', data: { k: '😀' } } }, framing),
+      ]));
+      const c2 = await peer.next();
+      await trickle(peer.socket, encode({ jsonrpc: '2.0', id: c2.id, result: '𝄞€é'.repeat(5) }, framing));
+    });
+    const c = await new Client({ socket: path, framing, timeout: WAIT }).connect();
+    t.after(() => c.destroy());
+    const a = c.call('a');
+    const b = c.call('b');
+    assert.equal(await b, 'b: ü');
+    await assert.rejects(a, (e) => {
+      assert.ok(e instanceof RpcError);
+      assert.deepEqual([e.code, e.message, e.data, e.method], [NOT_FOUND, 'nö €', { k: '😀' }, 'a']);
+      return true;
+    });
+    assert.deepEqual(await c.nextEvent({ timeout: 0 }), { id: 'ev-1', url: 'x://€' });
+    assert.equal(await c.call('c'), '𝄞€é'.repeat(5));
+  });
+}
+
+test('a hang-up after an id-null error: ConnectionClosed carries it', async (t) => {
+  const { path } = await fakeBroker(t, 'line', async (peer) => {
+    await peer.next();
+    peer.socket.end(encode({ jsonrpc: '2.0', id: null, error: { code: INVALID_REQUEST, message: 'Message over 4096 bytes' } }, 'line'));
+  });
+  const c = await new Client({ socket: path, timeout: WAIT }).connect();
+  const brokerErrors = [];
+  c.on('brokerError', (e) => brokerErrors.push(e));
+  const closed = new Promise((res) => c.once('close', res));
+  await assert.rejects(c.call('x'), (e) => {
+    assert.ok(e instanceof ConnectionClosed);
+    assert.ok(e.reason instanceof RpcError);
+    assert.equal(e.reason.code, INVALID_REQUEST);
+    assert.equal(e.reason.message, 'Message over 4096 bytes');
+    assert.match(e.message, /Message over 4096 bytes \(-32600\)/);
+    return true;
+  });
+  assert.equal(await closed, c.closeError);
+  assert.equal(brokerErrors.length, 1);
+  assert.equal(brokerErrors[0].code, INVALID_REQUEST);
+  // The raw error is also readable, and so is nothing more.
+  assert.equal((await c.receive()).error.code, INVALID_REQUEST);
+  await assert.rejects(c.receive(), ConnectionClosed);
+  await assert.rejects(c.call('y'), ConnectionClosed);
+});
+
+test('a hang-up without a reason, and garbage from the peer', async (t) => {
+  let n = 0;
+  const { path } = await fakeBroker(t, 'line', async (peer) => {
+    n++;
+    await peer.next();
+    if (n === 1) peer.socket.end();
+    else peer.socket.write('{"jsonrpc":"2.0","id":1,"result":\n');
+  });
+  const c1 = await new Client({ socket: path, timeout: WAIT }).connect();
+  await assert.rejects(c1.call('x'), (e) => e instanceof ConnectionClosed && e.reason === undefined);
+  const c2 = await new Client({ socket: path, timeout: WAIT }).connect();
+  await assert.rejects(c2.call('x'), (e) => e instanceof ConnectionClosed && e.cause instanceof ProtocolError);
+  assert.equal(c2.closed, true);
+});
+
+test('backpressure: while the peer does not read, messages wait in the client, in order', async (t) => {
+  /** @type {net.Socket | undefined} */
+  let server;
+  const received = [];
+  const decoder = new FrameDecoder('line');
+  const { path } = await fakeBroker(t, 'line', (peer) => {
+    server = peer.socket;
+    server.removeAllListeners('data');
+    server.pause();
+    server.on('data', (chunk) => received.push(...decoder.feed(chunk)));
+  });
+  const c = await new Client({ socket: path, timeout: WAIT }).connect();
+  t.after(() => c.destroy());
+  const big = 'x'.repeat(1 << 20);
+  const writes = [];
+  for (let i = 0; i < 24; i++) writes.push(c.notify('bulk', { i, big }));
+  let settled = 0;
+  for (const w of writes) w.then(() => settled++);
+  await sleep(100);
+  // Without backpressure all 24 MiB would sit in the socket's buffer and every write would be
+  // settled by now; with it, the socket holds about one message and the rest wait in order.
+  assert.ok(c._socket.writableLength <= 2 * (1 << 20) + 65536, `the socket buffers ${c._socket.writableLength} bytes`);
+  assert.ok(c._out.length >= 10, `only ${c._out.length} messages wait in the client`);
+  assert.ok(settled < 24, 'every write was settled while the peer read nothing');
+  assert.ok(c.pendingWriteBytes > 10 * (1 << 20));
+  assert.ok(server, 'the fake broker saw no connection');
+  server.resume();
+  await Promise.all(writes);
+  while (received.length < 24) await sleep(10);
+  assert.deepEqual(received.map((m) => m.params.i), Array.from({ length: 24 }, (_, i) => i));
+  assert.ok(received.every((m) => m.params.big.length === big.length));
+});
+
+test('close(): half-closes, waits for the peer, then resolves', async (t) => {
+  let ended = false;
+  const { path } = await fakeBroker(t, 'line', (peer) => {
+    peer.socket.allowHalfOpen = true; // it answers after the client's end, as the broker does
+    peer.socket.on('end', () => {
+      ended = true;
+      // The peer answers what it read, then closes its end.
+      peer.next().then((m) => peer.socket.end(encode({ jsonrpc: '2.0', id: m.id, result: 'answered' }, 'line')));
+    });
+  });
+  const c = await new Client({ socket: path, timeout: WAIT }).connect();
+  const inFlight = c.call('x');
+  await c.close();
+  assert.equal(ended, true);
+  assert.equal(await inFlight, 'answered');
+  assert.equal(c.closed, true);
+  await assert.rejects(c.call('y'), ConnectionClosed);
+});
+
+test('close(): a peer that never closes is dropped after closeTimeout', async (t) => {
+  const { path } = await fakeBroker(t, 'line', () => {});
+  const c = await new Client({ socket: path, timeout: WAIT, closeTimeout: 100 }).connect();
+  const waiting = c.call('x');
+  await c.close();
+  await assert.rejects(waiting, ConnectionClosed);
+});
