@@ -91,7 +91,7 @@ extension Broker {
         let decision = router.resolve(url, fallback: fallback)
         guard case .routed(let app, let via, let kind, let openedURL) = decision else { throw decisionError(decision) }
         let store = try requireStore()
-        try checkEventQuota(store, app)
+        try checkEventQuota(store, app, url: openedURL)
         var members: [(key: String, value: JSONValue)] = []
         members.reserveCapacity(6)  // before the first append: one allocation
         members.append((key: "id", value: .null))  // the store writes the id in place (enqueue)
@@ -244,18 +244,21 @@ extension Broker {
     }
 
     /// An app's pending events may not pass `maxPendingEventsPerApp` nor, in journal bytes,
-    /// `maxPendingEventBytesPerApp`: -32005 naming the quota, nothing stored.
-    func checkEventQuota(_ store: EventStore, _ app: String) throws(RPCError) {
+    /// `maxPendingEventBytesPerApp` with the new event's (`url`: its URL, which sets its size):
+    /// -32005 naming the quota, nothing stored.
+    func checkEventQuota(_ store: EventStore, _ app: String, url: String = "") throws(RPCError) {
         let load = store.pendingLoad(for: app)
+        // (about the record's size: its URL and ~150 bytes of the rest)
+        let adding = url.utf8.count + 150
+        guard load.bytes + adding <= config.maxPendingEventBytesPerApp else {
+            throw RPCError(
+                .storageFailure,
+                "Storage failure: \(app)'s pending events take \(load.bytes) bytes, and this one about \(adding) more (its quota: \(config.maxPendingEventBytesPerApp)); nothing was stored")
+        }
         guard load.count < config.maxPendingEventsPerApp else {
             throw RPCError(
                 .storageFailure,
                 "Storage failure: \(app) already has \(config.maxPendingEventsPerApp) pending events (its quota); nothing was stored")
-        }
-        guard load.bytes < config.maxPendingEventBytesPerApp else {
-            throw RPCError(
-                .storageFailure,
-                "Storage failure: \(app)'s pending events already take \(load.bytes) bytes (its quota: \(config.maxPendingEventBytesPerApp)); nothing was stored")
         }
     }
 

@@ -528,7 +528,7 @@ extension Broker {
         }
         if let route {
             let events = try requireStore()
-            do { try checkEventQuota(events, route.app) } catch {
+            do { try checkEventQuota(events, route.app, url: (route.1["url"] ?? route.1["webpageURL"])?.stringValue ?? "") } catch {
                 closeFiles(items)
                 throw error
             }
@@ -573,7 +573,7 @@ extension Broker {
                 do throws(RPCError) {
                     try b.methods["share.send"]?.authorize(c)  // (a reload may have ended the session)
                     if b.registryGeneration != generation { try b.recheckSender(chosen, group: group, routeApp: route?.app) }
-                    if let route, let events = b.store { try b.checkEventQuota(events, route.app) }
+                    if let route, let events = b.store { try b.checkEventQuota(events, route.app, url: (route.1["url"] ?? route.1["webpageURL"])?.stringValue ?? "") }
                     return try b.storeShare(
                         c, chosen: chosen, group: group, store: store, shareID: shareID, items: stored, files: files,
                         route: route, filesWritten: true, bytes: shareBytes)

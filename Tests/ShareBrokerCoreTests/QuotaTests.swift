@@ -90,10 +90,18 @@ final class QuotaTests: XCTestCase {
         for _ in 0..<10 where refused == nil {
             refused = rpcError { ids.append(try tool.call("url.open", ["url": .string(long)])["eventID"]!) }
         }
-        XCTAssertEqual(ids.count, 3, "3 events of ~3 KB fit under 8 KiB, the fourth does not")
+        // (the new event counts: the quota is never passed, not even by one event)
+        XCTAssertEqual(ids.count, 2, "2 events of ~3 KB fit under 8 KiB, a third would pass it")
         XCTAssertEqual(refused?.code, -32005)
-        XCTAssertTrue(refused?.message.contains("bytes") ?? false, "\(String(describing: refused))")
-        XCTAssertEqual(try tool.call("broker.status")["pendingEvents"]?.intValue, 3, "nothing stored for the refused one")
+        XCTAssertTrue(refused?.message.contains("and this one about 3159 more (its quota: 8192)") ?? false, "\(String(describing: refused))")
+        XCTAssertEqual(try tool.call("broker.status")["pendingEvents"]?.intValue, 2, "nothing stored for the refused one")
+        // One event larger than the whole quota is refused too (it was stored when the app had room).
+        let huge = "appa://x?" + String(repeating: "h", count: 9000)
+        let app2 = try h.connect()
+        try app2.hello(role: "app", bundleID: "com.a")
+        _ = try app2.call("app.ack", ["ids": .array(ids)])
+        XCTAssertEqual(rpcError { try tool.call("url.open", ["url": .string(huge)]) }?.code, -32005)
+        ids = [try tool.call("url.open", ["url": .string(long)])["eventID"]!, try tool.call("url.open", ["url": .string(long)])["eventID"]!]
         XCTAssertNotNil(try tool.call("url.open", ["url": "appb://fine"])["eventID"], "another app is unaffected")
         // Acking frees the app's quota, also across a restart (the bytes are recounted at replay).
         let app = try h.connect()
