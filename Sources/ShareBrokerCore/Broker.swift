@@ -569,7 +569,9 @@ public final class Broker {
                 continue
             }
             do { try checkIdentity(conn, bundle) } catch {
-                revokeSession(conn, error.message)
+                // (its message without the "Unauthorized: " the notice starts with)
+                let prefix = "Unauthorized: "
+                revokeSession(conn, error.message.hasPrefix(prefix) ? String(error.message.dropFirst(prefix.count)) : error.message)
                 continue
             }
             conn.admitted = now

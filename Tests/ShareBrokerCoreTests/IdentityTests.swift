@@ -107,7 +107,8 @@ final class IdentityTests: XCTestCase {
         listener.arguments = ["--reuid=65534", "--regid=65534", "--clear-groups", Products.shareclient, "--socket", h.socket,
                               "listen", "--as", "com.shared.app", "--timeout", "60"]
         listener.standardOutput = FileHandle.nullDevice
-        listener.standardError = FileHandle.nullDevice
+        let stderrPipe = Pipe()
+        listener.standardError = stderrPipe
         try listener.run()
         defer { if listener.isRunning { listener.terminate() } }
         let tool = try h.tool()
@@ -115,6 +116,9 @@ final class IdentityTests: XCTestCase {
         h.dir.write("state/apps/shared.json", #"{"bundleID": "com.shared.app", "uids": [0]}"#)
         _ = try tool.call("apps.reload")
         XCTAssertTrue(waitUntil(timeout: 10) { !listener.isRunning }, "the revoked session was closed (its listener ended)")
+        let said = String(decoding: stderrPipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        XCTAssertTrue(said.contains("Unauthorized: session ended by a manifest reload: uid 65534"), said)
+        XCTAssertFalse(said.contains("reload: Unauthorized"), "one 'Unauthorized' is enough: \(said)")
         XCTAssertEqual(try tool.call("broker.status")["subscribers"]?.intValue, 0)
         XCTAssertEqual(try tool.call("broker.status")["sessions"]?["app"]?.intValue, 0)
         h.stop()
