@@ -128,12 +128,37 @@ extension Broker {
     }
 
     /// Opens every group that has a directory, so recovery runs at start and counts are right.
+    /// One that cannot be opened (a journal another user owns, a symlink) is logged: its shares
+    /// are not "none" (share.list, share.get and share.send on it say -32005).
     func openExistingGroups() {
         for g in FileIO.listDirectory(config.stateDirectory + "/groups") ?? [] where ManifestDecoder.isUsableGroupName(g) {
             if FileIO.exists(groupDirectory(g) + "/files") || (FileIO.listDirectory(groupDirectory(g)) ?? []).contains(where: { $0.hasPrefix("shares-") }) {
-                _ = try? shareStore(g)
+                do { _ = try shareStore(g) } catch {
+                    log.log(.error, "cannot open the shares of group \(g): \(Broker.storeProblem(error)); share.* on it fail with -32005 until it is fixed")
+                }
             }
         }
+    }
+
+    /// The share store of a group the caller reads (share.list, share.get): nil when the group
+    /// has no directory yet (no shares); -32005 when its shares exist but cannot be read (an
+    /// empty answer would say they are gone).
+    func readableShareStore(_ group: String) throws(RPCError) -> ShareRecordStore? {
+        if let s = shareStores[group] { return s }
+        guard FileIO.exists(groupDirectory(group)) else { return nil }
+        do { return try shareStore(group) } catch {
+            guard error.code == ErrorCode.storageFailure.rawValue else { throw error }
+            throw RPCError(.storageFailure, "Storage failure: the shares of group '\(group)' cannot be read: \(Broker.storeProblem(error))")
+        }
+    }
+
+    /// What `shareStore`'s -32005 says went wrong, without its "Storage failure: " and
+    /// "; nothing was stored" (said of a read, it would mislead).
+    static func storeProblem(_ error: RPCError) -> Substring {
+        var why = Substring(error.message)
+        if why.hasPrefix("Storage failure: ") { why = why.dropFirst("Storage failure: ".count) }
+        if why.hasSuffix("; nothing was stored") { why = why.dropLast("; nothing was stored".count) }
+        return why
     }
 
     /// Pending shares across groups (a running count kept by the stores).
@@ -727,7 +752,7 @@ extension Broker {
         }
         var lists: [(shares: [StoredShare], store: ShareRecordStore, next: Int)] = []
         for g in groups where ManifestDecoder.isUsableGroupName(g) {
-            guard let store = shareStores[g] ?? (FileIO.exists(groupDirectory(g)) ? try? shareStore(g) : nil) else { continue }
+            guard let store = try readableShareStore(g) else { continue }
             let all = store.all
             if !all.isEmpty { lists.append((all, store, 0)) }
         }
@@ -753,8 +778,8 @@ extension Broker {
         // The caller's own groups first (one or a few): the answer costs O(1) however many groups
         // the broker holds; only an id not found there is looked for elsewhere (-32001 vs -32002).
         if let bundle = conn.bundleID {
-            for g in registry.appGroups(of: bundle) {
-                if let store = shareStores[g], let s = store.share(id) { return (s, store) }
+            for g in registry.appGroups(of: bundle) where ManifestDecoder.isUsableGroupName(g) {
+                if let store = try readableShareStore(g), let s = store.share(id) { return (s, store) }
             }
         }
         for (g, store) in shareStores {

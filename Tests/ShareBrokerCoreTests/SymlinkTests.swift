@@ -83,6 +83,31 @@ final class SymlinkTests: XCTestCase {
         XCTAssertEqual(contents(outside).sorted(), ["sh-important", "sh-important/data.txt", "toplevel.txt"])
     }
 
+    /// A group whose shares cannot be read (its journal replaced by a symlink; or, seen by the
+    /// security audit, owned by another user) is no empty group: share.list and share.get say
+    /// -32005 (they answered "none" and "not found": the app would think its shares gone).
+    func testSharesThatCannotBeReadAreAFailureNotNone() throws {
+        let h = BrokerHarness(manifests: ["20-pdf.json": pdfApp])
+        try h.start()
+        let sent = try h.tool().call("share.send", ["items": [["data": .string(base64(pdfBytes)), "name": "a.pdf"]]])
+        let id = try XCTUnwrap(sent["shareID"]?.stringValue)
+        h.stop()
+        let group = h.state + "/groups/group.com.example.pdf"
+        let journal = try XCTUnwrap(
+            try FileManager.default.contentsOfDirectory(atPath: group).first { $0.hasPrefix("shares-") && $0.hasSuffix(".log") })
+        let copy = outsideDirectory() + "/" + journal
+        try FileManager.default.moveItem(atPath: group + "/" + journal, toPath: copy)
+        XCTAssertEqual(symlink(copy, group + "/" + journal), 0)
+        try h.start()
+        defer { h.stop() }
+        let app = try h.connect()
+        try app.hello(role: "app", bundleID: "com.example.pdfreader")
+        let list = rpcError { _ = try app.call("share.list") }
+        XCTAssertEqual(list?.code, -32005, "\(String(describing: list))")
+        XCTAssertTrue(list?.message.contains("the shares of group 'group.com.example.pdf' cannot be read") ?? false, "\(String(describing: list))")
+        XCTAssertEqual(rpcError { _ = try app.call("share.get", ["shareID": .string(id)]) }?.code, -32005)
+    }
+
     func testGroupsSwappedForASymlinkWhileRunningAreNotWrittenThrough() throws {
         let h = BrokerHarness(manifests: ["20-pdf.json": pdfApp])
         try h.start()
