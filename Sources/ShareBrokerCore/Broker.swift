@@ -229,6 +229,7 @@ public final class Broker {
         scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: Broker.readChunk, alignment: 16)
         methods = Broker.methodTable()
         openFileLimit = ProcessInfoLite.raiseOpenFileLimit()
+        if let budget = config.openFileLimitForBudget { openFileLimit = budget }
         // Signals are caught before the pid goes into STATE/broker.lock (where scripts read it to
         // send SIGHUP): one that arrives while the broker starts waits in the pipe for the loop
         // (a reload, or a clean stop) instead of killing the broker.
@@ -952,15 +953,20 @@ public final class Broker {
             let peer = UnixSocket.peerCredentials(fd)
             if let uid = peer?.uid, connectionsByUID[uid, default: 0] >= config.maxConnectionsPerUID {
                 log.log(.warning, "refusing a connection from uid \(uid): it already has \(config.maxConnectionsPerUID) (the per-user limit)")
-                var out: [UInt8] = []
-                RPCCodec.writeError(
-                    id: .null,
-                    error: RPCError(.unauthorized, "Unauthorized: uid \(uid) already has \(config.maxConnectionsPerUID) connections (the per-user limit)"),
-                    to: &out)
-                out.append(0x0A)
-                _ = out.withUnsafeBytes { try? FD.write(fd, $0) }
-                FD.close(fd)
+                refuseAccepted(fd, "Unauthorized: uid \(uid) already has \(config.maxConnectionsPerUID) connections (the per-user limit)")
                 continue
+            }
+            if let uid = peer?.uid, !Broker.isBrokersOwnUID(uid), openFileLimit > 0 {
+                // Other users' connections together may not take the descriptors kept for the
+                // broker's own user's clients (an eighth, at least 64): two hostile users at their
+                // per-user limits locked every app out.
+                let reserve = max(64, openFileLimit / 8)
+                let own = connectionsByUID[ProcessInfoLite.uid, default: 0] + (ProcessInfoLite.uid == 0 ? 0 : connectionsByUID[0, default: 0])
+                if connections.count - own >= openFileLimit - reserve {
+                    log.log(.warning, "refusing a connection from uid \(uid): other users' connections have reached \(openFileLimit - reserve) (the rest of the open-file limit is kept for this user's clients)")
+                    refuseAccepted(fd, "Unauthorized: other users' connections to this broker have reached their limit of \(openFileLimit - reserve); try again later")
+                    continue
+                }
             }
             let conn = Connection(id: id, fd: fd, peer: peer, maxMessage: config.maxMessage, meter: outputMeter)
             do { try poller.add(fd, interest: .readable, token: id) } catch {
@@ -972,6 +978,15 @@ public final class Broker {
             if let uid = peer?.uid { connectionsByUID[uid, default: 0] += 1 }
             if log.enabled(.debug) { log.log(.debug, "connected: \(conn.identity)", connection: id) }
         }
+    }
+
+    /// Tells a connection just accepted why it is refused (an error without an id), and closes it.
+    func refuseAccepted(_ fd: Int32, _ message: String) {
+        var out: [UInt8] = []
+        RPCCodec.writeError(id: .null, error: RPCError(.unauthorized, message), to: &out)
+        out.append(0x0A)
+        _ = out.withUnsafeBytes { try? FD.write(fd, $0) }
+        FD.close(fd)
     }
 
     /// At the open-file limit, accept and close one pending connection using the spare descriptor,

@@ -72,6 +72,9 @@ public struct BrokerConfiguration: Sendable {
     public var launchTimeoutSeconds: Double = 30
     /// Time between SIGTERM and SIGKILL for a launched child that did not subscribe in time.
     public var launchStopGraceSeconds: Double = 5
+    /// Test seam: the open-file limit the broker budgets its connections with, instead of the
+    /// process's (which it raises to the hard limit); the real limit is unchanged.
+    public var openFileLimitForBudget: Int? = nil
     /// Test seam: injects failures into the event journal (see `JournalFaultPoint`).
     public var storeFaults: (@Sendable (JournalFaultPoint) -> Int32?)? = nil
     /// Test seam: runs on a worker thread before each piece of off-loop work (reading the files

@@ -97,6 +97,51 @@ final class IdentityTests: XCTestCase {
         h.stop()
     }
 
+    /// Other users' connections together may not take the descriptors kept for the broker's own
+    /// user (an eighth of the open-file limit, at least 64): another user holding connections up
+    /// to the limit does not lock this user's apps out (the security audit).
+    func testOtherUsersCannotTakeTheDescriptorsKeptForThisUser() throws {
+        guard getuid() == 0 else { throw XCTSkip("needs root to run a client as another user") }
+        let h = BrokerHarness()
+        try h.start {
+            $0.socketMode = 0o666
+            $0.openFileLimitForBudget = 100  // 64 kept: other users may hold 36
+        }
+        defer { h.stop() }
+        chmod(h.dir.path, 0o755)
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/python3") else { throw XCTSkip("needs /usr/bin/python3") }
+        let script = """
+            import socket, select, sys, time
+            socks = []
+            for _ in range(40):
+                s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); socks.append(s)
+            refused, deadline = set(), time.time() + 10
+            while len(refused) < 4 and time.time() < deadline:
+                r, _, _ = select.select([s for s in socks if s not in refused], [], [], 0.5)
+                for s in r:
+                    if b"other users' connections" in s.recv(4096): refused.add(s)
+            time.sleep(0.3)  # (no more refusals come)
+            r, _, _ = select.select([s for s in socks if s not in refused], [], [], 0)
+            print(len(refused) + len(r), flush=True)
+            time.sleep(30)
+            """
+        let holder = Process()
+        holder.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+        holder.arguments = ["--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "-c", script, h.socket]
+        let out = Pipe()
+        holder.standardOutput = out
+        try holder.run()
+        defer { if holder.isRunning { holder.terminate() } }
+        var line = ""
+        while !line.contains("\n"), let byte = try out.fileHandleForReading.read(upToCount: 1), !byte.isEmpty {
+            line += String(decoding: byte, as: UTF8.self)
+        }
+        XCTAssertEqual(line.trimmingCharacters(in: .whitespacesAndNewlines), "4", "36 of 40 other-user connections held, 4 refused")
+        // While they are held, this user's clients still get in.
+        XCTAssertNotNil(try h.tool().call("broker.status")["version"])
+        XCTAssertNotNil(try h.tool().call("broker.status")["version"])
+    }
+
     func testAReloadThatRevokesAUIDEndsItsOpenSessions() throws {
         guard getuid() == 0 else { throw XCTSkip("needs root to run a client as another user") }
         let h = BrokerHarness(manifests: ["shared.json": #"{"bundleID": "com.shared.app", "uids": [0, 65534]}"#])
