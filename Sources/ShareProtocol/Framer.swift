@@ -325,6 +325,9 @@ public struct Framer: Sendable {
                     value = value * 10 + Int(c - 0x30)
                 }
                 guard digits > 0 else { throw .badHeader("Content-Length is empty") }
+                // Two that differ make the body's end ambiguous (RFC 9110 §8.6): an error. The
+                // same value twice is harmless.
+                if let earlier = length, earlier != value { throw .badHeader("two Content-Length headers that differ") }
                 length = value
             }
             lineStart = lf + 1

@@ -232,6 +232,17 @@ struct FramerNewlineTests {
 
 @Suite("Framer: Content-Length mode")
 struct FramerContentLengthTests {
+    /// Two Content-Length headers that differ are a header error (the body's end would be
+    /// ambiguous; the last one won); the same value twice is fine.
+    @Test func conflictingContentLengthsAreAnError() throws {
+        var f = Framer(maxMessage: 1024)
+        #expect(throws: FramingError.badHeader("two Content-Length headers that differ")) {
+            _ = try f.feedBytes(utf8("Content-Length: 2\r\nContent-Length: 7\r\n\r\n{}"))
+        }
+        var g = Framer(maxMessage: 1024)
+        #expect(try g.feedBytes(utf8("Content-Length: 2\r\ncontent-length: 2\r\n\r\n{}")) == cl(["{}"]))
+    }
+
     @Test func readsOneFrame() throws {
         var f = Framer(maxMessage: 1024)
         let got = try f.feedBytes(lspFrame(#"{"a":1}"#))
