@@ -751,8 +751,17 @@ extension Broker {
             groups = registry.appGroups(of: conn.bundleID ?? "")
         }
         var lists: [(shares: [StoredShare], store: ShareRecordStore, next: Int)] = []
+        // Without `group`, a group whose shares cannot be read does not hide the others': it is
+        // named in `unreadableGroups` (with `group`, it is the answer: -32005).
+        var unreadable: [JSONValue] = []
         for g in groups where ManifestDecoder.isUsableGroupName(g) {
-            guard let store = try readableShareStore(g) else { continue }
+            let opened: ShareRecordStore?
+            do { opened = try readableShareStore(g) } catch {
+                if groups.count == 1 { throw error }
+                unreadable.append(["group": .string(g), "error": .string(error.message)])
+                continue
+            }
+            guard let store = opened else { continue }
             let all = store.all
             if !all.isEmpty { lists.append((all, store, 0)) }
         }
@@ -770,16 +779,25 @@ extension Broker {
             out.append(shareJSON(lists[pick].shares[lists[pick].next], store: lists[pick].store))
             lists[pick].next += 1
         }
-        return ["shares": .array(out)]
+        if unreadable.isEmpty { return ["shares": .array(out)] }
+        return ["shares": .array(out), "unreadableGroups": .array(unreadable)]
     }
 
     func findShare(_ conn: Connection, _ p: Params) throws(RPCError) -> (StoredShare, ShareRecordStore) {
         let id = try p.string("shareID")
         // The caller's own groups first (one or a few): the answer costs O(1) however many groups
         // the broker holds; only an id not found there is looked for elsewhere (-32001 vs -32002).
+        // A group of the caller's whose shares cannot be read is skipped; if the id is found
+        // nowhere, that is the answer (-32005: the share may be there), not "not found".
+        var unreadable: RPCError? = nil
         if let bundle = conn.bundleID {
             for g in registry.appGroups(of: bundle) where ManifestDecoder.isUsableGroupName(g) {
-                if let store = try readableShareStore(g), let s = store.share(id) { return (s, store) }
+                let store: ShareRecordStore?
+                do { store = try readableShareStore(g) } catch {
+                    if unreadable == nil { unreadable = error }
+                    continue
+                }
+                if let store, let s = store.share(id) { return (s, store) }
             }
         }
         for (g, store) in shareStores {
@@ -788,6 +806,7 @@ extension Broker {
                 return (s, store)
             }
         }
+        if let unreadable { throw unreadable }
         throw RPCError(.notFound, "Not found: no pending share '\(id)'")
     }
 

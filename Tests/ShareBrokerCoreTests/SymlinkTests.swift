@@ -84,15 +84,24 @@ final class SymlinkTests: XCTestCase {
     }
 
     /// A group whose shares cannot be read (its journal replaced by a symlink; or, seen by the
-    /// security audit, owned by another user) is no empty group: share.list and share.get say
-    /// -32005 (they answered "none" and "not found": the app would think its shares gone).
+    /// security audit, owned by another user) is no empty group: share.list of it and share.get
+    /// of an id found nowhere say -32005 (they answered "none" and "not found": the app would
+    /// think its shares gone). The caller's other groups still work: share.get and
+    /// share.complete find their shares, share.list without a group lists them and names the
+    /// unreadable group in `unreadableGroups` (the review: one broken group blocked them all).
     func testSharesThatCannotBeReadAreAFailureNotNone() throws {
-        let h = BrokerHarness(manifests: ["20-pdf.json": pdfApp])
+        let ext = #"{"bundleID": "com.x.app.share", "point": "com.apple.share-services", "appGroups": ["group.a", "group.b"], "activationRule": "TRUEPREDICATE"}"#
+        let h = BrokerHarness(manifests: ["10-x.json": manifestJSON("com.x.app", groups: ["group.a", "group.b"], extensions: [ext])])
         try h.start()
-        let sent = try h.tool().call("share.send", ["items": [["data": .string(base64(pdfBytes)), "name": "a.pdf"]]])
-        let id = try XCTUnwrap(sent["shareID"]?.stringValue)
+        func send(_ group: String) throws -> String {
+            let c = try h.connect()
+            try c.hello(role: "extension", bundleID: "com.x.app.share")
+            return try XCTUnwrap(try c.call("share.send", ["items": [["text": "hi"]], "group": .string(group)])["shareID"]?.stringValue)
+        }
+        let inA = try send("group.a")
+        _ = try send("group.b")
         h.stop()
-        let group = h.state + "/groups/group.com.example.pdf"
+        let group = h.state + "/groups/group.a"
         let journal = try XCTUnwrap(
             try FileManager.default.contentsOfDirectory(atPath: group).first { $0.hasPrefix("shares-") && $0.hasSuffix(".log") })
         let copy = outsideDirectory() + "/" + journal
@@ -100,12 +109,18 @@ final class SymlinkTests: XCTestCase {
         XCTAssertEqual(symlink(copy, group + "/" + journal), 0)
         try h.start()
         defer { h.stop() }
+        let inB = try send("group.b")
         let app = try h.connect()
-        try app.hello(role: "app", bundleID: "com.example.pdfreader")
-        let list = rpcError { _ = try app.call("share.list") }
-        XCTAssertEqual(list?.code, -32005, "\(String(describing: list))")
-        XCTAssertTrue(list?.message.contains("the shares of group 'group.com.example.pdf' cannot be read") ?? false, "\(String(describing: list))")
-        XCTAssertEqual(rpcError { _ = try app.call("share.get", ["shareID": .string(id)]) }?.code, -32005)
+        try app.hello(role: "app", bundleID: "com.x.app")
+        let onlyA = rpcError { _ = try app.call("share.list", ["group": "group.a"]) }
+        XCTAssertEqual(onlyA?.code, -32005, "\(String(describing: onlyA))")
+        XCTAssertTrue(onlyA?.message.contains("the shares of group 'group.a' cannot be read") ?? false, "\(String(describing: onlyA))")
+        let all = try app.call("share.list")
+        XCTAssertEqual(all["shares"]?.arrayValue?.count, 2, all.compactText)
+        XCTAssertEqual(all["unreadableGroups"]?.arrayValue?.first?["group"], "group.a", all.compactText)
+        XCTAssertEqual(rpcError { _ = try app.call("share.get", ["shareID": .string(inA)]) }?.code, -32005)
+        XCTAssertEqual(try app.call("share.get", ["shareID": .string(inB)])["group"], "group.b")
+        XCTAssertEqual(try app.call("share.complete", ["shareID": .string(inB)])["completed"], true)
     }
 
     func testGroupsSwappedForASymlinkWhileRunningAreNotWrittenThrough() throws {
