@@ -91,7 +91,7 @@ extension Broker {
         let decision = router.resolve(url, fallback: fallback)
         guard case .routed(let app, let via, let kind, let openedURL) = decision else { throw decisionError(decision) }
         let store = try requireStore()
-        try checkEventQuota(store, app, url: openedURL)
+        try checkEventQuota(store, app, url: openedURL, source: conn.bundleID)
         var members: [(key: String, value: JSONValue)] = []
         members.reserveCapacity(6)  // before the first append: one allocation
         members.append((key: "id", value: .null))  // the store writes the id in place (enqueue)
@@ -246,10 +246,11 @@ extension Broker {
     /// An app's pending events may not pass `maxPendingEventsPerApp` nor, in journal bytes,
     /// `maxPendingEventBytesPerApp` with the new event's (`url`: its URL, which sets its size):
     /// -32005 naming the quota, nothing stored.
-    func checkEventQuota(_ store: EventStore, _ app: String, url: String = "") throws(RPCError) {
+    func checkEventQuota(_ store: EventStore, _ app: String, url: String = "", source: String? = nil) throws(RPCError) {
         let load = store.pendingLoad(for: app)
-        // (about the record's size: its URL and ~150 bytes of the rest)
-        let adding = url.utf8.count + 150
+        // (about the record's size: its URL, its source app's bundle ID and ~250 bytes for the
+        // rest: ids, kind, via, a share's id, a universal link's activity type)
+        let adding = url.utf8.count + (source?.utf8.count ?? 0) + 250
         guard load.bytes + adding <= config.maxPendingEventBytesPerApp else {
             throw RPCError(
                 .storageFailure,

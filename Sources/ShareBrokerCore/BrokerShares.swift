@@ -553,7 +553,7 @@ extension Broker {
         }
         if let route {
             let events = try requireStore()
-            do { try checkEventQuota(events, route.app, url: (route.1["url"] ?? route.1["webpageURL"])?.stringValue ?? "") } catch {
+            do { try checkEventQuota(events, route.app, url: (route.1["url"] ?? route.1["webpageURL"])?.stringValue ?? "", source: conn.bundleID) } catch {
                 closeFiles(items)
                 throw error
             }
@@ -598,7 +598,7 @@ extension Broker {
                 do throws(RPCError) {
                     try b.methods["share.send"]?.authorize(c)  // (a reload may have ended the session)
                     if b.registryGeneration != generation { try b.recheckSender(chosen, group: group, routeApp: route?.app) }
-                    if let route, let events = b.store { try b.checkEventQuota(events, route.app, url: (route.1["url"] ?? route.1["webpageURL"])?.stringValue ?? "") }
+                    if let route, let events = b.store { try b.checkEventQuota(events, route.app, url: (route.1["url"] ?? route.1["webpageURL"])?.stringValue ?? "", source: c.bundleID) }
                     return try b.storeShare(
                         c, chosen: chosen, group: group, store: store, shareID: shareID, items: stored, files: files,
                         route: route, filesWritten: true, bytes: shareBytes)
