@@ -31,8 +31,8 @@ public struct StateFiles: Sendable {
 
     /// Why an input at `path` (a manifest, an association document, a folder or file of an
     /// imported project, the `apps`/`associations` directories; symlinks followed to what is
-    /// read) is not to be trusted: another user than this one or root owns it, or any user may
-    /// write it. Such input could make a broker run a `launch` command of someone else's as its
+    /// read) is not to be trusted: another user than this one or root owns it, or any user, or a
+    /// group another user is in, may write it. Such input could make a broker run a `launch` command of someone else's as its
     /// own user; it is not read. nil: fine (or gone: reading it says so).
     public static func untrusted(_ path: String) -> String? {
         var st = stat()
@@ -42,6 +42,10 @@ public struct StateFiles: Sendable {
         }
         if st.st_mode & S_IWOTH != 0 {
             return "is writable by every user; not read (chmod o-w it: another user's input could make the broker run its launch command)"
+        }
+        // Group-writable is fine for a group of this user alone (user private groups, umask 002).
+        if st.st_mode & S_IWGRP != 0 && !Broker.groupIsThisUsersAlone(st.st_gid) {
+            return "is writable by group \(st.st_gid), which other users are in; not read (chmod g-w it: another user's input could make the broker run its launch command)"
         }
         return nil
     }

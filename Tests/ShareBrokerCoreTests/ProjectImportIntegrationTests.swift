@@ -191,6 +191,10 @@ final class ProjectImportIntegrationTests: XCTestCase {
         if asRoot {
             h.dir.write("state/apps/30-other.json", evil.replacingOccurrences(of: "evil", with: "evil2"))
             chown(h.state + "/apps/30-other.json", 65534, 65534)
+            // Group-writable, by a group that is not this user's alone (the review).
+            h.dir.write("state/apps/40-group.json", evil.replacingOccurrences(of: "evil", with: "evil3"))
+            chown(h.state + "/apps/40-group.json", 0, 65534)
+            chmod(h.state + "/apps/40-group.json", 0o664)
             // A project folder of ours whose Info.plist is a link to a file another user owns.
             try FileManager.default.copyItem(atPath: iosFixtureDir + "/seed002-reazy", toPath: h.state + "/apps/reazy")
             let plist = try XCTUnwrap(
@@ -213,6 +217,7 @@ final class ProjectImportIntegrationTests: XCTestCase {
         XCTAssertTrue(assoc.contains("example.com.json: is writable by every user; not read"), assoc)
         if asRoot {
             XCTAssertTrue(errors.contains(#""file":"30-other.json","field":"","message":"belongs to uid 65534"#), errors)
+            XCTAssertTrue(errors.contains(#""file":"40-group.json","field":"","message":"is writable by group 65534, which other users are in"#), errors)
             XCTAssertTrue(errors.contains("Info.plist") && errors.contains("belongs to uid 65534"), errors)
         }
         // apps/ itself writable by every user: nothing in it is read.
