@@ -318,9 +318,10 @@ public final class Broker {
         }
         if let (path, why) = Broker.unsafeDirectory(onPathTo: parent(config.stateDirectory))
             ?? Broker.unsafeDirectory(onPathTo: parent(target))
+            ?? Broker.foreignSymlink(config.stateDirectory)
         {
             throw BrokerStartError(
-                "the directory \(path) above the state directory \(config.stateDirectory) \(why): another user could put a state directory of their own in its place; use a directory of your own (--state DIR)"
+                "\(path), on the way to the state directory \(config.stateDirectory), \(why): another user could put a state directory of their own in its place; use a directory of your own (--state DIR)"
             )
         }
         var dir = config.socketPath
@@ -360,6 +361,16 @@ public final class Broker {
     /// or others may write and is not sticky (as /tmp: there nobody removes or renames another's
     /// file; group-writable is safe for a group of this user alone, as with umask 002). With why.
     static func unsafeDirectory(onPathTo dir: String) -> (path: String, why: String)? {
+        // A symbolic link on the way that another user owns can be pointed elsewhere by them at
+        // any time (even in a sticky directory): checking only where it points now is not enough.
+        var walked = ""
+        for part in dir.split(separator: "/") {
+            walked += "/" + part
+            var ls = stat()
+            if lstat(walked, &ls) == 0, (ls.st_mode & S_IFMT) == S_IFLNK, !Broker.isBrokersOwnUID(ls.st_uid) {
+                return (walked, "is a symbolic link that belongs to uid \(ls.st_uid)")
+            }
+        }
         var resolved = dir
         if let r = realpath(resolved, nil) {
             resolved = String(cString: r)
@@ -377,6 +388,13 @@ public final class Broker {
             if othersWrite { return (path, "is writable by group or others (mode \(String(ds.st_mode & 0o7777, radix: 8)))") }
         }
         return nil
+    }
+
+    /// `path` itself when it is a symbolic link another user owns (they could point it elsewhere).
+    static func foreignSymlink(_ path: String) -> (path: String, why: String)? {
+        var ls = stat()
+        guard lstat(path, &ls) == 0, (ls.st_mode & S_IFMT) == S_IFLNK, !Broker.isBrokersOwnUID(ls.st_uid) else { return nil }
+        return (path, "is a symbolic link that belongs to uid \(ls.st_uid)")
     }
 
     /// True when `gid` is this user's primary group and no other user belongs to it (as primary or

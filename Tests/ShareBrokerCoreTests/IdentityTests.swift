@@ -361,17 +361,29 @@ final class IdentityTests: XCTestCase {
         config.handleSignals = false
         config.logLevel = .error
         XCTAssertThrowsError(try Broker(config: config)) { e in
-            XCTAssertTrue("\(e)".contains("the directory \(open) above the state directory"), "\(e)")
+            XCTAssertTrue("\(e)".contains("\(open), on the way to the state directory"), "\(e)")
             XCTAssertTrue("\(e)".contains("is writable by group or others (mode 777)"), "\(e)")
         }
         // Through a symlink to it, too.
         XCTAssertEqual(symlink(open + "/state", dir.path + "/link"), 0)
         config.stateDirectory = dir.path + "/link"
-        XCTAssertThrowsError(try Broker(config: config)) { e in XCTAssertTrue("\(e)".contains("above the state directory"), "\(e)") }
+        XCTAssertThrowsError(try Broker(config: config)) { e in XCTAssertTrue("\(e)".contains("on the way to the state directory"), "\(e)") }
         // Sticky, as /tmp: fine.
         chmod(open, 0o1777)
         config.stateDirectory = open + "/state"
         XCTAssertNoThrow(try Broker(config: config))
+        // A symbolic link on the way, or the state directory's own, that another user owns (they
+        // could point it elsewhere at any time): refused (the review).
+        if getuid() == 0 {
+            for (link, state) in [(dir.path + "/theirs", dir.path + "/theirs/state"), (dir.path + "/their-state", dir.path + "/their-state")] {
+                XCTAssertEqual(symlink(state.hasSuffix("/state") ? open : open + "/state", link), 0)
+                XCTAssertEqual(lchown(link, 65534, 65534), 0)
+                config.stateDirectory = state
+                XCTAssertThrowsError(try Broker(config: config), state) { e in
+                    XCTAssertTrue("\(e)".contains("\(link), on the way to the state directory \(state), is a symbolic link that belongs to uid 65534"), "\(e)")
+                }
+            }
+        }
     }
 
     /// A message limit past 1 GiB (a library caller's setting; the CLI refuses it with 64) is
