@@ -978,7 +978,9 @@ public final class Broker {
                 // Other users' connections together may not take the descriptors kept for the
                 // broker's own user's clients (an eighth, at least 64): two hostile users at their
                 // per-user limits locked every app out.
-                let reserve = max(64, openFileLimit / 8)
+                // (plus the broker's own: its journals, a few per open group, and its pipes,
+                // listener and worker files)
+                let reserve = max(64, openFileLimit / 8) + 32 + 2 * (shareStores.count + defaults.stores.count)
                 let own = connectionsByUID[ProcessInfoLite.uid, default: 0] + (ProcessInfoLite.uid == 0 ? 0 : connectionsByUID[0, default: 0])
                 if connections.count - own >= openFileLimit - reserve {
                     log.log(.warning, "refusing a connection from uid \(uid): other users' connections have reached \(openFileLimit - reserve) (the rest of the open-file limit is kept for this user's clients)")
