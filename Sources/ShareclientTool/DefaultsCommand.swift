@@ -77,8 +77,8 @@ func runDefaults(_ cmd: ParsedCommand, socket: String) throws -> Int32 {
         var text = cmd.argument("json")!
         if text == "-" {
             text = readStandardInput()
-            // A plain string read from stdin loses one final newline, as the shell's $(...)
-            // does: `echo hi | ... - --string` stores "hi".
+            // A plain string read from stdin loses its final newline (one; the shell's $(...)
+            // drops them all): `echo hi | ... - --string` stores "hi".
             if cmd.flag("string") {
                 if text.hasSuffix("\r\n") { text.removeLast() } else if text.hasSuffix("\n") { text.removeLast() }
             }
@@ -158,7 +158,7 @@ private func defaultsSession(_ cmd: ParsedCommand, socket: String) throws -> Bro
     try checkRole(cmd)  // a usage error before any connection
     let conn = try openConnection(socket)
     try sayHello(
-        conn, cmd, bundle: bundle, token: cmd.value("token") ?? ProcessInfoLite.env("SHAREBROKER_TOKEN"), roleWithBundle: "app")
+        conn, cmd, bundle: bundle, token: tokenFor(cmd, bundle: bundle), roleWithBundle: "app")
     if bundle == nil {
         writeErr("shareclient: note: group defaults need --as BUNDLE (an app or extension listing the group)\n")
     }

@@ -208,10 +208,20 @@ func connect(_ cmd: ParsedCommand, hello: Bool = true, asBundle: Bool = false, d
     let conn = try openConnection(socketPath(cmd))
     if hello {
         let bundle = cmd.value("as") ?? (asBundle ? ProcessInfoLite.env("SHAREBROKER_BUNDLE_ID") : nil)
-        let token = bundle == nil ? nil : cmd.value("token") ?? ProcessInfoLite.env("SHAREBROKER_TOKEN")
+        let token = tokenFor(cmd, bundle: bundle)
         try sayHello(conn, cmd, bundle: bundle, token: token, roleWithBundle: defaultRoleWithBundle)
     }
     return Session(conn: conn, json: cmd.flag("json"))
+}
+
+/// The token for a hello as `bundle`: --token, else $SHAREBROKER_TOKEN unless
+/// $SHAREBROKER_BUNDLE_ID names another bundle (a launched app's token is its own: it is not
+/// sent for a bundle named with --as).
+func tokenFor(_ cmd: ParsedCommand, bundle: String?) -> String? {
+    guard let bundle else { return nil }
+    if let t = cmd.value("token") { return t }
+    if let envBundle = ProcessInfoLite.env("SHAREBROKER_BUNDLE_ID"), envBundle != bundle { return nil }
+    return ProcessInfoLite.env("SHAREBROKER_TOKEN")
 }
 
 /// `--role`, when given, is app, extension or tool.
@@ -366,7 +376,7 @@ func run(_ cmd: ParsedCommand) throws -> Int32 {
             throw cmd.usageError("listen subscribes as an app: option '--role' can only be app, got '\(role)'")
         }
         let conn = try openConnection(socketPath(cmd))
-        try conn.hello(role: "app", bundleID: bundle, token: cmd.value("token") ?? ProcessInfoLite.env("SHAREBROKER_TOKEN"))
+        try conn.hello(role: "app", bundleID: bundle, token: tokenFor(cmd, bundle: bundle))
         try conn.call("app.subscribe")
         var seen = 0
         while count == nil || seen < count! {

@@ -89,6 +89,11 @@ final class ShareclientCommandTests: XCTestCase {
         let noToken = try run(["shares"], ["SHAREBROKER_BUNDLE_ID": "com.tok.app", "SHAREBROKER_TOKEN": ""])
         XCTAssertEqual(noToken.status, 1)
         XCTAssertTrue(noToken.err.contains("token"), noToken.err)
+        // A launched app's token is its own: not sent for another bundle named with --as.
+        let launched = ["SHAREBROKER_BUNDLE_ID": "com.mycompany.myapp", "SHAREBROKER_TOKEN": "not-for-tok"]
+        let other2 = try run(["shares", "--as", "com.tok.app"], launched)
+        XCTAssertEqual(other2.status, 1)
+        XCTAssertTrue(other2.err.contains("a token is required"), other2.err)
     }
 
     /// `defaults set GROUP KEY - --string` drops stdin's final newline (`echo` adds one);
