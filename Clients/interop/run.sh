@@ -192,5 +192,8 @@ if [ "$not_run" -gt 0 ]; then
 fi
 echo "interop: $total_passed passed, $total_failed failed"
 [ "$total_failed" -eq 0 ] || exit 1
+# Even with missing libraries allowed, a run that tested nothing is no pass (an install step that
+# broke for every library would look the same as a mirror outage).
+if [ "$total_passed" -eq 0 ]; then echo "!! no interop test ran at all"; exit 1; fi
 [ "$not_run" -eq 0 ] || [ "$allow_missing" = 1 ] || exit 1
 exit 0
