@@ -83,7 +83,9 @@ public struct StateFiles: Sendable {
         }
         // Folders (an .app bundle or an Xcode project) are imported from their Info.plist and entitlements.
         let imported = appsUntrusted == nil ? ProjectImporter.importDirectories(inAppsDirectory: appsDir, fileCheck: untrusted) : []
-        let registry = AppRegistry(files: files, imported: imported, extraIssues: readIssues)
+        let registry = AppRegistry(
+            files: files, imported: imported, extraIssues: readIssues,
+            groupDirectories: FileIO.listDirectory(stateDirectory + "/groups") ?? [])
         let assocDir = stateDirectory + "/associations"
         var docs: [String: AssociationDocumentResult] = [:]
         var errors: [String: String] = [:]

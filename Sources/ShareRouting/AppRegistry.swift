@@ -116,7 +116,12 @@ public struct AppRegistry: Sendable {
 
     /// Builds the registry from decoded manifests (in precedence order). `leftOut`: why bundle
     /// IDs named by manifests that could not be decoded are missing (see `whyUnknown`).
-    public init(manifests: [AppManifest], issues initialIssues: [ManifestIssue] = [], leftOut initialLeftOut: [String: String] = [:]) {
+    /// `groupDirectories`: the names under STATE/groups; a group's spelling there beats another
+    /// spelling of the same name in any manifest (its data stays with whoever had it).
+    public init(
+        manifests: [AppManifest], issues initialIssues: [ManifestIssue] = [], leftOut initialLeftOut: [String: String] = [:],
+        groupDirectories: [String] = []
+    ) {
         var leftOut = initialLeftOut
         var apps: [AppManifest] = []
         var issues = initialIssues
@@ -125,6 +130,11 @@ public struct AppRegistry: Sendable {
         var launchCommands: [String: [String]] = [:]
         /// Each App Group name seen, by its lowercased form: its first spelling and where.
         var groupSpellings: [String: (name: String, owner: String)] = [:]
+        var onDisk: [String: [String]] = [:]
+        for d in groupDirectories { onDisk[d.lowercased(), default: []].append(d) }
+        for (folded, names) in onDisk where names.count == 1 {
+            groupSpellings[folded] = (names[0], "the existing directory groups/\(names[0])")
+        }
         func describe(_ b: RegisteredBundle) -> String { AppRegistry.describe(b, apps) }
         for var manifest in manifests {
             if let existing = bundles[manifest.bundleID] {
@@ -160,9 +170,9 @@ public struct AppRegistry: Sendable {
                 keptExtensions.append(ext)
             }
             // App Group names that differ only in case would share one directory on a
-            // case-insensitive file system (macOS's default): the first spelling keeps the
-            // name, a later one is left out, on every platform, so manifests load the same
-            // everywhere and no two groups can ever see each other's data.
+            // case-insensitive file system (macOS's default): the spelling of an existing group
+            // directory keeps the name, else the first in file order; another spelling is left
+            // out, on every platform, so manifests load the same everywhere.
             func caseChecked(_ groups: [String], _ field: String) -> [String] {
                 groups.enumerated().filter { i, g in
                     let folded = g.lowercased()

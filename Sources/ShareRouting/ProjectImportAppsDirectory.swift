@@ -130,7 +130,10 @@ extension ProjectImporter {
 extension AppRegistry {
     /// Builds the registry from manifest files (name, bytes) and imported directories together, all
     /// taken in entry-name order (so precedence and conflicts work as for JSON files alone).
-    public init(files: [(name: String, bytes: [UInt8])], imported: [ImportedAppsEntry], extraIssues: [ManifestIssue] = []) {
+    public init(
+        files: [(name: String, bytes: [UInt8])], imported: [ImportedAppsEntry], extraIssues: [ManifestIssue] = [],
+        groupDirectories: [String] = []
+    ) {
         enum Source {
             case bytes([UInt8])
             case imported(ImportResult)
@@ -152,6 +155,6 @@ extension AppRegistry {
                 if let m = r.manifest { manifests.append(m) }
             }
         }
-        self.init(manifests: manifests, issues: issues, leftOut: leftOut)
+        self.init(manifests: manifests, issues: issues, leftOut: leftOut, groupDirectories: groupDirectories)
     }
 }

@@ -258,6 +258,30 @@ final class ConformanceManifestTests: XCTestCase {
         expectRPCError(-32001) { try ext2.call("app.subscribe") }
     }
 
+    /// Of two App Group spellings that differ only in case, the one whose directory already
+    /// holds data keeps the name, whatever the manifests' file order (a newcomer earlier in order
+    /// took the name, and on a case-insensitive file system the other app's data; the review).
+    func testAGroupsExistingDirectoryKeepsItsSpelling() throws {
+        let h = BrokerHarness(manifests: [
+            "10-new.json": manifestJSON("com.example.new", groups: ["group.Shared.Case"]),
+            "20-old.json": manifestJSON("com.example.old", groups: ["group.shared.case"]),
+        ])
+        try FileManager.default.createDirectory(atPath: h.state + "/groups/group.shared.case", withIntermediateDirectories: true)
+        for d in [h.state, h.state + "/groups", h.state + "/groups/group.shared.case"] { chmod(d, 0o700) }
+        let tool = try startedTool(h)
+        defer { h.stop() }
+        let warnings = try tool.call("apps.list")["warnings"]?.compactText ?? ""
+        XCTAssertTrue(
+            warnings.contains("'group.Shared.Case' differs only in case from the App Group 'group.shared.case' of the existing directory groups/group.shared.case"),
+            warnings)
+        let old = try h.connect()
+        try old.hello(role: "app", bundleID: "com.example.old")
+        XCTAssertEqual(try old.call("defaults.set", ["group": "group.shared.case", "key": "k", "value": 1])["version"], 1)
+        let new = try h.connect()
+        try new.hello(role: "app", bundleID: "com.example.new")
+        expectRPCError(-32001) { try new.call("defaults.get", ["group": "group.Shared.Case", "key": "k"]) }
+    }
+
     /// A bundle ID that a manifest lists but that is not registered is refused with why: its
     /// manifest is invalid, or its app's bundle ID was taken by an earlier file (the README's
     /// hand-written manifest beside the one `install` wrote). One no manifest names says so.
