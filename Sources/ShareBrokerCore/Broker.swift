@@ -1422,8 +1422,10 @@ public final class Broker {
     }
 
     /// Drops the watched connections that have not read for the stall limit (`runTimers`).
-    /// Unfinished messages at least this large are timed (`Connection.partialSince`).
-    static let partialWatchBytes = 64 * 1024
+    /// Unfinished messages at least this large are timed (`Connection.partialSince`): what a
+    /// connection may hold unfinished for ever is below it (4 KiB: 16,384 connections of one
+    /// user holding 64 KiB each were a gigabyte; the security audit).
+    static let partialWatchBytes = 4 * 1024
 
     func unwatchPartial(_ conn: Connection) {
         guard conn.partialSince != 0 else { return }
