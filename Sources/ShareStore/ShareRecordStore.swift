@@ -432,11 +432,36 @@ public final class ShareRecordStore: TurnParticipant {
         if !isPlainPath(groupDirectory, parent: parentDirectory) {
             throw StoreError("\(filesDir) is not a plain directory (a symlink?); refusing to write shares there")
         }
-        if mkdir(dir, 0o700) != 0 {
+        // The share's directory is made and opened relative to descriptors of groups/, the group
+        // and files/, each opened without following a symlink: one swapped in after the check
+        // above is refused, not written through.
+        var chain: [Int32] = []
+        defer { for fd in chain { FD.close(fd) } }
+        func step(_ at: Int32, _ name: String, _ path: String) throws(StoreError) -> Int32 {
+            let fd = at == ShareRecordStore.atFDCWD
+                ? open(name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+                : openat(at, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+            guard fd >= 0 else {
+                let e = currentErrno()
+                throw StoreError("cannot open \(path) (a symlink?)", SystemError("open", errno: e))
+            }
+            chain.append(fd)
+            return fd
+        }
+        let groupName = String(groupDirectory[groupDirectory.index(after: groupDirectory.lastIndex(of: "/") ?? groupDirectory.startIndex)...])
+        let groupFD: Int32
+        if parentDirectory.isEmpty || !groupDirectory.hasPrefix(parentDirectory + "/") {
+            groupFD = try step(ShareRecordStore.atFDCWD, groupDirectory, groupDirectory)
+        } else {
+            groupFD = try step(try step(ShareRecordStore.atFDCWD, parentDirectory, parentDirectory), groupName, groupDirectory)
+        }
+        let filesFD = try step(groupFD, "files", filesDir)
+        let id = String(dir[dir.index(after: dir.lastIndex(of: "/") ?? dir.startIndex)...])
+        if mkdirat(filesFD, id, 0o700) != 0 {
             let e = currentErrno()
             throw StoreError("cannot create \(dir)", SystemError("mkdir", errno: e))
         }
-        let dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        let dfd = openat(filesFD, id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
         guard dfd >= 0 else {
             let e = currentErrno()
             throw StoreError("cannot open \(dir)", SystemError("open", errno: e))
@@ -464,6 +489,9 @@ public final class ShareRecordStore: TurnParticipant {
         if let failure { throw failure }
         fsync(dfd)
     }
+
+    /// `open`'s "relative to the working directory" marker, for `step` above (an absolute path).
+    static let atFDCWD: Int32 = AT_FDCWD
 
     /// Closes the descriptors `files` copy from.
     static func closeSources(_ files: [ShareFile]) {
