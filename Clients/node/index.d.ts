@@ -94,8 +94,10 @@ export declare class BrokerConnectionError extends Error {
 
 /**
  * The connection closed while a call waited, or a call was made on a closed client. `reason` is
- * the broker's error without an id when that was the last thing it sent before it hung up (a
- * message over its size limit, a session a manifest reload ended, a connection quota).
+ * the broker's error without an id when that was the last thing it sent before it hung up and it
+ * answered no request (a session a manifest reload ended, a connection quota). An error without
+ * an id that answered a request (e.g. -32600 for a message over the size limit) rejected that
+ * request instead, and is never a `reason`.
  */
 export declare class ConnectionClosed extends BrokerConnectionError {
   constructor(message: string, options?: { path?: string; cause?: unknown; reason?: RpcError });
@@ -307,12 +309,21 @@ export interface Notification<P = any> {
 
 // -- the client ----------------------------------------------------------------------------------------
 
+/**
+ * The longest timeout honoured, in ms: 2^31 - 1 (about 24.8 days), the most `setTimeout` can
+ * wait. A longer timeout (or `Infinity`, or `null`) means no limit.
+ */
+export declare const MAX_TIMEOUT: 2147483647;
+
 export interface ConnectOptions {
   /** The socket path (default: `defaultSocketPath()`). */
   socket?: string;
   /** `'line'` (default) or `'header'` (Content-Length headers, as LSP). */
   framing?: FramingName;
-  /** Default per-call timeout in ms (default 30000; `0`, `null` or `Infinity`: none). Also bounds connecting. */
+  /**
+   * Default per-call timeout in ms (default 30000; `0`, `null`, `Infinity` or more than
+   * MAX_TIMEOUT: none). Also bounds connecting.
+   */
   timeout?: number | null;
   /** Say `hello` with this role right after connecting. */
   role?: Role;
@@ -320,20 +331,26 @@ export interface ConnectOptions {
   bundleID?: string;
   /** For `hello`, when the manifest sets one. */
   token?: string;
-  /** How long `close()` waits for the broker's end before dropping the connection, in ms (default 2000). */
-  closeTimeout?: number;
+  /**
+   * How long `close()` waits for the broker's end before dropping the connection, in ms
+   * (default 2000; `0`: drop it at once; `null`, `Infinity` or more than MAX_TIMEOUT: no limit).
+   */
+  closeTimeout?: number | null;
 }
 
 export interface CallOptions {
-  /** This call's timeout in ms (default: the client's; `0`, `null` or `Infinity`: none). */
+  /** This call's timeout in ms (default: the client's; `0`, `null`, `Infinity` or more than MAX_TIMEOUT: none). */
   timeout?: number | null;
   /** Abandons the call when aborted (rejects with the signal's reason). */
   signal?: AbortSignal;
 }
 
 export interface WaitOptions {
-  /** How long to wait, in ms (`undefined`: as long as it takes; `0`: only what is queued). */
-  timeout?: number;
+  /**
+   * How long to wait, in ms. Unlike a call's timeout, `0` here means "do not wait": only what is
+   * already queued. `undefined`, `null`, `Infinity` or more than MAX_TIMEOUT: as long as it takes.
+   */
+  timeout?: number | null;
   signal?: AbortSignal;
 }
 
@@ -351,16 +368,22 @@ export interface ClientEvents {
 }
 
 /**
- * One connection (one session) to the broker. Calls return promises and may run concurrently.
- * Notifications are emitted (`'notification'`, and under their method name); one that no
- * listener took is queued for `nextNotification()` / `nextEvent()` / `notifications()` / `events()`.
+ * One connection (one session) to the broker. Calls return promises and may run concurrently;
+ * answers are matched by id, and an error without an id answers the oldest request still waiting
+ * (the broker answers in order); with none waiting it is a notice (`'brokerError'`).
+ *
+ * Notifications are emitted (`'notification'`, and under their method name) and queued for
+ * `nextNotification()` / `nextEvent()` / `notifications()` / `events()`. Listeners added with
+ * `on()` / `once()` only observe; one added with `consume()` takes what it gets off the queue.
+ * A listener added while notifications are queued first gets those, in a microtask (a consumer
+ * takes them), so listeners added after `appSubscribe()` still see its backlog.
  */
 export declare class Client extends EventEmitter {
   constructor(options?: ConnectOptions);
   readonly socketPath: string;
   readonly framing: Framing;
   timeout: number | null;
-  closeTimeout: number;
+  closeTimeout: number | null;
   /** The result of the last successful `hello`. */
   helloResult: HelloResult | undefined;
   readonly session: number | undefined;
@@ -379,22 +402,52 @@ export declare class Client extends EventEmitter {
   /** Bytes waiting to be written (client queue and socket buffer). */
   readonly pendingWriteBytes: number;
 
-  /** Connects (and says `hello` when a role was given). */
+  /**
+   * Connects (and says `hello` when a role was given). While a connect() is under way (hello
+   * included) another gives the same promise. Rejects with ConnectionClosed after `close()` /
+   * `destroy()` (even one made while connecting) or once the broker has closed the connection.
+   */
   connect(): Promise<this>;
-  /** Half-closes, waits for the broker's end (at most `closeTimeout`), resolves. Idempotent. */
+  /**
+   * Half-closes, waits for the broker's end (at most `closeTimeout`), resolves. Idempotent.
+   * While `connect()` is under way it gives the connection up (`connect()` rejects).
+   */
   close(): Promise<void>;
-  /** Drops the connection at once. */
+  /** Drops the connection at once (while connecting: gives it up, `connect()` rejects). */
   destroy(): void;
   // Also defines [Symbol.asyncDispose]() (= close()), left out here so that older TypeScript
   // libs without Symbol.asyncDispose still accept this file.
 
+  /**
+   * Rejects with RpcError for an error answer, including the broker's -32700 without an id for a
+   * request it cannot parse (half a surrogate pair, nesting over 256 levels).
+   */
   call<T = any>(method: string, params?: object, options?: CallOptions): Promise<T>;
+  /**
+   * Resolves once written. A notification the broker could not parse is refused with RpcError
+   * -32700 and not sent (its error would carry no id).
+   */
   notify(method: string, params?: object): Promise<void>;
-  /** One result, RpcError or `undefined` (notification) per entry, in order. */
+  /**
+   * One result, RpcError or `undefined` (notification) per entry, in order. Rejects with the
+   * RpcError the broker answers a whole batch with (-32600 over its member limit, -32700).
+   */
   batch(calls: BatchEntry[], options?: CallOptions): Promise<any[]>;
+  /** Sends a message as is; its answer (if the broker gives one) is read with `receive()`. Use non-numeric ids. */
   sendRaw(message: unknown): Promise<void>;
   receive(options?: CallOptions): Promise<any>;
   callRaw(message: unknown, options?: CallOptions): Promise<any>;
+
+  /**
+   * Adds a listener that consumes notifications: what it gets is not queued for the pull API,
+   * and what is queued is handed to it first (taken off the queue, oldest first). `event` is
+   * `'notification'` or a notification's method. Remove it with `off()`.
+   */
+  consume(event: 'notification', listener: (n: Notification) => void): this;
+  consume(event: 'app.event', listener: (ev: AppEvent) => void): this;
+  consume(event: 'defaults.changed', listener: (c: DefaultsChanged) => void): this;
+  consume(event: 'defaults.watchEnded', listener: (e: { group: string; reason: string }) => void): this;
+  consume(event: string, listener: (params: any) => void): this;
 
   nextNotification(options?: WaitOptions & { method?: string }): Promise<Notification | null>;
   nextEvent(options?: WaitOptions): Promise<AppEvent | null>;

@@ -2,9 +2,10 @@
 
 import net from 'node:net';
 import { EventEmitter } from 'node:events';
+import { isUtf8 } from 'node:buffer';
 
 import { BrokerConnectionError, ConnectionClosed, ErrorCode, ProtocolError, RpcError, TimeoutError } from './errors.js';
-import { FrameDecoder, encode, normalizeFraming, serialize } from './framing.js';
+import { FrameDecoder, encode, normalizeFraming, parseProblem } from './framing.js';
 import { defaultSocketPath } from './paths.js';
 
 /**
@@ -14,16 +15,18 @@ import { defaultSocketPath } from './paths.js';
  * @typedef {object} ConnectOptions
  * @property {string} [socket] the socket path (default: `defaultSocketPath()`)
  * @property {Framing | 'newline' | 'content-length'} [framing] `'line'` (default) or `'header'`
- * @property {number | null} [timeout] default per-call timeout in ms (default 30000; `0`, `null`
- *   or `Infinity`: no limit); also bounds connecting
+ * @property {number | null} [timeout] default per-call timeout in ms (default 30000; `0`, `null`,
+ *   `Infinity` or more than MAX_TIMEOUT: no limit); also bounds connecting
  * @property {'app' | 'extension' | 'tool'} [role] say `hello` with this role right after connecting
  * @property {string} [bundleID] for `hello` (app / extension; default `$SHAREBROKER_BUNDLE_ID`)
  * @property {string} [token] for `hello`, when the manifest sets one
- * @property {number} [closeTimeout] how long `close()` waits for the broker to finish before
- *   dropping the connection, in ms (default 2000)
+ * @property {number | null} [closeTimeout] how long `close()` waits for the broker to finish before
+ *   dropping the connection, in ms (default 2000; `0`: drop it at once; `null`, `Infinity` or more
+ *   than MAX_TIMEOUT: no limit)
  *
  * @typedef {object} CallOptions
- * @property {number | null} [timeout] this call's timeout in ms (default: the client's)
+ * @property {number | null} [timeout] this call's timeout in ms (default: the client's; `0`,
+ *   `null`, `Infinity` or more than MAX_TIMEOUT: no limit)
  * @property {AbortSignal} [signal] abandons the call when aborted
  *
  * @typedef {{method: string, params: any}} Notification
@@ -33,10 +36,21 @@ import { defaultSocketPath } from './paths.js';
 
 const DEFAULT_TIMEOUT = 30000;
 const RESERVED_EVENTS = new Set(['error', 'close', 'notification', 'brokerError', 'newListener', 'removeListener']);
+/** The longest delay `setTimeout` honours, in ms (2^31 - 1, about 24.8 days; it fires a longer one after 1 ms). */
+export const MAX_TIMEOUT = 2 ** 31 - 1;
+/** The broker's default limit on the members of one batch (`--max-batch`). */
+const MAX_BATCH = 10000;
+/** Queued notifications at which a client nothing pulls from warns (once) that its queue grows. */
+const QUEUE_WARNING = 10000;
 
-/** @param {number | null | undefined} t */
+/**
+ * A timeout in ms, or `null` for none: `0`, `null`, `undefined`, `Infinity`, NaN, a negative
+ * number and anything over MAX_TIMEOUT mean no limit.
+ * @param {number | null | undefined} t
+ * @returns {number | null}
+ */
 function limitOf(t) {
-  return t === null || t === undefined || t === 0 || t === Infinity || !(t > 0) ? null : t;
+  return typeof t === 'number' && t > 0 && t <= MAX_TIMEOUT ? t : null;
 }
 
 /**
@@ -64,17 +78,23 @@ export function resultOrError(response, method) {
  * A connection to the broker. Create it with `connect()` (or `new Client(options)` and then
  * `await client.connect()`).
  *
- * Calls return promises and may be made concurrently; their answers are matched by id.
+ * Calls return promises and may be made concurrently; their answers are matched by id, and an
+ * error without an id (which the broker sends for a request it cannot parse, or a batch over its
+ * member limit) answers the oldest request still waiting, as the broker answers in order.
+ *
  * Notifications from the broker (`app.event`, `defaults.changed`, `defaults.watchEnded`) are
  * emitted as `'notification'` (`{method, params}`) and under their method name (`'app.event'`,
- * with the params); a notification that no listener took is queued for `nextNotification()`,
- * `nextEvent()`, `notifications()` and `events()`, so none is lost between a subscribe's answer
- * and the start of a loop.
+ * with the params). Listeners added with `on()` / `once()` only observe: every notification is
+ * also queued for the pull API (`nextNotification()`, `nextEvent()`, `notifications()`,
+ * `events()`) unless a listener added with `consume()` takes it. A listener added while
+ * notifications are queued first gets those (asynchronously, before anything that arrives later;
+ * a consumer takes them off the queue), so a listener added after `appSubscribe()` still sees
+ * the backlog that came with its answer.
  *
  * Events: `'notification'`, `'app.event'`, `'defaults.changed'`, `'defaults.watchEnded'`,
- * `'brokerError'` (an error without an id, e.g. the reason the broker gives before it closes
- * the connection), `'close'` (a `ConnectionClosed` when the broker or the system ended the
- * connection, `undefined` after `close()`).
+ * `'brokerError'` (an error without an id when no request waits, e.g. the reason the broker gives
+ * before it closes the connection), `'close'` (a `ConnectionClosed` when the broker or the
+ * system ended the connection, `undefined` after `close()`).
  */
 export class Client extends EventEmitter {
   /** @param {ConnectOptions} [options] */
@@ -86,8 +106,8 @@ export class Client extends EventEmitter {
     this.framing = normalizeFraming(options.framing);
     /** Default per-call timeout in ms (`null`: none). @type {number | null} */
     this.timeout = options.timeout === undefined ? DEFAULT_TIMEOUT : limitOf(options.timeout);
-    /** @type {number} */
-    this.closeTimeout = options.closeTimeout ?? 2000;
+    /** @type {number | null} */
+    this.closeTimeout = options.closeTimeout === undefined ? 2000 : options.closeTimeout;
     /** The result of the last successful `hello`. @type {Record<string, any> | undefined} */
     this.helloResult = undefined;
     /** @type {{role: string, bundleID?: string, token?: string} | undefined} */
@@ -98,10 +118,23 @@ export class Client extends EventEmitter {
     this._nextId = 0;
     /** @type {Map<number, Pending>} */
     this._pending = new Map();
-    /** Ids of calls that timed out or were aborted: their late answers are dropped. @type {Set<number>} */
-    this._abandoned = new Set();
+    /** Calls that timed out or were aborted, by id: their late answers are dropped. @type {Map<number, Pending>} */
+    this._abandoned = new Map();
+    /**
+     * The requests written and not yet answered, in the order they were written (the broker
+     * answers in the order it reads): calls and batches (Pending, abandoned ones included), and
+     * raw messages or notifications that get an answer (RawEntry).
+     */
+    this._order = new OrderQueue();
     /** @type {Notification[]} */
     this._notifications = [];
+    /** Listeners added with `consume()`, by event. @type {Map<string, Set<Function>>} */
+    this._consumers = new Map();
+    /** Queued notifications still to be handed to a listener just added. @type {Replay[]} */
+    this._replays = [];
+    /** Has anything pulled notifications (nextNotification, events, ...)? */
+    this._pulled = false;
+    this._warnedQueue = false;
     /** @type {Waiter<Notification | null>[]} */
     this._notificationWaiters = [];
     /** Replies no call waits for (raw requests' answers, errors without an id). @type {unknown[]} */
@@ -115,14 +148,21 @@ export class Client extends EventEmitter {
     this._closedByUs = false;
     /** @type {ConnectionClosed | undefined} */
     this._closeError = undefined;
-    /** @type {unknown} */
-    this._lastMessage = undefined;
+    /** The broker's last message when it was an error without an id that answered no request (a notice): the reason for a hang-up right after it. @type {Record<string, any> | undefined} */
+    this._closeReason = undefined;
     /** @type {unknown} */
     this._socketError = undefined;
     /** @type {Promise<void> | null} */
     this._closePromise = null;
     /** @type {Promise<this> | null} */
     this._connecting = null;
+    /** Gives up a connection attempt under way (close() / destroy() before it connected). @type {(() => void) | null} */
+    this._abortConnect = null;
+    this.on('newListener', (event, listener) => this._listenerAdded(event, listener));
+    this.on('removeListener', (event, listener) => {
+      const consumers = this._consumers.get(event);
+      if (consumers && !this.listeners(event).includes(listener)) consumers.delete(listener);
+    });
   }
 
   // -- connection --------------------------------------------------------------------------------
@@ -130,15 +170,20 @@ export class Client extends EventEmitter {
   /**
    * Connects (and says `hello` when a role was given). Rejects with a BrokerConnectionError
    * naming the path when the broker cannot be reached, or with the hello's RpcError (the
-   * connection is then closed). A client connects once: after `close()` this rejects with
-   * ConnectionClosed (make a new client to connect again).
+   * connection is then closed). While a connect() is under way (hello included) another one
+   * gives the same promise; once connected it resolves at once. A client connects once: after
+   * `close()` / `destroy()` (even one made while connecting), or once the broker has closed the
+   * connection, this rejects with ConnectionClosed (make a new client to connect again).
    * @returns {Promise<this>}
    */
   connect() {
     if (this._closedByUs) return Promise.reject(this._closedError());
-    if (this._socket) return Promise.resolve(this);
-    this._connecting ??= this._connect().finally(() => { this._connecting = null; });
-    return this._connecting;
+    if (this._connecting) return this._connecting;
+    if (this._socket) return this._closed ? Promise.reject(this._closedError()) : Promise.resolve(this);
+    const connecting = this._connect();
+    this._connecting = connecting;
+    connecting.finally(() => { if (this._connecting === connecting) this._connecting = null; }).catch(() => {});
+    return connecting;
   }
 
   /** @returns {Promise<this>} */
@@ -148,20 +193,37 @@ export class Client extends EventEmitter {
       const s = net.createConnection({ path });
       /** @type {NodeJS.Timeout | undefined} */
       let timer;
-      const fail = (/** @type {Error} */ err) => {
+      const done = () => {
         clearTimeout(timer);
+        this._abortConnect = null;
+      };
+      const fail = (/** @type {Error} */ err) => {
+        done();
         s.destroy();
         reject(new BrokerConnectionError(`cannot connect to sharebroker at ${path}: ${err.message}`, { path, cause: err }));
       };
       s.once('error', fail);
       s.once('connect', () => {
-        clearTimeout(timer);
+        done();
         s.off('error', fail);
         resolve(s);
       });
-      const limit = this.timeout;
+      // close() or destroy() before the socket connected: give up now (a pending connection
+      // attempt would keep the process alive until it ends).
+      this._abortConnect = () => {
+        done();
+        s.off('error', fail);
+        s.on('error', () => {});
+        s.destroy();
+        reject(this._closedError());
+      };
+      const limit = limitOf(this.timeout);
       if (limit !== null) timer = setTimeout(() => fail(new Error(`no connection within ${limit} ms`)), limit);
     });
+    if (this._closedByUs) {
+      sock.destroy();
+      throw this._closedError();
+    }
     this._attach(sock);
     if (this._hello) {
       const { role, bundleID, token } = this._hello;
@@ -171,6 +233,11 @@ export class Client extends EventEmitter {
         this.destroy();
         throw e;
       }
+    }
+    if (this._closedByUs) {
+      // close() or destroy() while hello was in flight: that connection is not handed out.
+      this.destroy();
+      throw this._closedError();
     }
     return this;
   }
@@ -190,18 +257,19 @@ export class Client extends EventEmitter {
    * Closes the connection cleanly: what is queued is written, then the client half-closes (the
    * broker answers what it has read and closes its end) and waits for the broker's end, at most
    * `closeTimeout` ms before dropping the connection. Calls still waiting then fail with
-   * ConnectionClosed. Queued notifications stay readable. Idempotent.
+   * ConnectionClosed. Queued notifications stay readable. Idempotent. While `connect()` is under
+   * way, it gives up the connection (`connect()` rejects with ConnectionClosed).
    * @returns {Promise<void>}
    */
   close() {
     if (this._closePromise) return this._closePromise;
     const sock = this._socket;
+    this._closedByUs = true;
     if (!sock || this._closed) {
-      this._closedByUs = true;
       this._closed = true;
+      this._abortConnect?.();
       return (this._closePromise = Promise.resolve());
     }
-    this._closedByUs = true;
     this._closePromise = new Promise((resolve) => {
       sock.once('close', () => {
         clearTimeout(timer);
@@ -212,7 +280,10 @@ export class Client extends EventEmitter {
       this._blocked = false;
       for (const w of queued) sock.write(w.buf, (err) => (err ? w.reject(this._closedError(err)) : w.resolve()));
       sock.end();
-      const timer = setTimeout(() => sock.destroy(), this.closeTimeout);
+      const ct = this.closeTimeout;
+      const limit = typeof ct === 'number' && ct <= 0 ? 0 : limitOf(ct);
+      /** @type {NodeJS.Timeout | undefined} */
+      const timer = limit === null ? undefined : setTimeout(() => sock.destroy(), limit);
     });
     return this._closePromise;
   }
@@ -220,6 +291,7 @@ export class Client extends EventEmitter {
   /** Drops the connection at once (calls waiting fail with ConnectionClosed). */
   destroy() {
     this._closedByUs = true;
+    this._abortConnect?.();
     if (this._socket && !this._closed) this._socket.destroy();
     this._closed = true;
   }
@@ -317,7 +389,6 @@ export class Client extends EventEmitter {
     try {
       for (const body of this._decoder.feedFrames(chunk)) {
         const msg = this._decoder.parse(body);
-        this._lastMessage = msg;
         try {
           this._dispatch(msg);
         } catch (e) {
@@ -326,6 +397,7 @@ export class Client extends EventEmitter {
       }
     } catch (e) {
       // The broker sent something that is not the protocol: nothing after it can be trusted.
+      this._closeReason = undefined;
       this._socketError ??= e;
       this._socket?.destroy();
     }
@@ -334,21 +406,25 @@ export class Client extends EventEmitter {
 
   /** @param {unknown} msg */
   _dispatch(msg) {
+    // Only an error without an id that answers no request, right before the hang-up, is its reason.
+    this._closeReason = undefined;
     if (Array.isArray(msg)) {
       for (const r of msg) {
         if (isObject(r) && typeof r.id === 'number') {
           const p = this._pending.get(r.id);
           if (p && p.batch) {
+            this._order.answered(p);
             p.batch.settle(msg);
             return;
           }
-          if (this._abandoned.has(r.id)) {
-            for (const x of msg) if (isObject(x) && typeof x.id === 'number') this._abandoned.delete(x.id);
+          const a = this._abandoned.get(r.id);
+          if (a) {
+            this._dropAbandoned(a);
             return;
           }
         }
       }
-      this._pushReply(msg);
+      this._rawAnswer(msg);
       return;
     }
     if (isObject(msg) && typeof msg.method === 'string' && !('id' in msg)) {
@@ -358,6 +434,7 @@ export class Client extends EventEmitter {
     if (isObject(msg) && typeof msg.id === 'number' && !('method' in msg)) {
       const p = this._pending.get(msg.id);
       if (p && !p.batch) {
+        this._order.answered(p);
         if ('error' in msg) p.reject(RpcError.from(msg.error, p.method));
         else {
           if (p.method === 'hello' && isObject(msg.result)) this.helloResult = msg.result;
@@ -365,14 +442,59 @@ export class Client extends EventEmitter {
         }
         return;
       }
-      if (this._abandoned.delete(msg.id)) return;
+      const a = this._abandoned.get(msg.id);
+      if (a) {
+        this._dropAbandoned(a);
+        return;
+      }
     }
     if (isObject(msg) && msg.id === null && 'error' in msg) {
-      const err = RpcError.from(msg.error);
-      this._pushReply(msg);
-      if (this.listenerCount('brokerError')) this.emit('brokerError', err);
+      this._idNullError(msg);
       return;
     }
+    this._rawAnswer(msg);
+  }
+
+  /**
+   * An error without an id: the broker's answer to a request it could not read an id from (one
+   * it cannot parse, a batch over its member limit, a message over its size limit). The broker
+   * answers in the order it read, so it answers the oldest request still waiting; with none
+   * waiting it is a notice (e.g. why the broker is about to close the connection).
+   * @param {Record<string, any>} msg
+   */
+  _idNullError(msg) {
+    const oldest = this._order.shift();
+    if (oldest instanceof Pending) {
+      if (oldest.abandoned || oldest.done) {
+        this._dropAbandoned(oldest);
+        return;
+      }
+      const err = RpcError.from(msg.error, oldest.method);
+      if (oldest.batch) oldest.batch.reject(err);
+      else oldest.reject(err);
+      return;
+    }
+    this._pushReply(msg);
+    if (oldest && !oldest.notice) return; // a raw request's answer, for receive()
+    if (!oldest) this._closeReason = msg;
+    if (this.listenerCount('brokerError')) this.emit('brokerError', RpcError.from(msg.error));
+  }
+
+  /**
+   * The late answer of an abandoned call or batch: dropped.
+   * @param {Pending} p
+   */
+  _dropAbandoned(p) {
+    for (const id of p.ids) if (this._abandoned.get(id) === p) this._abandoned.delete(id);
+    this._order.answered(p);
+  }
+
+  /**
+   * A message no call waits for: a raw request's answer (queued for receive()).
+   * @param {unknown} msg
+   */
+  _rawAnswer(msg) {
+    this._order.answeredRaw();
     this._pushReply(msg);
   }
 
@@ -383,13 +505,24 @@ export class Client extends EventEmitter {
     else this._replies.push(msg);
   }
 
+  /**
+   * Does a listener added with `consume()` listen for `event`?
+   * @param {string} event
+   */
+  _consumes(event) {
+    const consumers = this._consumers.get(event);
+    return !!consumers?.size && this.listeners(event).some((l) => consumers.has(l));
+  }
+
   /** @param {Notification} n */
   _notification(n) {
+    this._runReplays(); // what was queued before goes to new listeners before this
     const named = !RESERVED_EVENTS.has(n.method);
-    const listened = this.listenerCount('notification') + (named ? this.listenerCount(n.method) : 0) > 0;
-    const i = this._notificationWaiters.findIndex((w) => w.accepts(n));
-    if (i >= 0) this._notificationWaiters.splice(i, 1)[0].settle(n);
-    else if (!listened) this._notifications.push(n);
+    if (!(this._consumes('notification') || (named && this._consumes(n.method)))) {
+      const i = this._notificationWaiters.findIndex((w) => w.accepts(n));
+      if (i >= 0) this._notificationWaiters.splice(i, 1)[0].settle(n);
+      else this._queueNotification(n);
+    }
     /** @type {unknown} */
     let thrown;
     try {
@@ -399,6 +532,99 @@ export class Client extends EventEmitter {
     }
     if (named) this.emit(n.method, n.params);
     if (thrown !== undefined) throw thrown;
+  }
+
+  /** @param {Notification} n */
+  _queueNotification(n) {
+    this._notifications.push(n);
+    if (this._notifications.length >= QUEUE_WARNING && !this._pulled && !this._warnedQueue) {
+      this._warnedQueue = true;
+      process.emitWarning(`${this._notifications.length} notifications from sharebroker are queued and nothing pulls them: ` +
+        'read them with nextNotification() / events(), or add the listener that handles them with consume()',
+      { code: 'SHAREBROKER_NOTIFICATION_QUEUE' });
+    }
+  }
+
+  /**
+   * A listener was added (`newListener`): one for notifications first gets those queued, in a
+   * microtask (before anything that arrives later). An observer gets the ones queued now (they
+   * stay queued); a consumer takes the ones still queued when it runs.
+   * @param {string | symbol} event
+   * @param {Function} listener
+   */
+  _listenerAdded(event, listener) {
+    if (typeof event !== 'string' || (event !== 'notification' && RESERVED_EVENTS.has(event))) return;
+    const consuming = !!this._consumers.get(event)?.has(listener);
+    /** @type {Notification[] | null} */
+    let items = null;
+    if (!consuming) {
+      items = event === 'notification' ? [...this._notifications] : this._notifications.filter((n) => n.method === event);
+      if (!items.length) return;
+    } else if (!this._notifications.length) {
+      return;
+    }
+    if (!this._replays.length) queueMicrotask(() => this._runReplays());
+    this._replays.push({ event, listener, items });
+  }
+
+  /** Hands queued notifications to the listeners just added (see `_listenerAdded`). */
+  _runReplays() {
+    /** @type {unknown[]} */
+    const thrown = [];
+    while (this._replays.length) {
+      const r = /** @type {Replay} */ (this._replays.shift());
+      const accepts = (/** @type {Notification} */ n) => r.event === 'notification' || n.method === r.event;
+      let items = r.items;
+      if (items === null) {
+        // A consumer: it takes what is still queued (a pull may have taken some meanwhile).
+        if (!this._rawListener(r.event, r.listener)) continue;
+        items = this._notifications.filter(accepts);
+        this._notifications = this._notifications.filter((n) => !accepts(n));
+      }
+      for (const n of items) {
+        const l = this._rawListener(r.event, r.listener); // gone (or a once() listener called): stop
+        if (!l) {
+          if (r.items === null) this._notifications.unshift(...items.slice(items.indexOf(n)));
+          break;
+        }
+        try {
+          l.call(this, r.event === 'notification' ? n : n.params);
+        } catch (e) {
+          thrown.push(e);
+        }
+      }
+    }
+    for (const e of thrown) process.nextTick(() => { throw e; });
+  }
+
+  /**
+   * The function registered for `listener` on `event` (the once() wrapper for a once listener),
+   * or undefined when it is no longer registered.
+   * @param {string} event
+   * @param {Function} listener
+   */
+  _rawListener(event, listener) {
+    return /** @type {Function | undefined} */ (this.rawListeners(event).find((l) => l === listener || /** @type {any} */ (l).listener === listener));
+  }
+
+  /**
+   * Adds `listener` for `event` (`'notification'`, or a notification's method such as
+   * `'app.event'`) as a consumer: the notifications it gets are not queued for the pull API
+   * (`nextNotification()`, `events()`, ...), and those already queued are handed to it first
+   * (taken off the queue, oldest first, in a microtask). Remove it with `off()`.
+   * @param {string} event
+   * @param {(...args: any[]) => void} listener
+   * @returns {this}
+   */
+  consume(event, listener) {
+    if (typeof event !== 'string' || (event !== 'notification' && RESERVED_EVENTS.has(event))) {
+      throw new TypeError(`consume(): ${String(event)} is not a notification event ('notification' or a method such as 'app.event')`);
+    }
+    if (typeof listener !== 'function') throw new TypeError('consume(): the listener must be a function');
+    let consumers = this._consumers.get(event);
+    if (!consumers) this._consumers.set(event, (consumers = new Set()));
+    consumers.add(listener);
+    return this.on(event, listener);
   }
 
   _onClose() {
@@ -413,6 +639,8 @@ export class Client extends EventEmitter {
     }
     for (const p of [...this._pending.values()]) p.reject(err);
     this._pending.clear();
+    this._abandoned.clear();
+    this._order.clear();
     for (const w of this._out.splice(0)) w.reject(err);
     for (const w of this._replyWaiters.splice(0)) w.fail(err);
     for (const w of this._notificationWaiters.splice(0)) w.fail(err);
@@ -421,15 +649,15 @@ export class Client extends EventEmitter {
 
   /**
    * The error for a closed connection, with the broker's reason when the last thing it sent was
-   * an error without an id.
+   * an error without an id that answered no request.
    * @param {unknown} [cause]
    * @returns {ConnectionClosed}
    */
   _closedError(cause) {
     if (this._closeError) return this._closeError;
     const path = this.socketPath;
-    const last = this._lastMessage;
-    if (isObject(last) && last.id === null && isObject(last.error)) {
+    const last = this._closeReason;
+    if (isObject(last) && isObject(last.error)) {
       const reason = RpcError.from(last.error);
       return new ConnectionClosed(`sharebroker at ${path} closed the connection: ${reason.message} (${reason.code})`,
         { path, reason, cause });
@@ -447,8 +675,10 @@ export class Client extends EventEmitter {
 
   /**
    * Calls any method and resolves with its `result`; rejects with an RpcError for an error
-   * answer, a TimeoutError when no answer comes within the timeout (a late answer is dropped),
-   * ConnectionClosed when the connection ends first. `params` `undefined` sends no params.
+   * answer (the broker's -32700 / -32600 without an id included, for a request it cannot parse,
+   * e.g. a string holding half a surrogate pair or values nested over 256 levels), a TimeoutError
+   * when no answer comes within the timeout (a late answer is dropped), ConnectionClosed when
+   * the connection ends first. `params` `undefined` sends no params.
    *
    * Once `hello` has told the broker's `maxMessage`, a request larger than that is refused here
    * with RpcError -32600 (nothing is sent): the broker would close the connection for it.
@@ -472,13 +702,31 @@ export class Client extends EventEmitter {
       const p = new Pending(this, method, [id], resolve, reject, options);
       if (p.done) return;
       this._pending.set(id, p);
-      this._write(encode(body, this.framing)).catch((e) => p.reject(e));
+      this._send(encode(body, this.framing), p).catch((e) => p.reject(e));
+    });
+  }
+
+  /**
+   * Writes a frame whose request gets an answer, keeping its place in the order of answers
+   * (`entry`: its Pending, or a RawEntry); without an entry, a frame that gets none.
+   * @param {Buffer} frame
+   * @param {Pending | RawEntry | null} entry
+   * @returns {Promise<void>}
+   */
+  _send(frame, entry) {
+    if (!entry) return this._write(frame);
+    this._order.push(entry);
+    return this._write(frame).catch((e) => {
+      this._order.remove(entry); // never sent
+      throw e;
     });
   }
 
   /**
    * Sends a notification (no id): the broker runs it and never answers, even when it fails.
-   * Resolves once the message is written to the socket.
+   * Resolves once the message is written to the socket. One the broker could not parse (half a
+   * surrogate pair, values nested over 256 levels) is refused here with RpcError -32700 and not
+   * sent: the broker's error for it would carry no id and could not be told from a call's.
    * @param {string} method
    * @param {object} [params]
    * @returns {Promise<void>}
@@ -488,7 +736,7 @@ export class Client extends EventEmitter {
     const message = { jsonrpc: '2.0', method };
     if (params !== undefined) message.params = params;
     try {
-      return this._write(encode(this._body(message, method), this.framing));
+      return this._write(encode(this._body(message, method, true), this.framing));
     } catch (e) {
       return Promise.reject(e);
     }
@@ -498,7 +746,9 @@ export class Client extends EventEmitter {
    * Sends several calls as one JSON-RPC batch. Entries are `[method, params]` or
    * `{method, params, notification}` (a notification member gets no answer). Resolves with one
    * entry per call, in order: its result, its RpcError (returned, not thrown), or `undefined`
-   * for a notification. A batch of only notifications resolves once written.
+   * for a notification. A batch of only notifications resolves once written. The whole batch
+   * rejects with an RpcError when the broker answers it with one error without an id (over its
+   * member limit, 10,000 by default: -32600; one it cannot parse: -32700).
    * @param {BatchEntry[]} calls
    * @param {CallOptions} [options]
    * @returns {Promise<any[]>}
@@ -530,14 +780,18 @@ export class Client extends EventEmitter {
       methods.push(method);
       requests.push(req);
     }
+    const answered = /** @type {number[]} */ (ids.filter((x) => x !== null));
     let frame;
     try {
-      frame = encode(this._body(requests, 'batch'), this.framing);
+      frame = encode(this._body(requests, 'batch', answered.length === 0), this.framing);
     } catch (e) {
       return Promise.reject(e);
     }
-    const answered = /** @type {number[]} */ (ids.filter((x) => x !== null));
-    if (answered.length === 0) return this._write(frame).then(() => calls.map(() => undefined));
+    if (answered.length === 0) {
+      // No answer, unless it is over the broker's member limit: then one error without an id.
+      const entry = requests.length > MAX_BATCH ? new RawEntry(true) : null;
+      return this._send(frame, entry).then(() => calls.map(() => undefined));
+    }
     return new Promise((resolve, reject) => {
       const p = new Pending(this, 'batch', answered, (reply) => {
         /** @type {Map<number, unknown>} */
@@ -559,17 +813,28 @@ export class Client extends EventEmitter {
       if (p.done) return;
       p.batch = { settle: (/** @type {unknown[]} */ reply) => p.resolve(reply), reject: (/** @type {Error} */ e) => p.reject(e) };
       for (const id of answered) this._pending.set(id, p);
-      this._write(frame).catch((e) => p.reject(e));
+      this._send(frame, p).catch((e) => p.reject(e));
     });
   }
 
   /**
-   * Serializes a request, refusing one over the broker's `maxMessage` (known after `hello`).
+   * Serializes a request, refusing one over the broker's `maxMessage` (known after `hello`), and
+   * with `unanswered` (a notification) one the broker could not parse.
    * @param {unknown} value
    * @param {string} method
+   * @param {boolean} [unanswered]
    */
-  _body(value, method) {
-    const body = serialize(value);
+  _body(value, method, unanswered = false) {
+    const text = JSON.stringify(value);
+    if (text === undefined) throw new TypeError(`cannot send ${typeof value} as JSON`);
+    if (unanswered) {
+      const why = parseProblem(text);
+      if (why !== null) {
+        throw new RpcError(ErrorCode.PARSE_ERROR,
+          `not sent: the broker could not parse this notification (${why}), and its error would answer no call`, undefined, method);
+      }
+    }
+    const body = Buffer.from(text, 'utf8');
     const max = this.maxMessage;
     if (max !== undefined && body.length > max) {
       throw new RpcError(ErrorCode.INVALID_REQUEST,
@@ -582,15 +847,22 @@ export class Client extends EventEmitter {
    * Sends one message as is: a JSON value (object, array for a batch, ...) or a JSON text
    * (`string` / `Buffer`, sent unchanged even when it is not valid JSON), framed with the
    * connection's framing. Its answer is read with `receive()`. Resolves once written.
+   *
+   * The client works out whether the broker will answer it (everything but a valid
+   * notification, a batch of only those, or a blank line gets an answer), so that an error
+   * without an id answering it is not taken for a call's. Use ids that are not numbers (the
+   * client's calls use numbers counting up from 1).
    * @param {unknown} message
    * @returns {Promise<void>}
    */
   sendRaw(message) {
+    let frame;
     try {
-      return this._write(encode(message, this.framing));
+      frame = encode(message, this.framing);
     } catch (e) {
       return Promise.reject(e);
     }
+    return this._send(frame, answerExpected(message, this.framing) ? new RawEntry(false) : null);
   }
 
   /**
@@ -631,13 +903,15 @@ export class Client extends EventEmitter {
 
   /**
    * The next queued notification (of `method` when given; others stay queued), waiting up to
-   * `timeout` ms (`undefined`: as long as it takes; `0`: only what is already queued). Resolves
-   * `null` on timeout; rejects with ConnectionClosed once the connection has closed and none is
-   * queued.
-   * @param {{method?: string, timeout?: number, signal?: AbortSignal}} [options]
+   * `timeout` ms. Unlike a call's timeout, `0` here means "do not wait": only what is already
+   * queued; `undefined`, `null`, `Infinity` or more than MAX_TIMEOUT: as long as it takes.
+   * Resolves `null` on timeout; rejects with ConnectionClosed once the connection has closed and
+   * none is queued. Notifications a `consume()` listener takes never come here.
+   * @param {{method?: string, timeout?: number | null, signal?: AbortSignal}} [options]
    * @returns {Promise<Notification | null>}
    */
   nextNotification(options = {}) {
+    this._pulled = true;
     const { method } = options;
     const accepts = (/** @type {Notification} */ n) => method === undefined || n.method === method;
     const i = this._notifications.findIndex(accepts);
@@ -654,7 +928,7 @@ export class Client extends EventEmitter {
   /**
    * The params of the next `app.event` (`{id, kind, url | webpageURL, via, ...}`), or `null`
    * when none comes within `timeout` ms.
-   * @param {{timeout?: number, signal?: AbortSignal}} [options]
+   * @param {{timeout?: number | null, signal?: AbortSignal}} [options]
    * @returns {Promise<Record<string, any> | null>}
    */
   async nextEvent(options = {}) {
@@ -664,9 +938,10 @@ export class Client extends EventEmitter {
 
   /**
    * Iterates over notifications (of `method` when given) as they arrive. Ends when the
-   * connection closes (see `closeError` for why), when `timeout` ms pass without one, or when
-   * `signal` aborts.
-   * @param {{method?: string, timeout?: number, signal?: AbortSignal}} [options]
+   * connection closes (see `closeError` for why), when `timeout` ms pass without one (`0`: once
+   * what is queued has been read; `undefined` / `null` / `Infinity`: never), or when `signal`
+   * aborts.
+   * @param {{method?: string, timeout?: number | null, signal?: AbortSignal}} [options]
    * @returns {AsyncGenerator<Notification, void, undefined>}
    */
   async *notifications(options = {}) {
@@ -687,7 +962,7 @@ export class Client extends EventEmitter {
   /**
    * Iterates over `app.event` notifications' params: `for await (const ev of app.events()) {...}`.
    * Ends as `notifications()` does.
-   * @param {{timeout?: number, signal?: AbortSignal}} [options]
+   * @param {{timeout?: number | null, signal?: AbortSignal}} [options]
    * @returns {AsyncGenerator<Record<string, any>, void, undefined>}
    */
   async *events(options = {}) {
@@ -931,8 +1206,140 @@ function itemList(items) {
  * @param {number | null} dflt
  */
 function limitOrDefault(t, dflt) {
-  return t === undefined ? dflt : limitOf(t);
+  return limitOf(t === undefined ? dflt : t);
 }
+
+/**
+ * Is `value` a notification the broker runs without answering (a valid request object without
+ * an id)?
+ * @param {unknown} value
+ */
+function isNotificationRequest(value) {
+  if (!isObject(value) || 'id' in value) return false;
+  if (value.jsonrpc !== '2.0' || typeof value.method !== 'string') return false;
+  const p = value.params;
+  return p === undefined || p === null || typeof p === 'object';
+}
+
+/**
+ * Will the broker answer this raw message? Everything gets an answer but a valid notification,
+ * a batch of only those (within the broker's default member limit) and, with line framing, a
+ * blank line; a text the broker cannot parse gets -32700.
+ * @param {unknown} message what `sendRaw()` was given
+ * @param {string} framing
+ */
+function answerExpected(message, framing) {
+  let text;
+  if (typeof message === 'string') {
+    text = message;
+  } else if (message instanceof Uint8Array) {
+    const bytes = Buffer.from(message.buffer, message.byteOffset, message.byteLength);
+    if (!isUtf8(bytes)) return true;
+    text = bytes.toString('utf8');
+  } else {
+    text = JSON.stringify(message);
+  }
+  if (text.charCodeAt(0) === 0xfeff) text = text.slice(1); // the broker skips a byte order mark
+  if (!/[^ \t\r\n]/.test(text)) return framing === 'header'; // a blank line is skipped; an empty body is not JSON
+  if (parseProblem(text) !== null) return true;
+  let value;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    return true;
+  }
+  if (Array.isArray(value)) return value.length === 0 || value.length > MAX_BATCH || !value.every(isNotificationRequest);
+  return !isNotificationRequest(value);
+}
+
+/** A request in the order of answers that is not a call: a raw message, or a notification-only batch the broker will refuse. */
+class RawEntry {
+  /** @param {boolean} notice its answer is a notice ('brokerError'), not a reply for receive() */
+  constructor(notice) {
+    this.notice = notice;
+  }
+}
+
+/**
+ * The requests written and not yet answered, oldest first: a queue with cheap removal at the
+ * front (where answers take them off).
+ */
+class OrderQueue {
+  constructor() {
+    /** @type {(Pending | RawEntry | null)[]} */
+    this._items = [];
+    this._head = 0;
+  }
+
+  /** @param {Pending | RawEntry} entry */
+  push(entry) {
+    this._items.push(entry);
+  }
+
+  /** Takes the oldest off. @returns {Pending | RawEntry | undefined} */
+  shift() {
+    while (this._head < this._items.length) {
+      const e = this._items[this._head];
+      this._items[this._head++] = null;
+      if (e) {
+        this._compact();
+        return e;
+      }
+    }
+    this._compact();
+    return undefined;
+  }
+
+  /**
+   * `entry` has its answer: it, and whatever is older (answered before it, as the broker
+   * answers in order), leaves the queue.
+   * @param {Pending | RawEntry} entry
+   */
+  answered(entry) {
+    const i = this._items.indexOf(entry, this._head);
+    if (i < 0) return;
+    for (let j = this._head; j <= i; j++) this._items[j] = null;
+    this._head = i + 1;
+    this._compact();
+  }
+
+  /** An answer no call takes arrived: the oldest raw request's. */
+  answeredRaw() {
+    for (let j = this._head; j < this._items.length; j++) {
+      if (this._items[j] instanceof RawEntry) {
+        this.answered(/** @type {RawEntry} */ (this._items[j]));
+        return;
+      }
+    }
+  }
+
+  /** Takes `entry` out (it was never sent). @param {Pending | RawEntry} entry */
+  remove(entry) {
+    const i = this._items.indexOf(entry, this._head);
+    if (i >= 0) this._items[i] = null;
+    this._compact();
+  }
+
+  clear() {
+    this._items = [];
+    this._head = 0;
+  }
+
+  _compact() {
+    while (this._head < this._items.length && this._items[this._head] === null) this._head++;
+    if (this._head === this._items.length) this.clear();
+    else if (this._head > 1024 && this._head * 2 > this._items.length) {
+      this._items = this._items.slice(this._head);
+      this._head = 0;
+    }
+  }
+}
+
+/**
+ * A listener just added, and the queued notifications it is still to get (`null` for a consumer:
+ * those still queued when it runs).
+ * @typedef {{event: string, listener: Function, items: Notification[] | null}} Replay
+ */
 
 /** A call (or a batch) waiting for its answer. */
 class Pending {
@@ -946,7 +1353,10 @@ class Pending {
    */
   constructor(client, method, ids, resolve, reject, options) {
     this.method = method;
+    this.ids = ids;
     this.done = false;
+    /** Timed out or aborted: its answer, when it comes, is dropped. */
+    this.abandoned = false;
     /** @type {{settle: (reply: unknown[]) => void, reject: (e: Error) => void} | undefined} */
     this.batch = undefined;
     const limit = limitOrDefault(options.timeout, client.timeout);
@@ -958,7 +1368,8 @@ class Pending {
       for (const id of ids) if (client._pending.get(id) === this) client._pending.delete(id);
     };
     const abandon = () => {
-      for (const id of ids) client._abandoned.add(id);
+      this.abandoned = true;
+      for (const id of ids) client._abandoned.set(id, this);
     };
     this.resolve = (/** @type {any} */ v) => {
       if (this.done) return;

@@ -66,6 +66,61 @@ export function encode(message, framing = 'line') {
 
 const NL = Buffer.from('\n');
 
+/** The deepest nesting of arrays and objects the broker parses (its JSONParser.maxDepth). */
+export const MAX_DEPTH = 256;
+
+/**
+ * Why the broker could not parse this JSON text, for the two things a valid JSON text can hold
+ * that its strict parser refuses (-32700): a `\u` escape of half a surrogate pair (what
+ * `JSON.stringify` writes for a lone surrogate, e.g. `'😀'.slice(0, 1)`), and arrays / objects
+ * nested deeper than MAX_DEPTH levels. `null` when neither occurs. (Not a JSON validator: text
+ * that is not JSON at all is for `JSON.parse` to refuse.)
+ * @param {string} text
+ * @returns {string | null}
+ */
+export function parseProblem(text) {
+  const surrogates = /\\u[dD][89a-fA-F]/.test(text);
+  if (!surrogates && text.length <= MAX_DEPTH) return null;
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      if (c === 0x22) inString = false;
+      else if (c === 0x5c) {
+        if (text.charCodeAt(i + 1) !== 0x75) { i++; continue; } // \", \\, \n, ...
+        const u = hex4(text, i + 2);
+        if (u >= 0xd800 && u <= 0xdbff) {
+          const lo = text.charCodeAt(i + 6) === 0x5c && text.charCodeAt(i + 7) === 0x75 ? hex4(text, i + 8) : -1;
+          if (!(lo >= 0xdc00 && lo <= 0xdfff)) return `an unpaired surrogate (\\u${text.slice(i + 2, i + 6)}) in a string`;
+          i += 11;
+        } else if (u >= 0xdc00 && u <= 0xdfff) {
+          return `an unpaired surrogate (\\u${text.slice(i + 2, i + 6)}) in a string`;
+        } else {
+          i += 5;
+        }
+      }
+    } else if (c === 0x22) {
+      inString = true;
+    } else if (c === 0x5b || c === 0x7b) {
+      if (++depth > MAX_DEPTH) return `arrays and objects nested deeper than ${MAX_DEPTH} levels`;
+    } else if (c === 0x5d || c === 0x7d) {
+      depth--;
+    }
+  }
+  return null;
+}
+
+/**
+ * The value of four hex digits at `i`, or -1.
+ * @param {string} text
+ * @param {number} i
+ */
+function hex4(text, i) {
+  const h = text.slice(i, i + 4);
+  return /^[0-9a-fA-F]{4}$/.test(h) ? parseInt(h, 16) : -1;
+}
+
 /**
  * Incremental decoder. `feedFrames(chunk)` returns the bodies of the frames completed so far
  * (as Buffers); `feed(chunk)` returns them parsed. A frame may arrive split across any number of

@@ -1,7 +1,7 @@
 // sharebroker: a Node.js client for the local share-and-deep-link broker (JSON-RPC 2.0 over a
 // Unix domain socket). Zero dependencies. See README.md and Protocol/PROTOCOL.md.
 
-export { Client, connect, resultOrError } from './client.js';
+export { Client, connect, resultOrError, MAX_TIMEOUT } from './client.js';
 export {
   ErrorCode, ERROR_NAMES, RpcError, BrokerConnectionError, ConnectionClosed, TimeoutError, ProtocolError,
   PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS, INTERNAL_ERROR,

@@ -83,7 +83,9 @@ test('defaults.watch and defaults.changed, with and without a key filter', async
   const filtered = await broker.extension(APP_PDF);
   assert.equal((await filtered.defaultsWatch(APP_GROUP, { keys: ['wanted'] })).watching, true);
   const emitted = [];
-  filtered.on('defaults.changed', (p) => emitted.push(p));
+  const observed = [];
+  filtered.consume('defaults.changed', (p) => emitted.push(p));
+  filtered.on('notification', (n) => observed.push(n.params.key)); // an observer takes nothing
 
   const writer = await broker.extension(APP_SHARE);
   const v1 = (await writer.defaultsSet(APP_GROUP, 'other', { a: 1 })).version;
@@ -108,5 +110,6 @@ test('defaults.watch and defaults.changed, with and without a key filter', async
   const deadline = Date.now() + WAIT;
   while (emitted.length < 2 && Date.now() < deadline) await barrier(filtered);
   assert.deepEqual(emitted.map((p) => [p.key, p.version]), [['wanted', v2], ['wanted', v3]]);
-  assert.equal(filtered.pendingNotifications, 0, 'what a listener took is not queued');
+  assert.equal(filtered.pendingNotifications, 0, 'what a consumer took is queued');
+  assert.deepEqual(observed, ['wanted', 'wanted']);
 });

@@ -79,14 +79,14 @@ test('events as an async iterator', async () => {
   assert.deepEqual(await ending, []);
 });
 
-test('events through the EventEmitter; what a listener takes is not queued', async () => {
+test('events through the EventEmitter: a consumer takes them, so nothing is queued', async () => {
   const app = await broker.app();
   await subscribeFresh(app);
   const tool = await broker.tool();
   const seen = [];
   const all = [];
   const got = new Promise((resolve) => {
-    app.on('app.event', (ev) => {
+    app.consume('app.event', (ev) => {
       seen.push(ev);
       if (seen.length === 2) resolve(undefined);
     });
@@ -100,6 +100,82 @@ test('events through the EventEmitter; what a listener takes is not queued', asy
   await barrier(app);
   assert.equal(app.pendingNotifications, 0);
   assert.equal((await app.appAck(seen.map((e) => e.id))).acked, 2);
+});
+
+test('a listener added with on() only observes: the pull API still gets every event', async () => {
+  const app = await broker.app();
+  await subscribeFresh(app);
+  const tool = await broker.tool();
+  const logged = [];
+  const methods = [];
+  app.on('app.event', (ev) => logged.push(ev.id));
+  app.on('notification', (n) => methods.push(n.method));
+  const opened = [];
+  for (let i = 0; i < 3; i++) opened.push((await tool.urlOpen(`deeplinkmyapp://observed/${i}`)).eventID);
+  await barrier(app); // every event has been read (and emitted) while nothing pulled
+  assert.deepEqual(logged, opened);
+  assert.deepEqual(methods, ['app.event', 'app.event', 'app.event']);
+  assert.equal(app.pendingNotifications, 3, 'an observer took events from the pull API');
+  const got = [];
+  for await (const ev of app.events({ timeout: WAIT })) {
+    got.push(ev.id);
+    if (got.length === 3) break;
+  }
+  assert.deepEqual(got, opened);
+  assert.equal((await app.appAck(got)).acked, 3);
+});
+
+test('the backlog reaches listeners added after appSubscribe(): observers see it, a consumer takes it', async () => {
+  const tool = await broker.tool();
+  // Events for Notes while it is not subscribed: they wait at the broker.
+  const opened = [];
+  for (let i = 0; i < 2; i++) opened.push((await tool.urlOpen(`notes://backlog/${i}`)).eventID);
+  const notes = await broker.app(NOTES);
+  const { pending } = await notes.appSubscribe();
+  assert.ok(pending >= 2);
+  await barrier(notes); // the backlog has arrived (with the subscribe's answer), nobody listening
+  assert.equal(notes.pendingNotifications, pending);
+  const observed = [];
+  const observedAll = [];
+  notes.on('app.event', (ev) => observed.push(ev.id));
+  notes.on('notification', (n) => observedAll.push(n.params.id));
+  await new Promise((res) => setImmediate(res));
+  assert.equal(observed.length, pending, 'an observer added after the subscribe did not get the backlog');
+  assert.deepEqual(observed.slice(-2), opened);
+  assert.deepEqual(observedAll, observed);
+  assert.equal(notes.pendingNotifications, pending, 'observing took events off the queue');
+  const taken = [];
+  notes.consume('app.event', (ev) => taken.push(ev.id));
+  await new Promise((res) => setImmediate(res));
+  assert.deepEqual(taken, observed, 'a consumer gets the queued events first, oldest first');
+  assert.equal(notes.pendingNotifications, 0, 'a consumer takes what it gets');
+  // A live event: everyone gets it once; nothing is queued.
+  const live = (await tool.urlOpen('notes://backlog/live')).eventID;
+  await barrier(notes);
+  assert.equal(taken.at(-1), live);
+  assert.equal(observed.at(-1), live);
+  assert.equal(observed.length, pending + 1, 'an observer saw an event twice');
+  assert.equal(notes.pendingNotifications, 0);
+  assert.equal((await notes.appAck(taken)).acked, pending + 1);
+  await notes.close();
+});
+
+test('timeout semantics of the pull API: 0 polls, null / Infinity / undefined wait', async () => {
+  const app = await broker.app();
+  await subscribeFresh(app);
+  assert.equal(await app.nextNotification({ timeout: 0 }), null);
+  assert.equal(await app.nextEvent({ timeout: 0 }), null);
+  const none = [];
+  for await (const ev of app.events({ timeout: 0 })) none.push(ev);
+  assert.deepEqual(none, []);
+  for (const timeout of [null, Infinity, undefined]) {
+    const ac = new AbortController();
+    const waiting = app.nextNotification({ timeout, signal: ac.signal });
+    waiting.catch(() => {});
+    const first = await Promise.race([waiting, new Promise((res) => setTimeout(() => res('waiting'), 50))]);
+    assert.equal(first, 'waiting', `timeout ${timeout} did not wait`);
+    ac.abort();
+  }
 });
 
 test('queued while nobody listens, delivered oldest first, re-delivered after a reconnect until acked', async () => {

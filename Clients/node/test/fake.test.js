@@ -5,55 +5,10 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import net from 'node:net';
-import { rmSync } from 'node:fs';
-import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 import { Client, ConnectionClosed, FrameDecoder, ProtocolError, RpcError, TimeoutError, encode, NOT_FOUND, INVALID_REQUEST } from '../src/index.js';
-import { tempDir, WAIT } from './support.js';
-
-/**
- * Starts a fake broker; `onConnection(peer)` gets each connection: `peer.messages` (an async
- * queue of what the client sent), `peer.send(msg)`, `peer.socket`.
- */
-async function fakeBroker(t, framing, onConnection) {
-  const dir = tempDir('sbfake-');
-  const path = join(dir, 'fake.sock');
-  const server = net.createServer((socket) => {
-    const decoder = new FrameDecoder(framing);
-    const queue = [];
-    const waiters = [];
-    socket.on('data', (chunk) => {
-      for (const m of decoder.feed(chunk)) {
-        const w = waiters.shift();
-        if (w) w(m);
-        else queue.push(m);
-      }
-    });
-    socket.on('error', () => {});
-    const peer = {
-      socket,
-      next: () => (queue.length ? Promise.resolve(queue.shift()) : new Promise((res) => waiters.push(res))),
-      send: (/** @type {unknown} */ msg) => socket.write(encode(msg, framing)),
-    };
-    onConnection(peer);
-  });
-  await new Promise((res) => server.listen(path, res));
-  t.after(async () => {
-    server.close();
-    rmSync(dir, { recursive: true, force: true });
-  });
-  return { path, server };
-}
-
-/** Writes `bytes` one byte per event-loop turn. */
-async function trickle(socket, bytes) {
-  for (const b of bytes) {
-    socket.write(Buffer.from([b]));
-    await sleep(0);
-  }
-}
+import { fakeBroker, trickle, WAIT } from './support.js';
 
 test('requests: numeric ids counting up, jsonrpc 2.0, params only when given', async (t) => {
   const seen = [];
@@ -130,7 +85,34 @@ for (const framing of ['line', 'header']) {
   });
 }
 
-test('a hang-up after an id-null error: ConnectionClosed carries it', async (t) => {
+test('a hang-up after an id-null error that answered no request: ConnectionClosed carries it', async (t) => {
+  const { path } = await fakeBroker(t, 'line', async (peer) => {
+    const m = await peer.next();
+    peer.send({ jsonrpc: '2.0', id: m.id, result: 'x' });
+    await sleep(20);
+    peer.socket.end(encode({ jsonrpc: '2.0', id: null, error: { code: INVALID_REQUEST, message: 'Message over 4096 bytes' } }, 'line'));
+  });
+  const c = await new Client({ socket: path, timeout: WAIT }).connect();
+  const brokerErrors = [];
+  c.on('brokerError', (e) => brokerErrors.push(e));
+  const closed = new Promise((res) => c.once('close', res));
+  assert.equal(await c.call('x'), 'x');
+  const err = await closed;
+  assert.ok(err instanceof ConnectionClosed);
+  assert.ok(err.reason instanceof RpcError);
+  assert.equal(err.reason.code, INVALID_REQUEST);
+  assert.equal(err.reason.message, 'Message over 4096 bytes');
+  assert.match(err.message, /Message over 4096 bytes \(-32600\)/);
+  assert.equal(err, c.closeError);
+  assert.equal(brokerErrors.length, 1);
+  assert.equal(brokerErrors[0].code, INVALID_REQUEST);
+  // The raw error is also readable, and so is nothing more.
+  assert.equal((await c.receive()).error.code, INVALID_REQUEST);
+  await assert.rejects(c.receive(), ConnectionClosed);
+  await assert.rejects(c.call('y'), (e) => e instanceof ConnectionClosed && e.reason?.code === INVALID_REQUEST);
+});
+
+test('an id-null error before a hang-up while a call waits: the call\'s answer, not the close reason', async (t) => {
   const { path } = await fakeBroker(t, 'line', async (peer) => {
     await peer.next();
     peer.socket.end(encode({ jsonrpc: '2.0', id: null, error: { code: INVALID_REQUEST, message: 'Message over 4096 bytes' } }, 'line'));
@@ -140,19 +122,17 @@ test('a hang-up after an id-null error: ConnectionClosed carries it', async (t) 
   c.on('brokerError', (e) => brokerErrors.push(e));
   const closed = new Promise((res) => c.once('close', res));
   await assert.rejects(c.call('x'), (e) => {
-    assert.ok(e instanceof ConnectionClosed);
-    assert.ok(e.reason instanceof RpcError);
-    assert.equal(e.reason.code, INVALID_REQUEST);
-    assert.equal(e.reason.message, 'Message over 4096 bytes');
-    assert.match(e.message, /Message over 4096 bytes \(-32600\)/);
+    assert.ok(e instanceof RpcError, String(e));
+    assert.equal(e.code, INVALID_REQUEST);
+    assert.equal(e.message, 'Message over 4096 bytes');
+    assert.equal(e.method, 'x');
     return true;
   });
-  assert.equal(await closed, c.closeError);
-  assert.equal(brokerErrors.length, 1);
-  assert.equal(brokerErrors[0].code, INVALID_REQUEST);
-  // The raw error is also readable, and so is nothing more.
-  assert.equal((await c.receive()).error.code, INVALID_REQUEST);
-  await assert.rejects(c.receive(), ConnectionClosed);
+  const err = await closed;
+  assert.ok(err instanceof ConnectionClosed);
+  assert.equal(err.reason, undefined);
+  assert.deepEqual(brokerErrors, []);
+  assert.equal(c.pendingReplies, 0);
   await assert.rejects(c.call('y'), ConnectionClosed);
 });
 

@@ -4,6 +4,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
 import { FrameDecoder, ProtocolError, encode, normalizeFraming } from '../src/index.js';
+import { parseProblem } from '../src/framing.js';
 
 const MESSAGES = [
   { jsonrpc: '2.0', id: 1, result: { text: 'line\nbreak', n: 1 } },
@@ -110,4 +111,19 @@ test('framing names', () => {
   assert.equal(normalizeFraming('content-length'), 'header');
   assert.equal(normalizeFraming('Header'), 'header');
   assert.throws(() => normalizeFraming('xml'), TypeError);
+});
+
+test('parseProblem: what the broker\'s strict parser refuses in valid JSON', () => {
+  const lone = '😀'.slice(0, 1);
+  const nest = (/** @type {number} */ d) => { let v = /** @type {unknown} */ (0); for (let i = 0; i < d; i++) v = [v]; return v; };
+  assert.match(String(parseProblem(JSON.stringify({ a: lone }))), /unpaired surrogate \(\\ud83d\)/);
+  assert.match(String(parseProblem(JSON.stringify({ a: `x${'😀'.slice(1)}` }))), /unpaired surrogate \(\\ude00\)/);
+  assert.match(String(parseProblem('["\\uD83Dx"]')), /unpaired/, 'upper case, not followed by a low half');
+  assert.equal(parseProblem(JSON.stringify({ a: '😀', b: '\\ud83d', c: '\\\\ud83d' })), null, 'a pair, and escaped backslashes');
+  assert.equal(parseProblem('["\\ud83d\\ude00"]'), null, 'an escaped pair');
+  assert.equal(parseProblem(JSON.stringify(nest(256))), null);
+  assert.match(String(parseProblem(JSON.stringify(nest(257)))), /deeper than 256/);
+  assert.equal(parseProblem(JSON.stringify({ s: '['.repeat(1000) })), null, 'brackets inside a string');
+  assert.match(String(parseProblem(JSON.stringify({ jsonrpc: '2.0', method: 'm', params: { p: nest(255) } }))), /deeper/);
+  assert.equal(parseProblem(JSON.stringify({ jsonrpc: '2.0', method: 'm', params: { p: nest(254) } })), null);
 });

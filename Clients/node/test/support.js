@@ -11,7 +11,7 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 
-import { Client, RpcError } from '../src/index.js';
+import { Client, FrameDecoder, RpcError, encode } from '../src/index.js';
 
 export const NODE_DIR = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 export const REPO = resolve(NODE_DIR, '..', '..');
@@ -323,5 +323,68 @@ export async function eventually(fn, what, timeout = WAIT) {
     if (v) return v;
     if (Date.now() > deadline) assert.fail(`timed out waiting for ${what}`);
     await sleep(25);
+  }
+}
+
+/**
+ * Starts a scripted fake broker (a net.Server on a private socket) for test `t`;
+ * `onConnection(peer)` gets each connection: `peer.next()` (the next message the client sent,
+ * parsed; `{unparsable: text}` for a frame that is not JSON), `peer.send(msg)`, `peer.socket`.
+ * @param {import('node:test').TestContext} t
+ * @param {'line' | 'header'} framing
+ * @param {(peer: {socket: net.Socket, next: () => Promise<any>, send: (msg: unknown) => boolean}) => void} onConnection
+ */
+export async function fakeBroker(t, framing, onConnection) {
+  const dir = tempDir('sbfake-');
+  const path = join(dir, 'fake.sock');
+  /** @type {Set<net.Socket>} */
+  const sockets = new Set();
+  const server = net.createServer((socket) => {
+    sockets.add(socket);
+    socket.once('close', () => sockets.delete(socket));
+    const decoder = new FrameDecoder(framing);
+    /** @type {unknown[]} */
+    const queue = [];
+    /** @type {((m: unknown) => void)[]} */
+    const waiters = [];
+    socket.on('data', (chunk) => {
+      for (const body of decoder.feedFrames(chunk)) {
+        let m;
+        try {
+          m = decoder.parse(body);
+        } catch {
+          m = { unparsable: body.toString('utf8') };
+        }
+        const w = waiters.shift();
+        if (w) w(m);
+        else queue.push(m);
+      }
+    });
+    socket.on('error', () => {});
+    const peer = {
+      socket,
+      next: () => (queue.length ? Promise.resolve(queue.shift()) : new Promise((res) => waiters.push(res))),
+      send: (/** @type {unknown} */ msg) => socket.write(encode(msg, framing)),
+    };
+    onConnection(peer);
+  });
+  await new Promise((res) => server.listen(path, () => res(undefined)));
+  t.after(async () => {
+    for (const s of sockets) s.destroy();
+    server.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+  return { path, server };
+}
+
+/**
+ * Writes `bytes` one byte per event-loop turn.
+ * @param {net.Socket} socket
+ * @param {Uint8Array} bytes
+ */
+export async function trickle(socket, bytes) {
+  for (const b of bytes) {
+    socket.write(Buffer.from([b]));
+    await sleep(0);
   }
 }
