@@ -4,8 +4,6 @@
 #include "CShareSystem.h"
 
 #include <errno.h>
-#include <grp.h>
-#include <sys/wait.h>
 #include <fcntl.h>
 #ifdef __linux__
 #include <linux/falloc.h>
@@ -412,67 +410,6 @@ pid_t sb_spawn_detached(const char *const argv[], const char *const envp[], int 
     posix_spawnattr_destroy(&attr);
     if (rc != 0) {
         errno = rc;
-        return -1;
-    }
-    return pid;
-}
-
-pid_t sb_spawn_detached_as(const char *path, const char *const argv[], const char *const envp[], int err_fd, uid_t uid, gid_t gid) {
-    // fork + exec (posix_spawn cannot change the user); the child only makes async-signal-safe
-    // calls. A close-on-exec pipe carries the child's errno back when it cannot switch or exec.
-    int report[2];
-#ifdef __linux__
-    if (pipe2(report, O_CLOEXEC) != 0) return -1;
-#else
-    if (pipe(report) != 0) return -1;
-    fcntl(report[0], F_SETFD, FD_CLOEXEC);
-    fcntl(report[1], F_SETFD, FD_CLOEXEC);
-#endif
-    pid_t pid = fork();
-    if (pid < 0) {
-        int e = errno;
-        close(report[0]);
-        close(report[1]);
-        errno = e;
-        return -1;
-    }
-    if (pid == 0) {
-        close(report[0]);
-        setsid();
-        int in = open("/dev/null", O_RDONLY);
-        int out = open("/dev/null", O_WRONLY);
-        if (in >= 0) dup2(in, 0);
-        if (out >= 0) dup2(out, 1);
-        dup2(err_fd >= 0 ? err_fd : out, 2);
-        sigset_t none;
-        sigemptyset(&none);
-        sigprocmask(SIG_SETMASK, &none, NULL);
-        struct sigaction dfl;
-        memset(&dfl, 0, sizeof dfl);
-        dfl.sa_handler = SIG_DFL;
-        for (int sig = 1; sig < NSIG; sig++) sigaction(sig, &dfl, NULL);
-        int e = 0;
-        if (setgroups(1, &gid) != 0 || setgid(gid) != 0 || setuid(uid) != 0) {
-            e = errno;
-        } else {
-            execve(path, (char *const *)argv, (char *const *)envp);
-            e = errno;
-        }
-        ssize_t w = write(report[1], &e, sizeof e);
-        (void)w;
-        _exit(127);
-    }
-    close(report[1]);
-    int e = 0;
-    ssize_t n;
-    do {
-        n = read(report[0], &e, sizeof e);
-    } while (n < 0 && errno == EINTR);
-    close(report[0]);
-    if (n == (ssize_t)sizeof e) {
-        int status;
-        waitpid(pid, &status, 0);
-        errno = e;
         return -1;
     }
     return pid;

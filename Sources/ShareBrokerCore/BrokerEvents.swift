@@ -370,16 +370,6 @@ extension Broker {
         }
         env.append("SHAREBROKER_SOCKET=\(config.socketPath)")
         env.append("SHAREBROKER_BUNDLE_ID=\(app)")
-        // A broker running as root launches an app whose manifest admits only other users as
-        // the first of them (its user, not root), with that user's HOME, USER and LOGNAME.
-        let runAs = Broker.launchUser(uids: registry.identityRule(for: app).uids)
-        var path: String? = nil
-        if let user = runAs {
-            env.removeAll { $0.hasPrefix("HOME=") || $0.hasPrefix("USER=") || $0.hasPrefix("LOGNAME=") }
-            env += ["HOME=\(user.home)", "USER=\(user.name)", "LOGNAME=\(user.name)"]
-            guard let found = Broker.resolveExecutable(argv[0], env: env) else { return -ENOENT }
-            path = found
-        }
         let cArgs = argv.map { strdup($0) } + [nil]
         let cEnv = env.map { strdup($0) } + [nil]
         defer {
@@ -388,35 +378,10 @@ extension Broker {
         }
         let pid = cArgs.map { UnsafePointer($0) }.withUnsafeBufferPointer { a in
             cEnv.map { UnsafePointer($0) }.withUnsafeBufferPointer { en in
-                if let user = runAs, let path {
-                    return sb_spawn_detached_as(path, a.baseAddress, en.baseAddress, errFD, user.uid, user.gid)
-                }
-                return sb_spawn_detached(a.baseAddress, en.baseAddress, errFD)
+                sb_spawn_detached(a.baseAddress, en.baseAddress, errFD)
             }
         }
         return pid > 0 ? pid : -currentErrno()
-    }
-
-    /// The user a root broker launches an app as: the first of its manifest's `uids` when they
-    /// do not admit root (nil: the broker's own user, as for a broker that is not root).
-    static func launchUser(uids: [UInt32]?) -> (uid: uid_t, gid: gid_t, name: String, home: String)? {
-        guard getuid() == 0, let uids, let first = uids.first, !uids.contains(0) else { return nil }
-        if let pw = getpwuid(first) {
-            return (first, pw.pointee.pw_gid, String(cString: pw.pointee.pw_name), String(cString: pw.pointee.pw_dir))
-        }
-        return (first, first, "\(first)", "/")
-    }
-
-    /// `name` found as `posix_spawnp` would: itself when it holds a '/', else the first
-    /// executable file of that name in the environment's PATH.
-    static func resolveExecutable(_ name: String, env: [String]) -> String? {
-        if name.contains("/") { return name }
-        let pathValue = env.last { $0.hasPrefix("PATH=") }.map { String($0.dropFirst(5)) } ?? "/usr/local/bin:/usr/bin:/bin"
-        for dir in pathValue.split(separator: ":", omittingEmptySubsequences: false) {
-            let candidate = (dir.isEmpty ? "." : String(dir)) + "/" + name
-            if access(candidate, X_OK) == 0 { return candidate }
-        }
-        return nil
     }
 
     /// The launch watchdog: a child the broker launched that has not subscribed within

@@ -152,31 +152,6 @@ final class DurabilityTests: XCTestCase {
     }
 
     /// An in-process broker with one app, `com.mycompany.myapp` (scheme deeplinkmyapp), launched by `launch`.
-    /// A root broker launches an app whose manifest admits only other users as the first of
-    /// them, with that user's HOME/USER/LOGNAME (it ran as root: the security audit); a command
-    /// that is no executable is a launch that failed at once (reported by the child).
-    func testARootBrokerLaunchesAnAppOfAnotherUserAsThatUser() throws {
-        guard getuid() == 0, let pw = getpwuid(65534) else { throw XCTSkip("needs root and uid 65534") }
-        let home = String(cString: pw.pointee.pw_dir), name = String(cString: pw.pointee.pw_name)
-        let dir = TempDir()
-        chmod(dir.path, 0o777)
-        let out = dir.path + "/who"
-        let script = "echo $(id -u) $HOME $USER $LOGNAME $SHAREBROKER_BUNDLE_ID > \(out)"
-        let a = #"{"bundleID": "com.other.app", "urlSchemes": ["otherapp"], "uids": [65534], "launch": ["sh", "-c", "\#(script)"]}"#
-        let b = #"{"bundleID": "com.missing.app", "urlSchemes": ["missingapp"], "uids": [65534], "launch": ["no-such-command-anywhere"]}"#
-        let h = BrokerHarness(manifests: ["a.json": a, "b.json": b])
-        try h.start { $0.launchRetryBase = 30 }
-        defer { h.stop() }
-        let tool = try h.tool()
-        _ = try tool.call("url.open", ["url": "otherapp://x"])
-        let written: () -> String = { (try? String(contentsOfFile: out, encoding: .utf8)) ?? "" }
-        XCTAssertTrue(waitUntil(timeout: 10 * sanitizerSlowdown) { written().hasSuffix("\n") })
-        XCTAssertEqual(try String(contentsOfFile: out, encoding: .utf8), "65534 \(home) \(name) \(name) com.other.app\n")
-        _ = try tool.call("url.open", ["url": "missingapp://x"])
-        let launches = try tool.call("broker.status")["launches"]?["com.missing.app"]
-        XCTAssertEqual(launches?["failures"]?.intValue, 1, launches?.compactText ?? "nil")
-    }
-
     private func launchHarness(_ launch: [String]) -> BrokerHarness {
         BrokerHarness(manifests: [
             "myapp.json": JSONValue.object([

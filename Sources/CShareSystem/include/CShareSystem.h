@@ -74,10 +74,6 @@ int sb_executable_path(int pid, char *buf, int size);
 /// Spawns argv[0] (PATH searched) detached in a new session, stdin/stdout to /dev/null, stderr to
 /// err_fd (or /dev/null when -1), with envp. Returns the child pid or -1/errno.
 pid_t sb_spawn_detached(const char *const argv[], const char *const envp[], int err_fd);
-/// As sb_spawn_detached, but the child runs as `uid` / `gid` (supplementary groups: `gid` alone)
-/// before it executes `path` (already resolved: no PATH search). Only for a broker running as
-/// root. Returns the pid, or -1 with errno (also when the child could not switch user or exec).
-pid_t sb_spawn_detached_as(const char *path, const char *const argv[], const char *const envp[], int err_fd, uid_t uid, gid_t gid);
 
 /// Reads the resident set size (bytes) and its peak of a process from /proc, or -1.
 long sb_process_rss(pid_t pid, long *peak);
