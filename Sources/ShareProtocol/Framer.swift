@@ -68,6 +68,8 @@ public struct Framer: Sendable {
 
     /// Bytes buffered for an incomplete frame.
     public var bufferedByteCount: Int { pending.count }
+    /// Bytes the buffer holds room for (what an idle connection's framer costs; tests).
+    var bufferedCapacity: Int { pending.capacity }
 
     /// Feeds one chunk read from the socket; `onFrame` gets each complete frame body, in order, with the
     /// connection's framing mode (answer in the same framing).
@@ -158,8 +160,16 @@ public struct Framer: Sendable {
             Result { () throws(FramingError) -> Int in try consume(buf, searched: searched, onFrame: onFrame) }
         }.get()
         if used < p.count {
-            if used > 0 { p.removeSubrange(0..<used) }
-            pending = p
+            let left = p.count - used
+            if used > 0 && p.capacity > max(4096, 2 * left) {
+                // What is left is kept in a buffer of its size: removing the front keeps the
+                // capacity, and a 4 MB message followed by 100 bytes held 4 MB for ever (below
+                // the size the broker times unfinished messages at; the review).
+                pending = Array(p[used...])
+            } else {
+                if used > 0 { p.removeSubrange(0..<used) }
+                pending = p
+            }
         } else if p.capacity <= 4096 {
             p.removeAll(keepingCapacity: true)
             pending = p

@@ -53,6 +53,24 @@ struct FramerNewlineTests {
         #expect(try finished("Cont") == nl(["Cont"]), "too short to be a header: a line (a parse error)")
     }
 
+    /// What is left after a large frame is kept in a buffer of its own size: a 4 MB message
+    /// followed by 100 bytes of the next kept 4 MB (the review).
+    @Test func aSmallRestAfterALargeFrameKeepsNoLargeBuffer() throws {
+        var f = Framer(maxMessage: 8 << 20)
+        let big = "[\"" + String(repeating: "x", count: 4_000_000) + "\"]\n"
+        var bytes = utf8(big) + utf8(String(repeating: "y", count: 100))
+        var frames = 0
+        // In 64 KiB reads, as the broker reads.
+        while !bytes.isEmpty {
+            let n = min(65536, bytes.count)
+            frames += try f.feedBytes(Array(bytes[0..<n])).count
+            bytes.removeFirst(n)
+        }
+        #expect(frames == 1)
+        #expect(f.bufferedByteCount == 100)
+        #expect(f.bufferedCapacity < 8192, "capacity \(f.bufferedCapacity)")
+    }
+
     /// A limit near Int.max (a library caller's setting) must not overflow the framer's checks.
     @Test func aHugeLimitDoesNotOverflow() throws {
         for input in ["{\"a\":", "Content-Length: 5\r\n\r\n{}"] {
