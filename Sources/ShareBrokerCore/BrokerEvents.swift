@@ -248,9 +248,9 @@ extension Broker {
     /// -32005 naming the quota, nothing stored.
     func checkEventQuota(_ store: EventStore, _ app: String, url: String = "", source: String? = nil) throws(RPCError) {
         let load = store.pendingLoad(for: app)
-        // (about the record's size: its URL, its source app's bundle ID and ~250 bytes for the
-        // rest: ids, kind, via, a share's id, a universal link's activity type)
-        let adding = url.utf8.count + (source?.utf8.count ?? 0) + 250
+        // (about the record's size: its URL, its source's and its app's bundle IDs and ~250
+        // bytes for the rest: ids, kind, via, a share's id, a universal link's activity type)
+        let adding = url.utf8.count + (source?.utf8.count ?? 0) + app.utf8.count + 250
         guard load.bytes + adding <= config.maxPendingEventBytesPerApp else {
             throw RPCError(
                 .storageFailure,

@@ -553,7 +553,7 @@ extension Broker {
         }
         if let route {
             let events = try requireStore()
-            do { try checkEventQuota(events, route.app, url: (route.1["url"] ?? route.1["webpageURL"])?.stringValue ?? "", source: conn.bundleID) } catch {
+            do { try checkEventQuota(events, route.app, url: (route.1["url"] ?? route.1["webpageURL"])?.stringValue ?? "", source: chosen.ext.bundleID) } catch {
                 closeFiles(items)
                 throw error
             }
@@ -598,7 +598,7 @@ extension Broker {
                 do throws(RPCError) {
                     try b.methods["share.send"]?.authorize(c)  // (a reload may have ended the session)
                     if b.registryGeneration != generation { try b.recheckSender(chosen, group: group, routeApp: route?.app) }
-                    if let route, let events = b.store { try b.checkEventQuota(events, route.app, url: (route.1["url"] ?? route.1["webpageURL"])?.stringValue ?? "", source: c.bundleID) }
+                    if let route, let events = b.store { try b.checkEventQuota(events, route.app, url: (route.1["url"] ?? route.1["webpageURL"])?.stringValue ?? "", source: chosen.ext.bundleID) }
                     return try b.storeShare(
                         c, chosen: chosen, group: group, store: store, shareID: shareID, items: stored, files: files,
                         route: route, filesWritten: true, bytes: shareBytes)
@@ -754,10 +754,11 @@ extension Broker {
         // Without `group`, a group whose shares cannot be read does not hide the others': it is
         // named in `unreadableGroups` (with `group`, it is the answer: -32005).
         var unreadable: [JSONValue] = []
-        for g in groups where ManifestDecoder.isUsableGroupName(g) {
+        let usable = groups.filter(ManifestDecoder.isUsableGroupName)
+        for g in usable {
             let opened: ShareRecordStore?
             do { opened = try readableShareStore(g) } catch {
-                if groups.count == 1 { throw error }
+                if usable.count == 1 { throw error }
                 unreadable.append(["group": .string(g), "error": .string(error.message)])
                 continue
             }

@@ -325,7 +325,8 @@ public final class ShareRecordStore: TurnParticipant {
             }
         } else if !files.isEmpty {
             do { try writeFiles(files, into: dir) } catch {
-                ShareRecordStore.removeTree(dir)
+                // (not through a files/ or group directory a symlink replaced meanwhile)
+                if ShareRecordStore.isPlainPath(directory, parent: parentDirectory) { ShareRecordStore.removeTree(dir) }
                 throw error
             }
         }

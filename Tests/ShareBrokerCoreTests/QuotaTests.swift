@@ -93,7 +93,7 @@ final class QuotaTests: XCTestCase {
         // (the new event counts: the quota is never passed, not even by one event)
         XCTAssertEqual(ids.count, 2, "2 events of ~3 KB fit under 8 KiB, a third would pass it")
         XCTAssertEqual(refused?.code, -32005)
-        XCTAssertTrue(refused?.message.contains("and this one about 3259 more (its quota: 8192)") ?? false, "\(String(describing: refused))")
+        XCTAssertTrue(refused?.message.contains("and this one about 3264 more (its quota: 8192)") ?? false, "\(String(describing: refused))")
         XCTAssertEqual(try tool.call("broker.status")["pendingEvents"]?.intValue, 2, "nothing stored for the refused one")
         // One event larger than the whole quota is refused too (it was stored when the app had room).
         let huge = "appa://x?" + String(repeating: "h", count: 9000)
