@@ -364,7 +364,7 @@ public final class Broker {
         // A symbolic link on the way that another user owns can be pointed elsewhere by them at
         // any time (even in a sticky directory): checking only where it points now is not enough.
         var walked = ""
-        for part in dir.split(separator: "/") {
+        for part in dir.split(separator: "/") where dir.hasPrefix("/") {  // (a relative path: its target is checked below)
             walked += "/" + part
             var ls = stat()
             if lstat(walked, &ls) == 0, (ls.st_mode & S_IFMT) == S_IFLNK, !Broker.isBrokersOwnUID(ls.st_uid) {
