@@ -32,8 +32,9 @@ public struct StateFiles: Sendable {
     /// Why an input at `path` (a manifest, an association document, a folder or file of an
     /// imported project, the `apps`/`associations` directories; symlinks followed to what is
     /// read) is not to be trusted: another user than this one or root owns it, or any user, or a
-    /// group another user is in, may write it. Such input could make a broker run a `launch` command of someone else's as its
-    /// own user; it is not read. nil: fine (or gone: reading it says so).
+    /// group another user is in, may write it. Such input could make a broker run a `launch`
+    /// command of someone else's as its own user; it is not read. nil: fine (or gone: reading it
+    /// says so).
     public static func untrusted(_ path: String) -> String? {
         var st = stat()
         guard stat(path, &st) == 0 else { return nil }
