@@ -792,7 +792,12 @@ extension Broker {
         // nowhere, that is the answer (-32005: the share may be there), not "not found".
         var unreadable: RPCError? = nil
         if let bundle = conn.bundleID {
-            for g in registry.appGroups(of: bundle) where ManifestDecoder.isUsableGroupName(g) {
+            // (the open stores first: a group that cannot be opened is tried again only when the
+            // id is in none of them)
+            for g in registry.appGroups(of: bundle) {
+                if let store = shareStores[g], let s = store.share(id) { return (s, store) }
+            }
+            for g in registry.appGroups(of: bundle) where shareStores[g] == nil && ManifestDecoder.isUsableGroupName(g) {
                 let store: ShareRecordStore?
                 do { store = try readableShareStore(g) } catch {
                     if unreadable == nil { unreadable = error }
