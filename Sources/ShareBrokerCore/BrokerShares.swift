@@ -551,9 +551,12 @@ extension Broker {
             f["via"] = .string(via.rawValue)
             route = (app, f)
         }
+        // (the event's URL, which sets its size for the quota, checked here and again when the
+        // share's files are written)
+        let eventURL = route.flatMap { ($0.fields["url"] ?? $0.fields["webpageURL"])?.stringValue } ?? ""
         if let route {
             let events = try requireStore()
-            do { try checkEventQuota(events, route.app, url: (route.1["url"] ?? route.1["webpageURL"])?.stringValue ?? "", source: chosen.ext.bundleID) } catch {
+            do { try checkEventQuota(events, route.app, url: eventURL, source: chosen.ext.bundleID) } catch {
                 closeFiles(items)
                 throw error
             }
@@ -598,7 +601,7 @@ extension Broker {
                 do throws(RPCError) {
                     try b.methods["share.send"]?.authorize(c)  // (a reload may have ended the session)
                     if b.registryGeneration != generation { try b.recheckSender(chosen, group: group, routeApp: route?.app) }
-                    if let route, let events = b.store { try b.checkEventQuota(events, route.app, url: (route.1["url"] ?? route.1["webpageURL"])?.stringValue ?? "", source: chosen.ext.bundleID) }
+                    if let route, let events = b.store { try b.checkEventQuota(events, route.app, url: eventURL, source: chosen.ext.bundleID) }
                     return try b.storeShare(
                         c, chosen: chosen, group: group, store: store, shareID: shareID, items: stored, files: files,
                         route: route, filesWritten: true, bytes: shareBytes)
