@@ -158,7 +158,10 @@ extension Broker {
     /// The group's store, opened (and recovered) on first use; -32005 when it cannot be opened.
     func defaultsStore(_ group: String) throws(RPCError) -> DefaultsStore {
         if let s = defaults.stores[group] { return s }
-        let directory = try checkedGroupDirectory(group)
+        if let why = groupsDirectoryProblem() {
+            throw RPCError(.storageFailure, "Storage failure: \(why); nothing was stored")
+        }
+        let directory = groupDirectory(group)
         do {
             let s = try DefaultsStore(
                 directory: directory, group: group, segmentLimit: config.journalSegmentLimit, turn: turn)

@@ -95,14 +95,23 @@ extension Broker {
         groups.contains { ExactKey.same($0, group) }
     }
 
+    /// Why a group's share store could not be opened, bare: each caller words it for what it was
+    /// doing (a send says nothing was stored; a read, that the shares cannot be read).
+    enum ShareStoreOpening: Error {
+        /// The name cannot name a directory.
+        case invalidName
+        /// The store's files cannot be used (a symlink, permissions, a damaged journal header...).
+        case unusable(String)
+    }
+
     /// The share store of a group, opened on first use.
-    func shareStore(_ group: String) throws(RPCError) -> ShareRecordStore {
+    func openShareStore(_ group: String) throws(ShareStoreOpening) -> ShareRecordStore {
         if let s = shareStores[group] { return s }
-        guard ManifestDecoder.isUsableGroupName(group) else { throw .invalidParams("Invalid params: '\(group)' is not a valid group name") }
-        let directory = try checkedGroupDirectory(group)
+        guard ManifestDecoder.isUsableGroupName(group) else { throw .invalidName }
+        if let why = groupsDirectoryProblem() { throw .unusable(why) }
         do {
             let s = try ShareRecordStore(
-                group: group, directory: directory, segmentLimit: config.journalSegmentLimit, turn: turn,
+                group: group, directory: groupDirectory(group), segmentLimit: config.journalSegmentLimit, turn: turn,
                 counter: shareCounter)
             if let f = config.storeFaults { s.faultInjector = f }
             shareStores[group] = s
@@ -110,21 +119,30 @@ extension Broker {
             for note in s.recovery.notes { log.log(.warning, "recovery (\(group)): \(note)") }
             return s
         } catch {
-            throw RPCError(.storageFailure, "Storage failure: \(error.message); nothing was stored")
+            throw .unusable(error.message)
+        }
+    }
+
+    /// The share store of a group that is about to be written (share.send, share.complete):
+    /// -32602 for a name that cannot be a group, -32005 when the store cannot be opened.
+    func shareStore(_ group: String) throws(RPCError) -> ShareRecordStore {
+        do { return try openShareStore(group) } catch {
+            switch error {
+            case .invalidName: throw .invalidParams("Invalid params: '\(group)' is not a valid group name")
+            case .unusable(let why): throw RPCError(.storageFailure, "Storage failure: \(why); nothing was stored")
+            }
         }
     }
 
     /// STATE/groups/GROUP: the group's container.
     func groupDirectory(_ group: String) -> String { config.stateDirectory + "/groups/" + group }
 
-    /// The group's directory, for a store about to be opened there: -32005 when `groups/` has been
-    /// replaced by a symlink (nothing is written through one).
-    func checkedGroupDirectory(_ group: String) throws(RPCError) -> String {
+    /// What is wrong with `STATE/groups` for a store about to be opened under it: it has been
+    /// replaced by a symlink (nothing is written through one). Nil when it is usable or absent.
+    func groupsDirectoryProblem() -> String? {
         let groups = config.stateDirectory + "/groups"
-        if FileIO.exists(groups) && !FileIO.isPlainDirectory(groups) {
-            throw RPCError(.storageFailure, "Storage failure: \(groups) is not a plain directory (a symlink?); nothing was stored")
-        }
-        return groupDirectory(group)
+        guard FileIO.exists(groups) && !FileIO.isPlainDirectory(groups) else { return nil }
+        return "\(groups) is not a plain directory (a symlink?)"
     }
 
     /// Opens every group that has a directory, so recovery runs at start and counts are right.
@@ -133,8 +151,10 @@ extension Broker {
     func openExistingGroups() {
         for g in FileIO.listDirectory(config.stateDirectory + "/groups") ?? [] where ManifestDecoder.isUsableGroupName(g) {
             if FileIO.exists(groupDirectory(g) + "/files") || (FileIO.listDirectory(groupDirectory(g)) ?? []).contains(where: { $0.hasPrefix("shares-") }) {
-                do { _ = try shareStore(g) } catch {
-                    log.log(.error, "cannot open the shares of group \(g): \(Broker.storeProblem(error)); share.* on it fail with -32005 until it is fixed")
+                do { _ = try openShareStore(g) } catch {
+                    if case .unusable(let why) = error {
+                        log.log(.error, "cannot open the shares of group \(g): \(why); share.* on it fail with -32005 until it is fixed")
+                    }
                 }
             }
         }
@@ -146,19 +166,13 @@ extension Broker {
     func readableShareStore(_ group: String) throws(RPCError) -> ShareRecordStore? {
         if let s = shareStores[group] { return s }
         guard FileIO.exists(groupDirectory(group)) else { return nil }
-        do { return try shareStore(group) } catch {
-            guard error.code == ErrorCode.storageFailure.rawValue else { throw error }
-            throw RPCError(.storageFailure, "Storage failure: the shares of group '\(group)' cannot be read: \(Broker.storeProblem(error))")
+        do { return try openShareStore(group) } catch {
+            switch error {
+            case .invalidName: throw .invalidParams("Invalid params: '\(group)' is not a valid group name")
+            case .unusable(let why):
+                throw RPCError(.storageFailure, "Storage failure: the shares of group '\(group)' cannot be read: \(why)")
+            }
         }
-    }
-
-    /// What `shareStore`'s -32005 says went wrong, without its "Storage failure: " and
-    /// "; nothing was stored" (said of a read, it would mislead).
-    static func storeProblem(_ error: RPCError) -> Substring {
-        var why = Substring(error.message)
-        if why.hasPrefix("Storage failure: ") { why = why.dropFirst("Storage failure: ".count) }
-        if why.hasSuffix("; nothing was stored") { why = why.dropLast("; nothing was stored".count) }
-        return why
     }
 
     /// Pending shares across groups (a running count kept by the stores).

@@ -7,10 +7,14 @@ public struct JSONParseError: Error, Sendable, Equatable, CustomStringConvertibl
     public var offset: Int
     /// What was wrong.
     public var reason: String
+    /// True when the text was not found wrong but a top-level array had more items than the
+    /// caller's limit (`JSONParser.parseBuffer(_:topLevelItemLimit:)`): the parse stopped there.
+    public var isOverItemLimit: Bool
     /// Creates an error.
-    public init(offset: Int, reason: String) {
+    public init(offset: Int, reason: String, isOverItemLimit: Bool = false) {
         self.offset = offset
         self.reason = reason
+        self.isOverItemLimit = isOverItemLimit
     }
     /// "reason at byte N".
     public var description: String { "\(reason) at byte \(offset)" }
@@ -48,13 +52,9 @@ public enum JSONParser {
         }.get()
     }
 
-    /// The reason of the error `parseBuffer(_:topLevelItemLimit:)` throws for a top-level array
-    /// with more items than the limit.
-    public static let tooManyItems = "too many items in the top-level array"
-
     /// Parses one JSON value filling the buffer. A top-level array of more than
-    /// `topLevelItemLimit` items stops the parse at the first item past it (`tooManyItems`),
-    /// before the rest is built.
+    /// `topLevelItemLimit` items stops the parse at the first item past it, before the rest is
+    /// built, with an error whose `isOverItemLimit` is true.
     public static func parseBuffer(_ buf: UnsafeRawBufferPointer, topLevelItemLimit: Int = .max) throws(JSONParseError) -> JSONValue {
         var p = Parser(buf: buf)
         p.topLevelItemLimit = topLevelItemLimit
@@ -201,7 +201,9 @@ struct Parser {
         }
         while true {
             skipWhitespace()
-            if depth == 1 && items.count == topLevelItemLimit { throw fail(JSONParser.tooManyItems) }
+            if depth == 1 && items.count == topLevelItemLimit {
+                throw JSONParseError(offset: pos, reason: "too many items in the top-level array", isOverItemLimit: true)
+            }
             items.append(try parseValue(depth: depth))
             skipWhitespace()
             guard let c = peek() else { throw fail("unterminated array") }

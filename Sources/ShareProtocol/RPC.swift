@@ -184,7 +184,7 @@ public enum RPCCodec {
         do {
             value = try JSONParser.parseBuffer(frame, topLevelItemLimit: maxBatchMembers)
         } catch {
-            if error.reason == JSONParser.tooManyItems {
+            if error.isOverItemLimit {
                 // (found at the first member past the limit: the rest is neither parsed nor run)
                 return .single(
                     .failure(

@@ -115,6 +115,9 @@ final class SymlinkTests: XCTestCase {
         let onlyA = rpcError { _ = try app.call("share.list", ["group": "group.a"]) }
         XCTAssertEqual(onlyA?.code, -32005, "\(String(describing: onlyA))")
         XCTAssertTrue(onlyA?.message.contains("the shares of group 'group.a' cannot be read") ?? false, "\(String(describing: onlyA))")
+        // (said of a read: not a send's "nothing was stored", and the store's own reason once)
+        XCTAssertFalse(onlyA?.message.contains("nothing was stored") ?? true, "\(String(describing: onlyA))")
+        XCTAssertEqual(onlyA?.message.components(separatedBy: "Storage failure").count, 2, "\(String(describing: onlyA))")
         let all = try app.call("share.list")
         XCTAssertEqual(all["shares"]?.arrayValue?.count, 2, all.compactText)
         XCTAssertEqual(all["unreadableGroups"]?.arrayValue?.first?["group"], "group.a", all.compactText)

@@ -15,7 +15,7 @@ struct JSONParserValueTests {
         #expect(try parse("[1,2,3]", 3) == [1, 2, 3])
         #expect(try parse("[[1,2,3,4]]", 1) == [[1, 2, 3, 4]])
         #expect(try parse("{\"a\":[1,2,3]}", 1) == ["a": [1, 2, 3]])
-        #expect(throws: JSONParseError(offset: 7, reason: JSONParser.tooManyItems)) { try parse("[1,2,3,4 garbage", 3) }
+        #expect(throws: JSONParseError(offset: 7, reason: "too many items in the top-level array", isOverItemLimit: true)) { try parse("[1,2,3,4 garbage", 3) }
     }
 
     @Test func parsesLiterals() throws {
