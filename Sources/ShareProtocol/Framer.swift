@@ -121,16 +121,10 @@ public struct Framer: Sendable {
         var line = pending
         pending = []
         newlineSearched = 0
-        if !startSeen {
-            startSeen = true
-            if line.starts(with: [0xEF, 0xBB, 0xBF]) { line.removeFirst(3) }
-        }
-        // (before a framing was decided, text that starts as a header does is half a header section)
-        if mode == .undetermined, line.count >= Framer.headerPrefix.count,
-            zip(line, Framer.headerPrefix).allSatisfy({ Framer.lower($0) == $1 })
-        {
-            return false
-        }
+        // (`consume` has taken a whole byte order mark; a framing still undecided after all of
+        // "content-" is text that starts as a header does, which `decideMode` could not yet
+        // tell: half a header section)
+        if mode == .undetermined && line.count >= Framer.headerPrefix.count { return false }
         if line.last == 0x0D { line.removeLast() }
         guard line.count <= maxMessage else { return false }  // (over the limit: no message)
         return line.withUnsafeBytes { frame in
