@@ -366,10 +366,7 @@ public final class Broker {
         var walked = ""
         for part in dir.split(separator: "/") where dir.hasPrefix("/") {  // (a relative path: its target is checked below)
             walked += "/" + part
-            var ls = stat()
-            if lstat(walked, &ls) == 0, (ls.st_mode & S_IFMT) == S_IFLNK, !Broker.isBrokersOwnUID(ls.st_uid) {
-                return (walked, "is a symbolic link that belongs to uid \(ls.st_uid)")
-            }
+            if let found = foreignSymlink(walked) { return found }
         }
         var resolved = dir
         if let r = realpath(resolved, nil) {
