@@ -415,6 +415,127 @@ pid_t sb_spawn_detached(const char *const argv[], const char *const envp[], int 
     return pid;
 }
 
+#include <grp.h>
+#include <limits.h>
+#include <pthread.h>
+#include <sys/wait.h>
+
+int sb_user_groups(const char *user, gid_t gid, gid_t *groups, int max) {
+    int n = max;
+#ifdef __APPLE__
+    if (getgrouplist(user, (int)gid, (int *)groups, &n) < 0) return -1;
+#else
+    if (getgrouplist(user, gid, groups, &n) < 0) return -1;
+#endif
+    return n;
+}
+
+/* The child's way out before its exec: the step's errno through the close-on-exec pipe. Only
+   async-signal-safe calls from fork to exec: the parent has other threads. */
+static void spawn_child_fail(int fd, int err) {
+    ssize_t unused = write(fd, &err, sizeof err);
+    (void)unused;
+    _exit(127);
+}
+
+static int spawn_keep_searching(int err) {
+    return err == ENOENT || err == ENOTDIR || err == EACCES || err == ESTALE || err == ENODEV || err == ETIMEDOUT
+        || err == ELOOP || err == ENAMETOOLONG;
+}
+
+pid_t sb_spawn_as_user(const char *const argv[], const char *const envp[], int err_fd, uid_t uid, gid_t gid,
+                       const gid_t *groups, int ngroups, const char *dir, const char *path) {
+    int pfd[2];
+#ifdef __linux__
+    if (pipe2(pfd, O_CLOEXEC) != 0) return -1;
+#else
+    if (pipe(pfd) != 0) return -1;
+    fcntl(pfd[0], F_SETFD, FD_CLOEXEC);
+    fcntl(pfd[1], F_SETFD, FD_CLOEXEC);
+#endif
+    /* Every signal blocked across fork: no handler of the broker's may run in the child. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    pid_t pid = fork();
+    if (pid == 0) {
+        struct sigaction dfl;
+        memset(&dfl, 0, sizeof dfl);
+        dfl.sa_handler = SIG_DFL;
+        for (int sig = 1; sig < NSIG; sig++) {
+            if (sig != SIGKILL && sig != SIGSTOP) sigaction(sig, &dfl, NULL);
+        }
+        close(pfd[0]);
+        setsid();
+        int nul = open("/dev/null", O_RDWR | O_CLOEXEC);
+        if (nul < 0) spawn_child_fail(pfd[1], errno);
+        if (dup2(nul, 0) < 0 || dup2(nul, 1) < 0 || dup2(err_fd >= 0 ? err_fd : nul, 2) < 0) spawn_child_fail(pfd[1], errno);
+        if (setgroups(ngroups, groups) != 0) spawn_child_fail(pfd[1], errno);
+        if (setgid(gid) != 0) spawn_child_fail(pfd[1], errno);
+        if (setuid(uid) != 0) spawn_child_fail(pfd[1], errno);
+        if (dir == NULL || chdir(dir) != 0) {
+            if (chdir("/") != 0) spawn_child_fail(pfd[1], errno);
+        }
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        const char *file = argv[0];
+        if (strchr(file, '/') != NULL) {
+            execve(file, (char *const *)argv, (char *const *)envp);
+            spawn_child_fail(pfd[1], errno);
+        }
+        /* As execvp: each PATH entry in turn (an empty one is the current directory), searched as
+           the new user; EACCES is kept for the end when nothing else was found. */
+        int denied = 0;
+        size_t flen = strlen(file);
+        const char *p = path != NULL ? path : "/usr/local/bin:/usr/bin:/bin";
+        for (;;) {
+            const char *end = strchr(p, ':');
+            size_t dlen = end != NULL ? (size_t)(end - p) : strlen(p);
+            char buf[PATH_MAX];
+            if (dlen + 1 + flen < sizeof buf) {
+                size_t at = 0;
+                if (dlen == 0) {
+                    buf[at++] = '.';
+                } else {
+                    memcpy(buf, p, dlen);
+                    at = dlen;
+                }
+                buf[at++] = '/';
+                memcpy(buf + at, file, flen + 1);
+                execve(buf, (char *const *)argv, (char *const *)envp);
+                int e = errno;
+                if (e == EACCES) denied = 1;
+                if (!spawn_keep_searching(e)) spawn_child_fail(pfd[1], e);
+            }
+            if (end == NULL) break;
+            p = end + 1;
+        }
+        spawn_child_fail(pfd[1], denied ? EACCES : ENOENT);
+    }
+    int forkErr = errno;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    close(pfd[1]);
+    if (pid < 0) {
+        close(pfd[0]);
+        errno = forkErr;
+        return -1;
+    }
+    int err = 0;
+    ssize_t n;
+    do {
+        n = read(pfd[0], &err, sizeof err);
+    } while (n < 0 && errno == EINTR);
+    close(pfd[0]);
+    if (n == (ssize_t)sizeof err) {
+        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {
+        }
+        errno = err;
+        return -1;
+    }
+    return pid;
+}
+
 long sb_process_rss(pid_t pid, long *peak) {
 #ifdef __linux__
     char path[64];

@@ -261,6 +261,7 @@ public final class Broker {
             throw BrokerStartError("cannot set up the event loop: \(error)")
         }
         spareFD = open("/dev/null", O_RDONLY | O_CLOEXEC)
+        if let problem = socketReachProblem() { log.log(.warning, problem) }
         log.log(
             .info,
             "sharebroker \(SharebrokerVersion.string) listening on \(config.socketPath) (state \(config.stateDirectory), "
@@ -328,18 +329,27 @@ public final class Broker {
         if let slash = dir.lastIndex(of: "/") {
             dir = String(dir[..<slash])
             if !dir.isEmpty && !FileIO.exists(dir) {
-                do { try DefaultPaths.makeDirectories(dir, mode: 0o700) } catch {
+                // 0700, and passable (only) for whom the socket's mode lets in: 0711 for 0666.
+                let mode = mode_t(0o700 | Broker.searchBits(forSocketMode: config.socketMode))
+                var missing: [String] = []
+                var d = dir
+                while !d.isEmpty && !FileIO.exists(d) {
+                    missing.append(d)
+                    d = String(d[..<(d.lastIndex(of: "/") ?? d.startIndex)])
+                }
+                do { try DefaultPaths.makeDirectories(dir, mode: mode) } catch {
                     throw BrokerStartError("cannot create the socket directory \(dir): \(error)")
                 }
+                for m in missing { _ = chmod(m, mode) }  // (whatever the umask took away)
             }
             // The private directory under /tmp must really be ours: another user could have made it first.
             if dir == DefaultPaths.privateTempDirectory() {
                 var st = stat()
                 guard lstat(dir, &st) == 0, (st.st_mode & S_IFMT) == S_IFDIR, st.st_uid == getuid(),
-                    (st.st_mode & 0o077) == 0
+                    (st.st_mode & 0o066) == 0
                 else {
                     throw BrokerStartError(
-                        "\(dir) is not a private directory of this user (it must be a directory owned by uid \(getuid()) with mode 0700); "
+                        "\(dir) is not a private directory of this user (it must be a directory owned by uid \(getuid()) that only its owner may list or write: mode 0700, or 0711 for a socket others may use); "
                             + "remove it or pass --socket PATH")
                 }
             }
@@ -354,6 +364,35 @@ public final class Broker {
                 )
             }
         }
+    }
+
+    /// Search (x) bits a socket directory the broker creates gets, so that whom `mode` lets
+    /// connect can reach the socket: group for a mode with group bits, others for one with others'.
+    static func searchBits(forSocketMode mode: UInt32) -> UInt32 {
+        (mode & 0o060 != 0 ? 0o010 : 0) | (mode & 0o006 != 0 ? 0o001 : 0)
+    }
+
+    /// When the socket's mode lets its group or every user connect but a directory on its way
+    /// does not let them through (a private 0700 `$XDG_RUNTIME_DIR`): what to warn about.
+    func socketReachProblem() -> String? {
+        let mode = config.socketMode
+        guard mode & 0o066 != 0 else { return nil }
+        var st = stat()
+        guard lstat(config.socketPath, &st) == 0 else { return nil }
+        let socketGroup = st.st_gid
+        var path = ""
+        for part in [""] + config.socketPath.split(separator: "/").dropLast().map(String.init) {
+            path = part.isEmpty ? "/" : (path == "/" ? "/" + part : path + "/" + part)
+            guard stat(path, &st) == 0 else { continue }
+            let dirMode = UInt32(st.st_mode) & 0o777
+            let othersPass = dirMode & 0o001 != 0
+            let groupPasses = st.st_gid == socketGroup ? dirMode & 0o010 != 0 : othersPass
+            let blocked = (mode & 0o006 != 0 && !othersPass) ? "other users" : (mode & 0o060 != 0 && !groupPasses) ? "the socket's group" : nil
+            if let blocked {
+                return "the socket's mode is \(String(mode, radix: 8)), but \(path) (mode \(String(dirMode, radix: 8))) does not let \(blocked) through: they cannot reach the socket (give it a directory they may pass, e.g. --socket /run/sharebroker/sharebroker.sock)"
+            }
+        }
+        return nil
     }
 
     /// The first directory on the way to `dir` (`dir` included, symlinks resolved) that another
@@ -509,7 +548,8 @@ public final class Broker {
 
     func bindSocket() throws(BrokerStartError) {
         do {
-            listenerFD = try UnixSocket.listen(path: config.socketPath, mode: mode_t(config.socketMode))
+            listenerFD = try UnixSocket.listen(
+                path: config.socketPath, mode: mode_t(config.socketMode), group: config.socketGroup.map { gid_t($0) })
             listenerInode = FileIO.inode(config.socketPath)
         } catch {
             if case .alreadyRunning = error {

@@ -17,8 +17,13 @@ public struct BrokerConfiguration: Sendable {
     /// connection holding more than a fair share (1/1024 of this, at most 1 MiB) unread gets
     /// -32007 for new requests, and one over its own cap is dropped at once.
     public var maxTotalOutput: Int = 1 << 30
-    /// Permission bits of the socket file.
+    /// Permission bits of the socket file (0o600: the broker's user only). Connecting takes
+    /// write permission: 0o660 lets the socket's group in, 0o666 every user (whom manifests'
+    /// `uids` then admit or not). Must include 0o600 and nothing above 0o777.
     public var socketMode: UInt32 = 0o600
+    /// Group the socket file is given, so that a mode such as 0o660 lets that group's members in
+    /// (the broker's user must be root or in the group); nil: the broker's own group.
+    public var socketGroup: UInt32? = nil
     /// Lowest log level written.
     public var logLevel: LogLevel = .info
     /// Whether SIGTERM/SIGINT/SIGHUP are handled (off for brokers embedded in tests).
@@ -100,6 +105,9 @@ public struct BrokerConfiguration: Sendable {
     public var problem: String? {
         if maxMessage < 1024 || maxMessage > Self.largestMaxMessage {
             return "the message size limit must be between 1024 and \(Self.largestMaxMessage) bytes, got \(maxMessage)"
+        }
+        if socketMode & ~0o777 != 0 || socketMode & 0o600 != 0o600 {
+            return "the socket's mode must grant its owner read and write (0600) and nothing past 0777, got \(String(socketMode, radix: 8))"
         }
         return nil
     }

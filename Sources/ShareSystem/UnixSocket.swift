@@ -129,10 +129,11 @@ public enum UnixSocket {
         return true
     }
 
-    /// Creates a listening, non-blocking socket at `path` with permission `mode`.
+    /// Creates a listening, non-blocking socket at `path` with permission `mode`, given to `group`
+    /// when one is named.
     /// A live listener on the path → `.alreadyRunning`; a stale socket file is replaced;
     /// a non-socket file is never removed.
-    public static func listen(path: String, mode: mode_t = 0o600, backlog: Int32 = 1024) throws(ListenError) -> Int32 {
+    public static func listen(path: String, mode: mode_t = 0o600, group: gid_t? = nil, backlog: Int32 = 1024) throws(ListenError) -> Int32 {
         guard path.utf8.count <= maxPathLength else { throw .pathTooLong(path: path, max: maxPathLength) }
         var st = stat()
         if lstat(path, &st) == 0 {
@@ -154,6 +155,13 @@ public enum UnixSocket {
             FD.close(fd)
             if bindErrno == EADDRINUSE, isLive(path: path) { throw .alreadyRunning(path: path) }
             throw .system(SystemError("bind", errno: bindErrno), path: path)
+        }
+        // (No one connects before `listen` below: the group and the mode are set by then.)
+        if let group, lchown(path, uid_t.max, group) != 0 {
+            let e = currentErrno()
+            FD.close(fd)
+            unlink(path)
+            throw .system(SystemError("chown to group \(group)", errno: e), path: path)
         }
         chmod(path, mode)
         #if canImport(Glibc)

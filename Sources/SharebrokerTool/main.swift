@@ -29,6 +29,14 @@ let root = CommandSpec(
                 .option(
                     "state", valueName: "dir", help: "State directory (apps/, associations/, groups/).",
                     default: "$SHAREBROKER_STATE, else $XDG_STATE_HOME/sharebroker, else ~/.local/state/sharebroker"),
+                .option(
+                    "socket-mode", valueName: "mode",
+                    help: "Permission bits of the socket, in octal: 600 (your user), 660 (and the socket's group), 666 (every user; manifests' uids decide who may act as an app). Missing directories of the socket's path are created passable for them.",
+                    default: "600"),
+                .option(
+                    "socket-group", valueName: "group",
+                    help: "Group the socket belongs to, a name or a number (you must be root or in the group); with --socket-mode 660 its members may connect.",
+                    default: "your primary group"),
                 .option("max-message", valueName: "bytes", help: "Largest accepted message (1024 to 1073741824).", default: "4194304"),
                 .option(
                     "max-output", valueName: "bytes",
@@ -101,6 +109,26 @@ func serve(_ cmd: ParsedCommand) throws -> Int32 {
         throw cmd.usageError("option '--\(name)' needs a path, got an empty one")
     }
     var config = BrokerConfiguration(socketPath: cmd.value("socket"), stateDirectory: cmd.value("state"))
+    if let text = cmd.value("socket-mode") {
+        var digits = Substring(text)
+        if digits.hasPrefix("0o") { digits = digits.dropFirst(2) }
+        guard (3...4).contains(digits.count), digits.allSatisfy({ ("0"..."7").contains($0) }), let mode = UInt32(digits, radix: 8),
+            mode <= 0o777, mode & 0o600 == 0o600
+        else {
+            throw cmd.usageError(
+                "option '--socket-mode' must be octal permission bits that let your user read and write, such as 600, 660 or 666 (no setuid, setgid or sticky bits); got '\(text)'")
+        }
+        config.socketMode = mode
+    }
+    if let name = cmd.value("socket-group") {
+        if let g = getgrnam(name) {
+            config.socketGroup = UInt32(g.pointee.gr_gid)
+        } else if let gid = UInt32(name), gid != UInt32.max {
+            config.socketGroup = gid
+        } else {
+            throw cmd.usageError("option '--socket-group': there is no group '\(name)' (give a group name or number)")
+        }
+    }
     // (Upper bounds far above any real use keep the sums made from them from overflowing.)
     let bytesCap = 1 << 50, countCap = Int(Int32.max)
     if let n = try cmd.int("max-message", atLeast: 1024, atMost: BrokerConfiguration.largestMaxMessage, unit: "bytes") {

@@ -47,6 +47,49 @@ final class LifecycleTests: XCTestCase {
         XCTAssertTrue(p.waitExit())
     }
 
+    /// `--socket-mode` and `--socket-group` open the socket to other users (without them no
+    /// manifest's `uids` could ever matter: nobody else could connect): missing directories of
+    /// the socket's path are created passable for them (0711 for 666), and a directory on the
+    /// way that stops them is warned about at start.
+    func testSocketModeAndGroupLetOtherUsersIn() throws {
+        let dir = TempDir()
+        chmod(dir.path, 0o755)
+        let socket = dir.path + "/run/deep/b.sock"
+        let p = try BrokerProcess(
+            socket: socket, state: dir.path + "/state", extraArgs: ["--socket-mode", "666"], logDir: dir.path)
+        XCTAssertTrue(p.waitReady(), p.stderrText)
+        XCTAssertEqual(try XCTUnwrap(fileMode(socket)) & 0o777, 0o666)
+        for d in [dir.path + "/run", dir.path + "/run/deep"] {
+            XCTAssertEqual(try XCTUnwrap(fileMode(d)) & 0o777, 0o711, d)
+        }
+        XCTAssertFalse(p.stderrText.contains("warning"), p.stderrText)
+        if getuid() == 0 {
+            let r = try runProcess(
+                "/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", Products.shareclient, "--socket", socket, "status"])
+            XCTAssertEqual(r.status, 0, "another user reaches the socket: \(r.err)")
+        }
+        p.signal(SIGTERM)
+        XCTAssertTrue(p.waitExit())
+        XCTAssertFalse(FileManager.default.fileExists(atPath: socket))
+        // The group, and a private directory on the way: warned about.
+        let privateDir = dir.path + "/private"
+        mkdir(privateDir, 0o700)
+        let gid = getuid() == 0 ? "65534" : String(getgid())
+        let q = try BrokerProcess(
+            socket: privateDir + "/b.sock", state: dir.path + "/state", extraArgs: ["--socket-mode", "0660", "--socket-group", gid],
+            logDir: dir.path)
+        XCTAssertTrue(q.waitReady(), q.stderrText)
+        var st = stat()
+        XCTAssertEqual(lstat(privateDir + "/b.sock", &st), 0)
+        XCTAssertEqual(String(st.st_gid), gid)
+        XCTAssertEqual(st.st_mode & 0o777, 0o660)
+        XCTAssertTrue(
+            q.stderrText.contains("the socket's mode is 660, but \(privateDir) (mode 700) does not let the socket's group through"),
+            q.stderrText)
+        q.signal(SIGTERM)
+        XCTAssertTrue(q.waitExit())
+    }
+
     func testServeWithoutCommitPacingAnswersEveryRequestAndNeverWaits() throws {
         let dir = TempDir()
         dir.write("state/apps/10-myapp.json", deepLinkApp)
@@ -422,6 +465,11 @@ final class LifecycleTests: XCTestCase {
             (Products.sharebroker, ["serve", "--launch-timeout", "-1"], "launch-timeout"),
             (Products.sharebroker, ["serve", "--launch-timeout", "soon"], "launch-timeout"),
             (Products.sharebroker, ["serve", "--journal-segment-size", "100"], "journal-segment-size"),
+            (Products.sharebroker, ["serve", "--socket-mode", "0644x"], "socket-mode"),
+            (Products.sharebroker, ["serve", "--socket-mode", "066"], "socket-mode"),  // (the owner locked out)
+            (Products.sharebroker, ["serve", "--socket-mode", "4666"], "socket-mode"),
+            (Products.sharebroker, ["serve", "--socket-mode", "0400"], "socket-mode"),
+            (Products.sharebroker, ["serve", "--socket-group", "no-such-group-here"], "no group 'no-such-group-here'"),
             (Products.shareclient, ["status", "--bogus"], "--bogus"),
             (Products.shareclient, ["call"], "method"),
             (Products.shareclient, ["call", "broker.status", "not-json"], "json"),

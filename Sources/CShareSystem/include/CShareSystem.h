@@ -75,6 +75,19 @@ int sb_executable_path(int pid, char *buf, int size);
 /// err_fd (or /dev/null when -1), with envp. Returns the child pid or -1/errno.
 pid_t sb_spawn_detached(const char *const argv[], const char *const envp[], int err_fd);
 
+/// The groups `user` is in, `gid` (their primary group) first: the count written to `groups`
+/// (at most `max`), or -1 when there are more than `max`.
+int sb_user_groups(const char *user, gid_t gid, gid_t *groups, int max);
+
+/// Like sb_spawn_detached, but the child first takes the identity of `uid`/`gid` with the
+/// supplementary `groups`, then changes to `dir` ("/" when it cannot): how a broker running as
+/// root launches an app as its user. Without a '/' in argv[0] each entry of `path` is tried in
+/// turn, as the new user, as execvp does. Returns the child pid, or -1/errno, the errno of the
+/// step that failed in the child (setgroups, setgid, setuid, exec), reported through a
+/// close-on-exec pipe before this returns.
+pid_t sb_spawn_as_user(const char *const argv[], const char *const envp[], int err_fd, uid_t uid, gid_t gid,
+                       const gid_t *groups, int ngroups, const char *dir, const char *path);
+
 /// Reads the resident set size (bytes) and its peak of a process from /proc, or -1.
 long sb_process_rss(pid_t pid, long *peak);
 
