@@ -321,22 +321,28 @@ extension Broker {
         if let retry = state.retryAt, retry > Clock.monotonicNanos() { return }  // backing off
         state.retryAt = nil
         state.launches += 1
-        let pid = spawn(argv, app: app)
-        if pid > 0 {
+        switch spawn(argv, app: app) {
+        case .success(let (pid, account)):
             state.pid = pid
             state.subscribed = false
             state.everSubscribed = false
             state.stopSentAt = nil
             state.startedAt = Clock.monotonicNanos()
             nextTimerDue = min(nextTimerDue, state.startedAt + Broker.reapInterval)
-            log.log(.info, "launched \(app) (pid \(pid)): \(argv.joined(separator: " "))")
-        } else {
+            let who = account.map { " as \($0.name) (uid \($0.uid))" } ?? ""
+            log.log(.info, "launched \(app) (pid \(pid))\(who): \(argv.joined(separator: " "))")
+            if let account, let problem = account.socketProblem(config.socketPath) {
+                log.log(
+                    .warning,
+                    "\(app) runs as \(account.name), who cannot reach \(config.socketPath): \(problem); it will not be able to subscribe (see sharebroker serve --socket-mode and --socket-group)")
+            }
+        case .failure(let failure):
             state.failures += 1
             state.retryAt = Clock.monotonicNanos() + backoff(state.failures)
             nextTimerDue = min(nextTimerDue, state.retryAt!)
             log.log(
                 .warning,
-                "cannot launch \(app): \(argv[0]): \(String(cString: strerror(-pid))); retrying in \(backoff(state.failures) / 1_000_000_000) s")
+                "cannot launch \(app): \(failure.message); retrying in \(backoff(state.failures) / 1_000_000_000) s")
         }
         launches[app] = state
     }
@@ -347,8 +353,12 @@ extension Broker {
     }
 
     /// Spawns a detached child (new session, stdin/stdout on /dev/null, stderr to STATE/logs/APP.log)
-    /// with SHAREBROKER_SOCKET and SHAREBROKER_BUNDLE_ID set. Returns the pid or -errno.
-    func spawn(_ argv: [String], app: String) -> Int32 {
+    /// with SHAREBROKER_SOCKET and SHAREBROKER_BUNDLE_ID set, as the broker's user or as the
+    /// account `launchAccount(for:)` names (with that user's groups, environment and home
+    /// directory). Returns the pid and the account, or why it could not start.
+    func spawn(_ argv: [String], app: String) -> Result<(Int32, LaunchAccount?), LaunchFailure> {
+        let account: LaunchAccount?
+        do { account = try launchAccount(for: app) } catch { return .failure(error) }
         try? DefaultPaths.makeDirectories(config.stateDirectory + "/logs")
         // (a logs/ replaced by a symlink is not written through: the app's stderr goes nowhere)
         let logsOK = FileIO.isPlainDirectory(config.stateDirectory + "/logs")
@@ -361,15 +371,15 @@ extension Broker {
         }
         let errFD = logsOK ? open(logPath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0o600) : -1
         defer { if errFD >= 0 { FD.close(errFD) } }
-        var env: [String] = []
+        var brokerEnv: [String] = []
         var e = sb_environ()
         while let p = e?.pointee {
             let s = String(cString: p)
-            if !s.hasPrefix("SHAREBROKER_SOCKET=") && !s.hasPrefix("SHAREBROKER_BUNDLE_ID=") { env.append(s) }
+            if !s.hasPrefix("SHAREBROKER_SOCKET=") && !s.hasPrefix("SHAREBROKER_BUNDLE_ID=") { brokerEnv.append(s) }
             e = e.map { $0 + 1 }
         }
-        env.append("SHAREBROKER_SOCKET=\(config.socketPath)")
-        env.append("SHAREBROKER_BUNDLE_ID=\(app)")
+        let ours = ["SHAREBROKER_SOCKET=\(config.socketPath)", "SHAREBROKER_BUNDLE_ID=\(app)"]
+        let env = account.map { $0.environment(from: brokerEnv, extra: ours) } ?? brokerEnv + ours
         let cArgs = argv.map { strdup($0) } + [nil]
         let cEnv = env.map { strdup($0) } + [nil]
         defer {
@@ -378,10 +388,21 @@ extension Broker {
         }
         let pid = cArgs.map { UnsafePointer($0) }.withUnsafeBufferPointer { a in
             cEnv.map { UnsafePointer($0) }.withUnsafeBufferPointer { en in
-                sb_spawn_detached(a.baseAddress, en.baseAddress, errFD)
+                guard let account else { return sb_spawn_detached(a.baseAddress, en.baseAddress, errFD) }
+                // (PATH searched as the user, in the environment they get)
+                let path = env.last(where: { $0.hasPrefix("PATH=") }).map { String($0.dropFirst(5)) } ?? LaunchAccount.defaultPath
+                return account.groups.withUnsafeBufferPointer { groups in
+                    sb_spawn_as_user(
+                        a.baseAddress, en.baseAddress, errFD, account.uid, account.gid, groups.baseAddress, Int32(groups.count),
+                        account.home, path)
+                }
             }
         }
-        return pid > 0 ? pid : -currentErrno()
+        guard pid > 0 else {
+            let err = String(cString: strerror(currentErrno()))
+            return .failure(LaunchFailure("\(argv[0]): \(err)" + (account.map { " (as \($0.name), uid \($0.uid))" } ?? "")))
+        }
+        return .success((pid, account))
     }
 
     /// The launch watchdog: a child the broker launched that has not subscribed within

@@ -59,6 +59,10 @@ public struct AppManifest: Sendable, Equatable {
     public var token: String?
     /// Command (argv) that starts the app on demand.
     public var launch: [String]?
+    /// The user a broker running as root runs `launch` as: a user name, or a uid in decimal.
+    /// Nil: the first of `uids` when they leave root out, else root. A broker that is not root
+    /// always runs it as its own user (and cannot run it as another).
+    public var launchUser: String?
     /// The app's extensions.
     public var extensions: [ExtensionManifest]
     /// User ids allowed to act as this app (and its extensions without their own list); nil means
@@ -74,8 +78,9 @@ public struct AppManifest: Sendable, Equatable {
         bundleID: String, teamID: String? = nil, name: String? = nil, urlSchemes: [String] = [],
         associatedDomains: [String] = [], appGroups: [String] = [], token: String? = nil,
         launch: [String]? = nil, extensions: [ExtensionManifest] = [], file: String = "",
-        uids: [UInt32]? = nil, executable: String? = nil
+        uids: [UInt32]? = nil, executable: String? = nil, launchUser: String? = nil
     ) {
+        self.launchUser = launchUser
         self.uids = uids
         self.executable = executable
         self.bundleID = bundleID
@@ -102,6 +107,7 @@ public struct AppManifest: Sendable, Equatable {
         o["associatedDomains"] = .array(associatedDomains.map { .string($0) })
         o["appGroups"] = .array(appGroups.map { .string($0) })
         if let launch { o["launch"] = .array(launch.map { .string($0) }) }
+        if let launchUser { o["launchUser"] = .string(launchUser) }
         if let uids { o["uids"] = .array(uids.map { .int(Int($0)) }) }
         if let executable { o["executable"] = .string(executable) }
         o["hasToken"] = .bool(token != nil)
@@ -154,7 +160,7 @@ public struct ManifestIssue: Sendable, Equatable, CustomStringConvertible {
 public enum ManifestDecoder {
     static let appKeys: Set<String> = [
         "bundleID", "teamID", "name", "urlSchemes", "associatedDomains", "appGroups", "token", "launch", "extensions",
-        "uids", "executable",
+        "uids", "executable", "launchUser",
         "$schema", "comment",
     ]
     static let extensionKeys: Set<String> = [
@@ -284,6 +290,19 @@ public enum ManifestDecoder {
                 launch = nil
             }
         }
+        var launchUser: String? = nil
+        if let v = obj["launchUser"] {
+            if let n = v.intValue, n >= 0, n < Int(UInt32.max) {
+                launchUser = String(n)
+            } else if case .string(let name) = v, !name.isEmpty, name.utf8.count <= 256,
+                !name.contains(where: { $0 == ":" || $0 == "/" || $0.isWhitespace || $0.asciiValue.map { $0 < 0x20 } == true })
+            {
+                launchUser = name
+            } else {
+                fail("launchUser", "expected a user name or a user id (a non-negative integer), got \(v.compactText)")
+            }
+            if launchUser != nil && launch == nil { note("launchUser", "there is no launch command: nothing runs as this user") }
+        }
         var extensions: [ExtensionManifest] = []
         if let ev = obj["extensions"] {
             if case .array(let items) = ev {
@@ -341,7 +360,7 @@ public enum ManifestDecoder {
         let manifest = AppManifest(
             bundleID: bundleID, teamID: teamID, name: name, urlSchemes: schemes, associatedDomains: domains,
             appGroups: groups, token: token, launch: launch, extensions: extensions, file: file, uids: uids,
-            executable: executable)
+            executable: executable, launchUser: launchUser)
         return (manifest, issues)
     }
 

@@ -189,15 +189,17 @@ final class BrokerProcess {
 
     init(
         socket: String, state: String, extraArgs: [String] = [], env: [String: String] = [:], logDir: String,
-        cwd: String? = nil
+        cwd: String? = nil, runVia wrapper: [String] = []
     ) throws {
         self.socket = socket
         stderrPath = logDir + "/broker-\(UUID().uuidString.prefix(8)).err"
         stdoutPath = stderrPath + ".out"
         _ = FileManager.default.createFile(atPath: stderrPath, contents: nil)
         _ = FileManager.default.createFile(atPath: stdoutPath, contents: nil)
-        process.executableURL = URL(fileURLWithPath: Products.sharebroker)
-        process.arguments = ["serve", "--socket", socket, "--state", state] + extraArgs
+        // (`wrapper`: a program that execs the broker, as `setpriv --groups 4`; same pid)
+        process.executableURL = URL(fileURLWithPath: wrapper.first ?? Products.sharebroker)
+        process.arguments =
+            (wrapper.isEmpty ? [] : wrapper.dropFirst() + [Products.sharebroker]) + ["serve", "--socket", socket, "--state", state] + extraArgs
         var e = ProcessInfo.processInfo.environment
         for (k, v) in env { e[k] = v }
         process.environment = e

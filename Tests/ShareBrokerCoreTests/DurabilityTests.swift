@@ -125,6 +125,92 @@ final class DurabilityTests: XCTestCase {
         XCTAssertTrue(broker.waitExit())
     }
 
+    /// A broker running as root starts an app whose manifest admits only other users as the
+    /// first of them (else the app could not even say hello), or as its `launchUser`: with that
+    /// user's uid, gid and groups, a login's environment (not root's `HOME` or the broker's other
+    /// variables), in their home directory ("/" when it is missing); the app then subscribes as
+    /// that user through a socket opened with --socket-mode. A `launchUser` the system does not
+    /// know is a failed launch (logged; the event waits).
+    func testARootBrokerLaunchesAnAppAsItsUser() throws {
+        guard getuid() == 0 else { throw XCTSkip("needs root to launch as another user") }
+        let dir = TempDir()
+        chmod(dir.path, 0o755)
+        let out = dir.path + "/out"
+        mkdir(out, 0o777)
+        chmod(out, 0o777)
+        func script(_ name: String) -> [String] {
+            let file = "\(out)/\(name)"
+            return [
+                "/bin/sh", "-c",
+                """
+                { id -u; id -g; id -G; pwd; echo "$HOME $USER $LOGNAME ${FOO-unset} $SHAREBROKER_BUNDLE_ID"; } > \(file).tmp
+                mv \(file).tmp \(file)
+                exec "\(Products.shareclient)" listen --ack --count 1 --timeout 10
+                """,
+            ]
+        }
+        func app(_ id: String, _ scheme: String, _ extra: JSONObject) -> String {
+            var o: JSONObject = ["bundleID": .string(id), "urlSchemes": [.string(scheme)], "launch": .array(script(id).map { .string($0) })]
+            for (k, v) in extra { o[k] = v }
+            return JSONValue.object(o).compactText
+        }
+        dir.write("state/apps/a.json", app("com.nobody.app", "nobodyapp", ["uids": [65534, 1000]]))
+        // (root first in uids would be root's launch: launchUser says otherwise)
+        dir.write("state/apps/b.json", app("com.named.app", "namedapp", ["uids": [0, 65534], "launchUser": "nobody"]))
+        // (uids that include root: as root)
+        dir.write("state/apps/c.json", app("com.root.app", "rootapp", ["uids": [65534, 0]]))
+        dir.write("state/apps/d.json", app("com.ghost.app", "ghostapp", ["launchUser": "no-such-user-here"]))
+        let socket = dir.path + "/s.sock"
+        let broker = try BrokerProcess(
+            socket: socket, state: dir.path + "/state", extraArgs: ["--socket-mode", "666"], env: ["FOO": "bar", "HOME": "/root"],
+            logDir: dir.path, runVia: ["/usr/bin/setpriv", "--groups", "4,24"])  // (groups the app must not keep)
+        XCTAssertTrue(broker.waitReady(), broker.stderrText)
+        let tool = try BrokerConnection(socketPath: socket)
+        try tool.hello(role: "tool")
+        for scheme in ["nobodyapp", "namedapp", "rootapp", "ghostapp"] {
+            XCTAssertNotNil(try tool.call("url.open", ["url": .string("\(scheme)://x")])["eventID"])
+        }
+        XCTAssertTrue(
+            waitUntil(timeout: 20) { (try? tool.call("broker.status"))?["pendingEvents"]?.intValue == 1 },
+            "the three launched apps subscribed and acked; broker log: \(broker.stderrText)")
+        let groups = try runProcess("/usr/bin/id", ["-G", "nobody"]).out.trimmingCharacters(in: .whitespacesAndNewlines)
+        for id in ["com.nobody.app", "com.named.app"] {
+            let text = try String(contentsOfFile: "\(out)/\(id)", encoding: .utf8)
+            let home = FileManager.default.fileExists(atPath: "/nonexistent") ? "/nonexistent" : "/"
+            XCTAssertEqual(text, "65534\n65534\n\(groups)\n\(home)\n/nonexistent nobody nobody unset \(id)\n", id)
+        }
+        let asRoot = try String(contentsOfFile: "\(out)/com.root.app", encoding: .utf8)
+        XCTAssertTrue(asRoot.hasPrefix("0\n0\n"), asRoot)
+        XCTAssertTrue(asRoot.hasSuffix("/root root root bar com.root.app\n") || asRoot.contains(" bar com.root.app"), asRoot)
+        XCTAssertTrue(broker.stderrText.contains("launched com.nobody.app (pid "), broker.stderrText)
+        XCTAssertTrue(broker.stderrText.contains(" as nobody (uid 65534)"), broker.stderrText)
+        XCTAssertTrue(
+            broker.stderrText.contains("cannot launch com.ghost.app: its manifest's launchUser, 'no-such-user-here', is no user this system knows"),
+            broker.stderrText)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: "\(out)/com.ghost.app"))
+        broker.signal(SIGTERM)
+        XCTAssertTrue(broker.waitExit())
+    }
+
+    /// The socket a launched user cannot reach is warned about when the app is launched.
+    func testALaunchAsAUserWhoCannotReachTheSocketIsWarnedAbout() throws {
+        guard getuid() == 0 else { throw XCTSkip("needs root to launch as another user") }
+        let dir = TempDir()
+        dir.write(
+            "state/apps/a.json",
+            #"{"bundleID": "com.nobody.app", "urlSchemes": ["nobodyapp"], "uids": [65534], "launch": ["/bin/true"]}"#)
+        let broker = try BrokerProcess(socket: dir.path + "/s.sock", state: dir.path + "/state", logDir: dir.path)
+        XCTAssertTrue(broker.waitReady(), broker.stderrText)
+        let tool = try BrokerConnection(socketPath: dir.path + "/s.sock")
+        try tool.hello(role: "tool")
+        _ = try tool.call("url.open", ["url": "nobodyapp://x"])
+        XCTAssertTrue(
+            waitUntil(timeout: 10) { broker.stderrText.contains("com.nobody.app runs as nobody, who cannot reach \(dir.path)/s.sock") },
+            broker.stderrText)
+        broker.signal(SIGTERM)
+        XCTAssertTrue(broker.waitExit())
+    }
+
     func testFailedLaunchIsRetriedWithBackoffAndTheEventWaits() throws {
         for launch in [["/nonexistent/myapp"], ["/bin/true"]] {
             let h = BrokerHarness(

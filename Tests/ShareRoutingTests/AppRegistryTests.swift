@@ -21,6 +21,28 @@ final class AppRegistryTests: XCTestCase {
         XCTAssertEqual(registry.app("com.b")?.urlSchemes, ["b"])
     }
 
+    /// `launchUser`: a user name or a uid (kept as its decimal text), shown in the manifest's
+    /// JSON; anything else is an error naming the field; without a `launch` it is a note.
+    func testLaunchUserIsANameOrAUid() {
+        func decode(_ value: String, launch: Bool = true) -> (AppManifest?, [String]) {
+            let text = #"{"bundleID": "com.a", "launchUser": "# + value + (launch ? #", "launch": ["/bin/a"]}"# : "}")
+            let (m, issues) = ManifestDecoder.decode(bytes: Array(text.utf8), file: "a.json")
+            return (m, issues.map { "\($0.field): \($0.message)" })
+        }
+        XCTAssertEqual(decode(#""alice""#).0?.launchUser, "alice")
+        XCTAssertEqual(decode("1000").0?.launchUser, "1000")
+        XCTAssertEqual(decode("1000").0?.json["launchUser"], "1000")
+        XCTAssertEqual(decode("0").0?.launchUser, "0")
+        for bad in ["-1", #""""#, #""a b""#, #""a:b""#, "true", "[1]", "4294967295", "1.5"] {
+            let (m, issues) = decode(bad)
+            XCTAssertNil(m, bad)
+            XCTAssertTrue(issues.contains { $0.hasPrefix("launchUser: expected a user name or a user id") }, "\(bad): \(issues)")
+        }
+        let (m, notes) = decode(#""alice""#, launch: false)
+        XCTAssertNotNil(m)
+        XCTAssertTrue(notes.contains("launchUser: there is no launch command: nothing runs as this user"), "\(notes)")
+    }
+
     /// An empty string in a string list is named as that (it was "got string").
     func testAnEmptyStringInAListIsNamed() {
         let (_, issues) = ManifestDecoder.decode(
