@@ -1609,6 +1609,12 @@ public final class Broker {
 
     func checkShutdownComplete() {
         endOfTurn()
+        if !connections.isEmpty && Clock.monotonicNanos() >= stopDeadline && !offLoop.isEmpty {
+            // The grace period ended with file work still running (a long copy): its requests
+            // are answered now rather than cut off without a word.
+            answerUnfinishedWork()
+            endOfTurn()
+        }
         if connections.isEmpty || Clock.monotonicNanos() >= stopDeadline {
             drainCommits()  // nothing acknowledged or waiting is left unwritten
             finished = true

@@ -231,6 +231,24 @@ extension Broker {
         offLoopAbandoned += 1
     }
 
+    /// The error a request gets when the broker stops before its off-loop work has finished.
+    static let stoppedBeforeWorkFinished = RPCError(
+        .storageFailure, "Storage failure: the broker is stopping and this request's file work did not finish in time; nothing was stored")
+
+    /// At the end of the shutdown grace period: every request still waiting for off-loop work
+    /// (running, or not started) is answered `stoppedBeforeWorkFinished` (a batch's later
+    /// members: "not run"), as if its work had failed. Nothing of it is recorded; the task
+    /// stays listed, so the stop takes back what its work made once it ends (what it leaves
+    /// unfinished is removed at the next start, as orphans without a record).
+    func answerUnfinishedWork() {
+        for task in Array(offLoop.values) {
+            guard let conn = task.conn, !conn.closed, let s = conn.suspended, s.task === task else { continue }
+            s.task = OffLoopTask(
+                work: {}, finish: { _, _ throws(RPCError) in throw Broker.stoppedBeforeWorkFinished }, cancel: { _ in })
+            resume(conn, s)
+        }
+    }
+
     /// The connections whose batch waits for off-loop work (running, or done and waiting).
     var waitingBatches: [(Connection, SuspendedBatch)] {
         var out: [(Connection, SuspendedBatch)] = []

@@ -293,6 +293,56 @@ final class OffLoopShareTests: XCTestCase {
         again.stop()
     }
 
+    /// File work still running when the stop's grace period ends (a long copy): its request is
+    /// answered -32005, nothing stored, instead of the connection closing without a word (the
+    /// robustness audit: eight 250 MB shares got EOF at SIGTERM); so is a batch's member, its
+    /// later members "not run".
+    func testAStopWhoseGracePeriodEndsDuringFileWorkAnswersStorageFailure() throws {
+        let gate = WorkGate()
+        let h = try start(gate) { $0.shutdownGraceSeconds = 0.5 }
+        let dir = TempDir()
+        let source = pdfFile(dir)
+        let sender = try h.rawSession()
+        sendLine(sender, 1, "share.send", ["items": [["path": .string(source)]], "extension": "com.example.pdfreader.share"])
+        gate.waitForWork("reading")
+        let batcher = try h.rawSession()
+        batcher.send(
+            JSONValue.array([
+                rpcRequest(7, "broker.status", [:]),
+                rpcRequest(8, "share.send", ["items": [["path": .string(source)]], "extension": "com.example.pdfreader.share"]),
+                rpcRequest(9, "broker.status", [:]),
+            ]).compactText + "\n")
+        gate.waitForWork("the batch's reading")
+        let stopped = DispatchSemaphore(value: 0)
+        let harness = Box(h)
+        Thread.detachNewThread {
+            harness.value.stop()
+            stopped.signal()
+        }
+        let reply = try XCTUnwrap(sender.readJSON(timeout: 10), "answered before the connection closed")
+        XCTAssertEqual(reply["id"], 1)
+        XCTAssertEqual(reply["error"]?["code"]?.intValue, -32005, reply.compactText)
+        XCTAssertTrue(reply["error"]?["message"]?.stringValue?.contains("nothing was stored") ?? false, reply.compactText)
+        let batch = try XCTUnwrap(batcher.readJSON(timeout: 10)?.arrayValue, "the batch answered")
+        XCTAssertEqual(batch.map { $0["id"] }, [7, 8, 9])
+        XCTAssertNotNil(batch[0]["result"])
+        XCTAssertEqual(batch[1]["error"]?["code"]?.intValue, -32005)
+        XCTAssertTrue(batch[2]["error"]?["message"]?.stringValue?.contains("stopping; not run") ?? false, "\(batch[2])")
+        XCTAssertEqual(stopped.wait(timeout: .now() + 10), .success)
+        gate.release()
+        gate.release()
+        // Nothing of either share was recorded.
+        usleep(200_000)
+        let again = BrokerHarness()
+        try? FileManager.default.removeItem(atPath: again.state)
+        try FileManager.default.copyItem(atPath: h.state, toPath: again.state)
+        try again.start()
+        let app = try again.connect()
+        try app.hello(role: "app", bundleID: "com.example.pdfreader")
+        XCTAssertEqual(try app.call("share.list")["shares"]?.arrayValue?.count, 0)
+        again.stop()
+    }
+
     // MARK: The group's share quota
 
     func testAGroupsPendingSharesHaveAByteQuotaThatSparesOtherGroups() throws {
