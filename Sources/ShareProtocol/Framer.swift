@@ -234,6 +234,14 @@ public struct Framer: Sendable {
                 }
             case .contentLength:
                 if bodyLength == nil {
+                    // A byte order mark before a later header section is skipped as before the
+                    // first (a client that encodes each message with a preamble sends one each time).
+                    let rest = buf.count - pos
+                    if buf[pos] == 0xEF && (rest < 2 || buf[pos + 1] == 0xBB) && (rest < 3 || buf[pos + 2] == 0xBF) {
+                        if rest < 3 { return pos }  // (a mark cut by the read: decided with the next bytes)
+                        pos += 3
+                        continue
+                    }
                     guard let (length, headerEnd) = try parseHeader(UnsafeRawBufferPointer(rebasing: buf[pos...])) else {
                         return pos
                     }
@@ -317,8 +325,14 @@ public struct Framer: Sendable {
             guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else {
                 throw .badHeader("header line without ':'")
             }
-            let name = String(decoding: UnsafeRawBufferPointer(rebasing: line[0..<colon]), as: UTF8.self)
-            if name.lowercased() == "content-length" {
+            // A header name is a token (RFC 9110 §5.1): a JSON text sent where a header section
+            // was due (`{"jsonrpc":...}` has a ':') is an error, not a header to ignore.
+            guard colon > 0, line[0..<colon].allSatisfy(Framer.isTokenCharacter) else {
+                throw .badHeader("a header name must be a token (RFC 9110), got a line starting '\(Framer.quoted(line.prefix(40)))'")
+            }
+            if colon == Framer.contentLengthName.count
+                && zip(line[0..<colon], Framer.contentLengthName).allSatisfy({ Framer.lower($0) == $1 })
+            {
                 var value = 0
                 var digits = 0
                 for c in UnsafeRawBufferPointer(rebasing: line[(colon + 1)...]) {
@@ -339,6 +353,33 @@ public struct Framer: Sendable {
         }
         if buf.count >= Framer.maxHeaderBytes { throw .badHeader("header section longer than \(Framer.maxHeaderBytes) bytes") }
         return nil
+    }
+
+    static let contentLengthName: [UInt8] = Array("content-length".utf8)
+
+    /// RFC 9110 `tchar`: ALPHA, DIGIT and ``!#$%&'*+-.^_`|~``.
+    static func isTokenCharacter(_ c: UInt8) -> Bool {
+        switch c {
+        case 0x30...0x39, 0x41...0x5A, 0x61...0x7A: return true
+        case UInt8(ascii: "!"), UInt8(ascii: "#"), UInt8(ascii: "$"), UInt8(ascii: "%"), UInt8(ascii: "&"), UInt8(ascii: "'"),
+            UInt8(ascii: "*"), UInt8(ascii: "+"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "^"), UInt8(ascii: "_"),
+            UInt8(ascii: "`"), UInt8(ascii: "|"), UInt8(ascii: "~"):
+            return true
+        default: return false
+        }
+    }
+
+    /// Bytes of a header line for an error message: printable ASCII as it is, others as `\xNN`.
+    static func quoted<C: Collection<UInt8>>(_ bytes: C) -> String {
+        var out = ""
+        for c in bytes {
+            if c >= 0x20 && c < 0x7F {
+                out.unicodeScalars.append(UnicodeScalar(c))
+            } else {
+                out += "\\x" + (c < 16 ? "0" : "") + String(c, radix: 16)
+            }
+        }
+        return out
     }
 
     /// Appends one outgoing message framed for `mode` (header framing only when the peer used it).

@@ -338,6 +338,37 @@ struct FramerContentLengthTests {
         #expect(f.bufferedByteCount == 0)
     }
 
+    /// A byte order mark before a later header section is skipped, as before the first (the
+    /// robustness audit: it killed the connection), whatever the reads' boundaries.
+    @Test func aByteOrderMarkBeforeALaterHeaderSectionIsSkipped() throws {
+        let bom: [UInt8] = [0xEF, 0xBB, 0xBF]
+        let stream = bom + lspFrame("[1]") + bom + lspFrame("[2]") + bom + lspFrame("[3]")
+        #expect(try frames(of: stream) == cl(["[1]", "[2]", "[3]"]))
+        #expect(try frames(of: stream, chunkSize: 1) == cl(["[1]", "[2]", "[3]"]))
+        #expect(try frames(of: stream, chunkSize: 2) == cl(["[1]", "[2]", "[3]"]))
+        // (only a whole mark: a lone 0xEF is an error, not a header)
+        var f = Framer(maxMessage: 1024)
+        _ = try f.feedBytes(lspFrame("[1]"))
+        #expect(throws: FramingError.self) { _ = try f.feedBytes([0xEF, 0x41] + lspFrame("[2]")) }
+    }
+
+    /// A header name must be a token: a JSON text sent where a header section is due (it has a
+    /// ':') is an error naming it, not a header ignored while the client waits for its answer.
+    @Test func aHeaderNameThatIsNoTokenIsAnError() throws {
+        var f = Framer(maxMessage: 1024)
+        _ = try f.feedBytes(lspFrame("[1]"))
+        #expect(
+            throws: FramingError.badHeader(#"a header name must be a token (RFC 9110), got a line starting '{"jsonrpc":"2.0","id":2,"method":"rpc.no'"#)
+        ) { _ = try f.feedBytes(utf8(#"{"jsonrpc":"2.0","id":2,"method":"rpc.nope"}"# + "\n") + lspFrame("[3]")) }
+        for line in [": x", "Content Length: 3", "Content-Length : 3", "X\u{1}: y"] {
+            var g = Framer(maxMessage: 1024)
+            _ = try g.feedBytes(lspFrame("[1]"))
+            #expect(throws: FramingError.self, "\(line)") { _ = try g.feedBytes(utf8(line + "\r\nContent-Length: 3\r\n\r\n[3]")) }
+        }
+        // Every token character is fine.
+        #expect(try frames(of: utf8("Content-Length: 3\r\nX-a.b_c~d|e^f`g!h#i$j%k&l'm*n+o: v\r\n\r\n[1]")) == cl(["[1]"]))
+    }
+
     @Test func missingContentLengthIsBadHeader() throws {
         var f = Framer(maxMessage: 1024)
         _ = try f.feedBytes(lspFrame("{}"))
