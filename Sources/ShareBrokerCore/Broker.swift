@@ -92,8 +92,11 @@ public final class Broker {
     var stopDeadline: UInt64 = 0
     var finished = false
     var totalRequests: UInt64 = 0
-    /// This process (for broker.status; the broker never forks).
+    /// This process (for broker.status).
     let brokerPID = ProcessInfoLite.pid
+    /// Warnings a flood could repeat thousands of times a second (refused connections), by
+    /// kind: when one was last written and how many were left out since (`throttledWarning`).
+    var throttledWarnings: [String: (at: UInt64, skipped: Int)] = [:]
     /// broker.status's unchanging leading members, encoded once.
     var statusPrefix: [UInt8] = []
     /// `totalRequests` when the current loop turn began.
@@ -1007,7 +1010,7 @@ public final class Broker {
             nextConnectionID += 1
             let peer = UnixSocket.peerCredentials(fd)
             if let uid = peer?.uid, connectionsByUID[uid, default: 0] >= config.maxConnectionsPerUID {
-                log.log(.warning, "refusing a connection from uid \(uid): it already has \(config.maxConnectionsPerUID) (the per-user limit)")
+                throttledWarning("per-user limit \(uid)", "refusing a connection from uid \(uid): it already has \(config.maxConnectionsPerUID) (the per-user limit)")
                 refuseAccepted(fd, "Unauthorized: uid \(uid) already has \(config.maxConnectionsPerUID) connections (the per-user limit)")
                 continue
             }
@@ -1020,7 +1023,9 @@ public final class Broker {
                 let reserve = max(64, openFileLimit / 8) + 32 + 2 * (shareStores.count + defaults.stores.count)
                 let own = connectionsByUID[ProcessInfoLite.uid, default: 0] + (ProcessInfoLite.uid == 0 ? 0 : connectionsByUID[0, default: 0])
                 if connections.count - own >= openFileLimit - reserve {
-                    log.log(.warning, "refusing a connection from uid \(uid): other users' connections have reached \(openFileLimit - reserve) (the rest of the open-file limit is kept for this user's clients)")
+                    throttledWarning(
+                        "other users' limit",
+                        "refusing a connection from uid \(uid): other users' connections have reached \(openFileLimit - reserve) (the rest of the open-file limit is kept for this user's clients)")
                     refuseAccepted(fd, "Unauthorized: other users' connections to this broker have reached their limit of \(openFileLimit - reserve); try again later")
                     continue
                 }
@@ -1037,6 +1042,19 @@ public final class Broker {
         }
     }
 
+    /// Logs a warning of `kind` at most once a second; the next one written says how many were
+    /// left out meanwhile (a client refused at a limit may try again thousands of times a second).
+    func throttledWarning(_ kind: String, _ text: @autoclosure () -> String) {
+        let now = Clock.monotonicNanos()
+        if let last = throttledWarnings[kind], now - last.at < 1_000_000_000 {
+            throttledWarnings[kind]!.skipped += 1
+            return
+        }
+        let skipped = throttledWarnings[kind]?.skipped ?? 0
+        log.log(.warning, text() + (skipped > 0 ? " (and \(skipped) more like it since the last such line, not logged)" : ""))
+        throttledWarnings[kind] = (now, 0)
+    }
+
     /// Tells a connection just accepted why it is refused (an error without an id), and closes it.
     func refuseAccepted(_ fd: Int32, _ message: String) {
         var out: [UInt8] = []
@@ -1049,7 +1067,7 @@ public final class Broker {
     /// At the open-file limit, accept and close one pending connection using the spare descriptor,
     /// so the listener does not stay readable forever (no busy loop).
     func shedConnectionAtFDLimit() {
-        log.log(.warning, "open-file limit (\(openFileLimit)) reached; refusing a connection")
+        throttledWarning("open-file limit", "open-file limit (\(openFileLimit)) reached; refusing a connection")
         if spareFD >= 0 {
             FD.close(spareFD)
             spareFD = -1

@@ -90,6 +90,28 @@ final class LifecycleTests: XCTestCase {
         XCTAssertTrue(q.waitExit())
     }
 
+    /// A client refused at a limit that tries again and again gets one log line a second, the
+    /// next one counting those left out (the robustness audit: one line per refusal).
+    func testRefusedConnectionsAreLoggedAtMostOnceASecond() throws {
+        let dir = TempDir()
+        let p = try startBroker(dir, extraArgs: ["--max-connections-per-user", "1"])
+        let kept = try RawClient(p.socket)
+        kept.send(#"{"jsonrpc":"2.0","id":1,"method":"broker.status"}"# + "\n")
+        XCTAssertNotNil(kept.readJSON())
+        for _ in 0..<50 {
+            let refused = try RawClient(p.socket)
+            XCTAssertEqual(refused.readJSON()?["error"]?["code"]?.intValue, -32001)
+        }
+        func refusals() -> [Substring] { p.stderrText.split(separator: "\n").filter { $0.contains("refusing a connection from uid") } }
+        XCTAssertEqual(refusals().count, 1, p.stderrText)
+        usleep(1_100_000)
+        _ = try RawClient(p.socket).readJSON()
+        XCTAssertTrue(waitUntil(timeout: 5) { refusals().count == 2 }, p.stderrText)
+        XCTAssertTrue(refusals().last?.contains("(and 49 more like it since the last such line, not logged)") ?? false, p.stderrText)
+        p.signal(SIGTERM)
+        XCTAssertTrue(p.waitExit())
+    }
+
     func testServeWithoutCommitPacingAnswersEveryRequestAndNeverWaits() throws {
         let dir = TempDir()
         dir.write("state/apps/10-myapp.json", deepLinkApp)
