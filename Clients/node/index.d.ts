@@ -469,6 +469,7 @@ export declare class Client extends EventEmitter {
   shareSend(items: Item | Item[], options?: { extension?: string; group?: string; open?: boolean | string } & CallOptions): Promise<ShareSendResult>;
   shareList(options?: string | ({ group?: string } & CallOptions)): Promise<{ shares: Share[] }>;
   shareGet(shareID: string, options?: CallOptions): Promise<Share>;
+  shareRead(shareID: string, item: number, options?: { offset?: number; length?: number } & CallOptions): Promise<{ data: string; offset: number; size: number; eof: boolean }>;
   shareComplete(shareID: string, options?: CallOptions): Promise<{ completed: true }>;
   defaultsGet(group: string, key: string, options?: CallOptions): Promise<{ exists: boolean; value: any; version?: number }>;
   defaultsSet(group: string, key: string, value: unknown, options?: { ifVersion?: number } & CallOptions): Promise<{ version: number }>;

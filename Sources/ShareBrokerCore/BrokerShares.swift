@@ -84,6 +84,7 @@ extension Broker {
             MethodSpec("share.list", roles: [.app, .extension]) { b, c, p throws(RPCError) in try b.shareList(c, p) },
             MethodSpec("share.get", roles: [.app, .extension]) { b, c, p throws(RPCError) in try b.shareGet(c, p) },
             MethodSpec("share.complete", roles: [.app, .extension]) { b, c, p throws(RPCError) in try b.shareComplete(c, p) },
+            MethodSpec("share.read", roles: [.app, .extension], encoding: { b, c, p throws(RPCError) in try b.shareRead(c, p) }),
         ]
     }
 
@@ -846,6 +847,42 @@ extension Broker {
         return ["completed": true]
     }
 
+    /// Most bytes one `share.read` returns (its reply holds them in base64: 4/3 as many).
+    static let shareReadLimit = 4 << 20
+    /// What `share.read` returns when it is not told how much.
+    static let shareReadDefault = 1 << 20
+
+    /// `share.read {shareID, item, offset?, length?}` → `{data, offset, size, eof}`: bytes of a
+    /// pending share's file item, base64, for a caller that cannot open the item's `path` (an
+    /// app of another user than the broker's: the group directory is the broker's, 0700).
+    /// Group access as for share.get; the read runs off the loop, as all file work does.
+    func shareRead(_ conn: Connection, _ p: Params) throws(RPCError) -> MethodResult {
+        let (s, store) = try findShare(conn, p)
+        guard let v = p["item"], !v.isNull else { throw .invalidParams("Invalid params: 'item' (the index of a file item) is required") }
+        guard let index = v.intValue, index >= 0, index < s.items.count else {
+            throw .invalidParams(
+                "Invalid params: 'item' must be the index of one of the share's \(s.items.count) items (0 to \(s.items.count - 1)), got \(v.compactText)")
+        }
+        guard let file = s.items[index]["file"]?.stringValue else {
+            throw .invalidParams("Invalid params: item \(index) of share '\(s.id)' is not a file (its value is in share.get's answer)")
+        }
+        let offset = try p.optionalCount("offset") ?? 0
+        let length = try p.optionalCount("length", max: Broker.shareReadLimit) ?? Broker.shareReadDefault
+        let reader = FileChunkReader(path: store.path(of: s.id, file: file), offset: offset, length: length)
+        return suspendRequest(
+            work: { reader.run() },
+            finish: { _, _ throws(RPCError) in
+                if let problem = reader.problem {
+                    throw RPCError(.storageFailure, "Storage failure: cannot read item \(index) of share '\(s.id)': \(problem)")
+                }
+                return .value([
+                    "data": .string(Base64.encode(reader.bytes)), "offset": .int(offset), "size": .int(reader.size),
+                    "eof": .bool(offset + reader.bytes.count >= reader.size),
+                ])
+            },
+            cancel: { _ in })
+    }
+
     // MARK: Helpers
 
     /// `prefix` followed by `bytes` random bytes in lowercase hex (share IDs: `sh-` + 24 digits).
@@ -888,3 +925,49 @@ extension Broker {
     }
 }
 
+
+/// Reads up to `length` bytes at `offset` of a file (on a worker thread: `share.read`).
+final class FileChunkReader: @unchecked Sendable {  // run on one thread, then read on the loop
+    let path: String
+    let offset: Int
+    let length: Int
+    private(set) var bytes: [UInt8] = []
+    private(set) var size = 0
+    private(set) var problem: String? = nil
+
+    init(path: String, offset: Int, length: Int) {
+        self.path = path
+        self.offset = offset
+        self.length = length
+    }
+
+    func run() {
+        let fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+        guard fd >= 0 else {
+            problem = String(cString: strerror(errno))
+            return
+        }
+        defer { close(fd) }
+        var st = stat()
+        guard fstat(fd, &st) == 0 else {
+            problem = String(cString: strerror(errno))
+            return
+        }
+        size = Int(st.st_size)
+        let want = max(0, min(length, size - offset))
+        var out = [UInt8](repeating: 0, count: want)
+        var got = 0
+        while got < want {
+            let n = out.withUnsafeMutableBytes { pread(fd, $0.baseAddress! + got, want - got, off_t(offset + got)) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                problem = String(cString: strerror(errno))
+                return
+            }
+            if n == 0 { break }
+            got += n
+        }
+        out.removeLast(want - got)
+        bytes = out
+    }
+}

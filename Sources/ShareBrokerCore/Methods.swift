@@ -110,6 +110,15 @@ struct Params {
         return s
     }
 
+    /// A non-negative integer, or nil when left out; -32602 for anything else or one past `max`.
+    func optionalCount(_ key: String, max: Int = Int.max) throws(RPCError) -> Int? {
+        guard let v = self[key], !v.isNull else { return nil }
+        guard let n = v.intValue, n >= 0, n <= max else {
+            throw .invalidParams("Invalid params: '\(key)' must be an integer from 0 to \(max), got \(v.compactText)")
+        }
+        return n
+    }
+
     func optionalBool(_ key: String) throws(RPCError) -> Bool? {
         guard let v = self[key], !v.isNull else { return nil }
         guard case .bool(let b) = v else {

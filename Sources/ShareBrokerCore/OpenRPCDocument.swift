@@ -1361,6 +1361,99 @@ let openRPCDocumentText = ####"""
           "message": "Too much of this connection's output unread (replies the client has not read); not run"
         }
       ]
+    },
+    {
+      "name": "share.read",
+      "summary": "Bytes of a pending share's file item, base64: for a caller that cannot open the item's path (an app of another user than the broker's: the group directory is the broker's).",
+      "paramStructure": "by-name",
+      "params": [
+        {
+          "name": "shareID",
+          "required": true,
+          "schema": {
+            "type": "string"
+          }
+        },
+        {
+          "name": "item",
+          "required": true,
+          "description": "Index of a file item in the share's items.",
+          "schema": {
+            "type": "integer",
+            "minimum": 0
+          }
+        },
+        {
+          "name": "offset",
+          "description": "First byte to read (default 0).",
+          "schema": {
+            "type": "integer",
+            "minimum": 0
+          }
+        },
+        {
+          "name": "length",
+          "description": "Most bytes to read (default 1048576, at most 4194304).",
+          "schema": {
+            "type": "integer",
+            "minimum": 0,
+            "maximum": 4194304
+          }
+        }
+      ],
+      "result": {
+        "name": "chunk",
+        "schema": {
+          "type": "object",
+          "required": [
+            "data",
+            "offset",
+            "size",
+            "eof"
+          ],
+          "properties": {
+            "data": {
+              "type": "string",
+              "description": "The bytes read, base64 (RFC 4648, padded)."
+            },
+            "offset": {
+              "type": "integer",
+              "minimum": 0
+            },
+            "size": {
+              "type": "integer",
+              "minimum": 0,
+              "description": "The file's whole size."
+            },
+            "eof": {
+              "type": "boolean",
+              "description": "True when the bytes read reach the end of the file."
+            }
+          }
+        }
+      },
+      "errors": [
+        {
+          "code": -32001,
+          "message": "Unauthorized: not entitled to the group"
+        },
+        {
+          "code": -32002,
+          "message": "Not found: no pending share"
+        },
+        {
+          "code": -32602,
+          "message": "Invalid params: not a file item, or a bad offset or length"
+        },
+        {
+          "code": -32005,
+          "message": "Storage failure: the file cannot be read"
+        },
+        {
+          "code": -32007,
+          "message": "Too much of this connection's output unread (replies the client has not read); not run"
+        }
+      ]
     }
   ],
   "components": {

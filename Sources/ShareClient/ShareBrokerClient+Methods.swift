@@ -75,6 +75,27 @@ extension ShareBrokerClient {
         try Share(json: try await call("share.get", ["shareID": .string(shareID)]))
     }
 
+    /// Bytes of a share's file item (`share.read`): up to `length` bytes (the broker's default,
+    /// 1 MiB, when nil; at most 4 MiB) from `offset`. For an app that cannot open the item's
+    /// `path` itself (a broker of another user keeps its group directory to itself).
+    public func shareRead(_ shareID: String, item: Int, offset: Int = 0, length: Int? = nil) async throws(ShareBrokerError)
+        -> ShareChunk
+    {
+        var p: JSONObject = ["shareID": .string(shareID), "item": .int(item), "offset": .int(offset)]
+        if let length { p["length"] = .int(length) }
+        return try ShareChunk(json: try await call("share.read", .object(p)))
+    }
+
+    /// The whole content of a share's file item, read with `share.read` a chunk at a time.
+    public func shareItemBytes(_ shareID: String, item: Int) async throws(ShareBrokerError) -> [UInt8] {
+        var out: [UInt8] = []
+        while true {
+            let chunk = try await shareRead(shareID, item: item, offset: out.count)
+            out += chunk.data
+            if chunk.eof || chunk.data.isEmpty { return out }
+        }
+    }
+
     /// Marks a share done (`share.complete`): its record and files are deleted.
     public func shareComplete(_ shareID: String) async throws(ShareBrokerError) {
         _ = try await call("share.complete", ["shareID": .string(shareID)])
@@ -170,5 +191,27 @@ extension ShareBrokerClient {
     /// The broker's OpenRPC document (`rpc.discover`).
     public func discover() async throws(ShareBrokerError) -> JSONValue {
         try await call("rpc.discover")
+    }
+}
+
+/// A piece of a share's file item (`share.read`).
+public struct ShareChunk: Sendable, Equatable {
+    /// The bytes read.
+    public let data: [UInt8]
+    /// Where they start in the file.
+    public let offset: Int
+    /// The file's whole size.
+    public let size: Int
+    /// Whether they reach the end of the file.
+    public let eof: Bool
+
+    /// Decodes a `share.read` result.
+    public init(json: JSONValue) throws(ShareBrokerError) {
+        let r = ResultReader(json, "share.read")
+        guard let bytes = Data(base64Encoded: try r.string("data")) else { throw r.fail("data", "base64") }
+        data = [UInt8](bytes)
+        offset = try r.int("offset")
+        size = try r.int("size")
+        eof = try r.bool("eof")
     }
 }

@@ -370,6 +370,23 @@ public func urlsFoundIn(_ text: String) -> [String] {
 /// Standard base64 (RFC 4648 §4), padding optional, whitespace ignored; with `urlSafe` the
 /// URL-safe alphabet (§5) is accepted too.
 public enum Base64 {
+    /// `bytes` in standard base64 with padding (RFC 4648 §4).
+    public static func encode(_ bytes: some Collection<UInt8>) -> String {
+        let digits = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
+        var out: [UInt8] = []
+        out.reserveCapacity((bytes.count + 2) / 3 * 4)
+        var it = bytes.makeIterator()
+        while let a = it.next() {
+            let b = it.next(), c = it.next()
+            let n = UInt32(a) << 16 | UInt32(b ?? 0) << 8 | UInt32(c ?? 0)
+            out.append(digits[Int(n >> 18 & 63)])
+            out.append(digits[Int(n >> 12 & 63)])
+            out.append(b == nil ? UInt8(ascii: "=") : digits[Int(n >> 6 & 63)])
+            out.append(c == nil ? UInt8(ascii: "=") : digits[Int(n & 63)])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
     /// Per byte: 0...63 a digit of the standard alphabet, 64 / 65 the URL-safe `-` / `_`, 66 `=`,
     /// 67 whitespace, 255 anything else.
     private static let table: [UInt8] = {

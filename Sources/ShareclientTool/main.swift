@@ -114,6 +114,11 @@ let root = CommandSpec(
             discussion: bundleDiscussion,
             arguments: [ArgumentSpec("share-id", help: "The share's id.")]),
         CommandSpec(
+            name: "read", abstract: "Write the bytes of a share's file item to stdout or a file (share.read): for an app that cannot open the item's path itself.",
+            discussion: bundleDiscussion,
+            options: [.option("output", valueName: "file", help: "Write them to this file (created or replaced) instead of stdout.")],
+            arguments: [ArgumentSpec("share-id", help: "The share's id."), ArgumentSpec("item", help: "The item's index in the share (0 for the first).")]),
+        CommandSpec(
             name: "complete", abstract: "Complete a share: its record and files are deleted (share.complete).",
             discussion: bundleDiscussion,
             arguments: [ArgumentSpec("share-id", help: "The share's id.")]),
@@ -130,6 +135,7 @@ enum Exit {
     static let ok: Int32 = 0
     static let remote: Int32 = 1
     static let noInput: Int32 = 66
+    static let cannotCreate: Int32 = 73
     static let unavailable: Int32 = 69
     static let software: Int32 = 70
 }
@@ -140,10 +146,14 @@ func pathsRefused(_ rpc: RPCError) -> Bool {
     rpc.code == ErrorCode.invalidParams.rawValue && rpc.data?["reason"]?.stringValue == "pathItemsRefused"
 }
 
-/// A local file the command needs cannot be read (exit 66).
+/// A local file the command needs cannot be read (exit 66), or written (exit 73).
 struct CLIError: Error {
     let message: String
-    init(_ message: String) { self.message = message }
+    let status: Int32
+    init(_ message: String, status: Int32 = Exit.noInput) {
+        self.message = message
+        self.status = status
+    }
 }
 
 func writeErr(_ s: String) { Console.err(s) }
@@ -508,6 +518,36 @@ func run(_ cmd: ParsedCommand) throws -> Int32 {
         let r = try s.conn.call(cmd.subcommand == "get" ? "share.get" : "share.complete", ["shareID": .string(cmd.argument("share-id")!)])
         printJSON(r, compact: s.json)
         return Exit.ok
+    case "read":
+        guard let item = Int(cmd.argument("item")!), item >= 0 else {
+            throw cmd.usageError("ITEM must be an item's index (0 for the first), got '\(cmd.argument("item")!)'")
+        }
+        let s = try connect(cmd, asBundle: true)
+        let fd: Int32
+        if let path = cmd.value("output") {
+            fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o666)
+            guard fd >= 0 else { throw CLIError("cannot write \(path): \(String(cString: strerror(errno)))", status: Exit.cannotCreate) }
+        } else {
+            fd = 1
+        }
+        defer { if fd != 1 { close(fd) } }
+        var offset = 0
+        while true {
+            let chunk = try ShareChunk(
+                json: s.conn.call("share.read", ["shareID": .string(cmd.argument("share-id")!), "item": .int(item), "offset": .int(offset)]))
+            var written = 0
+            while written < chunk.data.count {
+                let n = chunk.data.withUnsafeBytes { write(fd, $0.baseAddress! + written, chunk.data.count - written) }
+                if n < 0 && errno == EINTR { continue }
+                guard n > 0 else {
+                    throw CLIError("cannot write \(cmd.value("output") ?? "stdout"): \(String(cString: strerror(errno)))", status: Exit.cannotCreate)
+                }
+                written += n
+            }
+            offset += chunk.data.count
+            if chunk.eof || chunk.data.isEmpty { break }
+        }
+        return Exit.ok
     case "ack":
         let s = try connect(cmd, asBundle: true)
         let r = try s.conn.call("app.ack", ["ids": .array(cmd.arguments("ids").map { .string($0) })])
@@ -593,7 +633,7 @@ runMain(root: root, version: "shareclient \(SharebrokerVersion.string)") { cmd i
         throw e
     } catch let e as CLIError {
         writeErr("shareclient: error: \(e.message)\n")
-        return Exit.noInput
+        return e.status
     } catch {
         writeErr("shareclient: internal error: \(error)\n")
         return Exit.software

@@ -8,6 +8,18 @@ import ShareRouting
 import XCTest
 
 final class Base64Tests: XCTestCase {
+    /// `encode` gives Foundation's padded text, every length mod 3, and decodes back.
+    func testEncodeMatchesFoundation() {
+        var g = SystemRandomNumberGenerator()
+        for n in Array(0...10) + [255, 256, 257, 4096] {
+            let bytes = (0..<n).map { _ in UInt8.random(in: 0...255, using: &g) }
+            XCTAssertEqual(Base64.encode(bytes), Data(bytes).base64EncodedString(), "\(n)")
+            XCTAssertEqual(Base64.decode(Base64.encode(bytes)), bytes, "\(n)")
+        }
+        XCTAssertEqual(Base64.encode(Array("f".utf8)), "Zg==")
+        XCTAssertEqual(Base64.encode(Array("foob".utf8)[...]), "Zm9vYg==")
+    }
+
     /// The rules, one character at a time.
     static func reference(_ text: String, urlSafe: Bool) -> [UInt8]? {
         var out: [UInt8] = []

@@ -1119,6 +1119,21 @@ export class Client extends EventEmitter {
     return this.call('share.get', { shareID }, options);
   }
 
+  /**
+   * Bytes of a share's file item, for an app that cannot open its `path` (a broker of another
+   * user keeps its group directory to itself): `{data, offset, size, eof}`, `data` base64 (at
+   * most `length` bytes from `offset`; the broker's default 1 MiB, at most 4 MiB). Read on until `eof`.
+   * @param {string} shareID
+   * @param {number} item the item's index
+   * @param {{offset?: number, length?: number} & CallOptions} [options]
+   */
+  shareRead(shareID, item, options = {}) {
+    /** @type {Record<string, unknown>} */
+    const params = { shareID, item, offset: options.offset ?? 0 };
+    if (options.length !== undefined) params.length = options.length;
+    return this.call('share.read', params, options);
+  }
+
   /** Deletes the share's record and files: `{completed: true}`. @param {string} shareID @param {CallOptions} [options] */
   shareComplete(shareID, options) {
     return this.call('share.complete', { shareID }, options);

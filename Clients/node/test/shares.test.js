@@ -117,6 +117,14 @@ test('a tool shares a PDF given as a Buffer; the app reads the copy and complete
   assert.equal(it.name, 'report.pdf');
   assert.ok(isAbsolute(it.path));
   assert.deepEqual(readFileSync(it.path), MINIMAL_PDF);
+  // The same bytes through the socket (share.read), whole and in pieces.
+  const whole = await app.shareRead(sent.shareID, 0);
+  assert.deepEqual(Buffer.from(whole.data, 'base64'), MINIMAL_PDF);
+  assert.deepEqual([whole.offset, whole.size, whole.eof], [0, MINIMAL_PDF.length, true]);
+  const piece = await app.shareRead(sent.shareID, 0, { offset: 3, length: 4 });
+  assert.deepEqual(Buffer.from(piece.data, 'base64'), MINIMAL_PDF.subarray(3, 7));
+  assert.equal(piece.eof, false);
+  await rejectsWith(app.shareRead(sent.shareID, 5), INVALID_PARAMS);
   assert.deepEqual(await app.shareComplete(sent.shareID), { completed: true });
   assert.equal(existsSync(it.path), false, 'share.complete left the file behind');
 });

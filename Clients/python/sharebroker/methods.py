@@ -141,6 +141,16 @@ class BrokerMethods:
         (plus ``name``, ``type``, ``size``). -32002 for an unknown id."""
         return self.call("share.get", {"shareID": share_id})
 
+    def share_read(self, share_id: str, item: int, offset: int = 0, length: Optional[int] = None):
+        """Bytes of a file item of a share, for an app that cannot open its ``path`` (a broker
+        of another user keeps its group directory to itself): ``{data, offset, size, eof}``,
+        ``data`` base64 (``base64.b64decode``), at most ``length`` bytes (the broker's default
+        1 MiB when None; at most 4 MiB) from ``offset``. Read on until ``eof``."""
+        params: Dict[str, Any] = {"shareID": share_id, "item": item, "offset": offset}
+        if length is not None:
+            params["length"] = length
+        return self.call("share.read", params)
+
     def share_complete(self, share_id: str):
         """Delete the share's record and files: ``{completed: true}``. -32002 for an unknown id."""
         return self.call("share.complete", {"shareID": share_id})

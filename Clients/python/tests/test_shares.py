@@ -1,5 +1,6 @@
 """share.targets / share.send / share.list / share.get / share.complete, and the seed flows."""
 
+import base64
 import os
 import tempfile
 import unittest
@@ -102,6 +103,14 @@ class ShareTests(support.BrokerTestCase):
         self.assertEqual(item.get("name"), "report.pdf")
         self.assertTrue(os.path.isabs(item["path"]))
         self.assertEqual(Path(item["path"]).read_bytes(), MINIMAL_PDF)
+        # The same bytes through the socket (share.read), whole and in pieces.
+        whole = app.share_read(sent["shareID"], 0)
+        self.assertEqual(base64.b64decode(whole["data"]), MINIMAL_PDF)
+        self.assertEqual((whole["offset"], whole["size"], whole["eof"]), (0, len(MINIMAL_PDF), True))
+        piece = app.share_read(sent["shareID"], 0, offset=3, length=4)
+        self.assertEqual(base64.b64decode(piece["data"]), MINIMAL_PDF[3:7])
+        self.assertFalse(piece["eof"])
+        self.assertBrokerError(sb.INVALID_PARAMS, app.share_read, sent["shareID"], 5)
         self.assertEqual(app.share_complete(sent["shareID"]), {"completed": True})
         self.assertFalse(os.path.exists(item["path"]), "share.complete left the file behind")
 
