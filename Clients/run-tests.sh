@@ -39,6 +39,7 @@ run_suite() {
 run_suite python python "$PY" "$here/python/tests/run.py"
 run_suite shell shell bash "$here/shell/test.sh"
 run_suite node node bash "$here/node/test.sh"
+run_suite typecheck typecheck bash "$here/node/typecheck/check.sh"
 
 echo "$total_passed passed, $total_failed failed"
 [ "$total_failed" -eq 0 ]

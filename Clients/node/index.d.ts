@@ -244,23 +244,33 @@ export interface UrlExplainResult {
   text: string;
 }
 
-/** An `app.event` notification's params. */
-export interface AppEvent {
+/** What every `app.event` carries. */
+interface AppEventBase {
   id: string;
-  kind: 'openURL' | 'continueUserActivity' | string;
-  /** openURL */
-  url?: string;
-  /** openURL: the bundle ID of the session that opened it (absent for tools). */
-  sourceApp?: string;
-  /** continueUserActivity: `"NSUserActivityTypeBrowsingWeb"`. */
-  activityType?: string;
-  /** continueUserActivity */
-  webpageURL?: string;
   via?: Via;
   /** The share an event queued by `share.send {open}` announces. */
   shareID?: string;
   [key: string]: unknown;
 }
+
+/** An opened URL: a scheme, the browser or a fallback. */
+export interface OpenURLEvent extends AppEventBase {
+  kind: 'openURL';
+  url: string;
+  /** The bundle ID of the session that opened it (absent for tools). */
+  sourceApp?: string;
+}
+
+/** A universal link. */
+export interface ContinueUserActivityEvent extends AppEventBase {
+  kind: 'continueUserActivity';
+  /** `"NSUserActivityTypeBrowsingWeb"`. */
+  activityType: string;
+  webpageURL: string;
+}
+
+/** An `app.event` notification's params (`kind` tells which). */
+export type AppEvent = OpenURLEvent | ContinueUserActivityEvent;
 
 /** A `defaults.changed` notification's params. */
 export interface DefaultsChanged {
