@@ -398,6 +398,12 @@ pid_t sb_spawn_detached(const char *const argv[], const char *const envp[], int 
 #ifdef POSIX_SPAWN_SETSID
     flags |= POSIX_SPAWN_SETSID;
 #endif
+    /* Descriptors the broker inherited (not close-on-exec) are not passed on (its own all are). */
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 34))
+    posix_spawn_file_actions_addclosefrom_np(&fa, 3);
+#elif defined(POSIX_SPAWN_CLOEXEC_DEFAULT)
+    flags |= POSIX_SPAWN_CLOEXEC_DEFAULT;
+#endif
     sigset_t none, all;
     sigemptyset(&none);
     sigfillset(&all);
@@ -416,6 +422,7 @@ pid_t sb_spawn_detached(const char *const argv[], const char *const envp[], int 
 }
 
 #include <grp.h>
+#include <poll.h>
 #include <limits.h>
 #include <pthread.h>
 #include <sys/wait.h>
@@ -438,13 +445,33 @@ static void spawn_child_fail(int fd, int err) {
     _exit(127);
 }
 
+/* dup2 that also works when src == dst (dup2 then leaves close-on-exec set). */
+static int spawn_move_fd(int src, int dst) {
+    if (src != dst) return dup2(src, dst);
+    int flags = fcntl(dst, F_GETFD);
+    return flags < 0 ? -1 : fcntl(dst, F_SETFD, flags & ~FD_CLOEXEC);
+}
+
+/* Every descriptor from 3 up is closed at exec: the broker's own are close-on-exec already, but
+   what it inherited from whoever started it (a supervisor's, a shell's redirection) is not, and
+   must not reach an app run as another user. */
+static void spawn_cloexec_from_3(int max_fd) {
+#if defined(__linux__) && defined(SYS_close_range) && defined(CLOSE_RANGE_CLOEXEC)
+    if (syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC) == 0) return;
+#endif
+    for (int fd = 3; fd < max_fd; fd++) {
+        int flags = fcntl(fd, F_GETFD);
+        if (flags >= 0 && !(flags & FD_CLOEXEC)) fcntl(fd, F_SETFD, flags | FD_CLOEXEC);
+    }
+}
+
 static int spawn_keep_searching(int err) {
     return err == ENOENT || err == ENOTDIR || err == EACCES || err == ESTALE || err == ENODEV || err == ETIMEDOUT
         || err == ELOOP || err == ENAMETOOLONG;
 }
 
 pid_t sb_spawn_as_user(const char *const argv[], const char *const envp[], int err_fd, uid_t uid, gid_t gid,
-                       const gid_t *groups, int ngroups, const char *dir, const char *path) {
+                       const gid_t *groups, int ngroups, const char *dir, const char *path, int wait_ms) {
     int pfd[2];
 #ifdef __linux__
     if (pipe2(pfd, O_CLOEXEC) != 0) return -1;
@@ -453,6 +480,9 @@ pid_t sb_spawn_as_user(const char *const argv[], const char *const envp[], int e
     fcntl(pfd[0], F_SETFD, FD_CLOEXEC);
     fcntl(pfd[1], F_SETFD, FD_CLOEXEC);
 #endif
+    struct rlimit lim;
+    int max_fd = (getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY && lim.rlim_cur < 1 << 20)
+        ? (int)lim.rlim_cur : 1 << 20;
     /* Every signal blocked across fork: no handler of the broker's may run in the child. */
     sigset_t all, old;
     sigfillset(&all);
@@ -469,7 +499,10 @@ pid_t sb_spawn_as_user(const char *const argv[], const char *const envp[], int e
         setsid();
         int nul = open("/dev/null", O_RDWR | O_CLOEXEC);
         if (nul < 0) spawn_child_fail(pfd[1], errno);
-        if (dup2(nul, 0) < 0 || dup2(nul, 1) < 0 || dup2(err_fd >= 0 ? err_fd : nul, 2) < 0) spawn_child_fail(pfd[1], errno);
+        if (spawn_move_fd(nul, 0) < 0 || spawn_move_fd(nul, 1) < 0 || spawn_move_fd(err_fd >= 0 ? err_fd : nul, 2) < 0) {
+            spawn_child_fail(pfd[1], errno);
+        }
+        spawn_cloexec_from_3(max_fd);
         if (setgroups(ngroups, groups) != 0) spawn_child_fail(pfd[1], errno);
         if (setgid(gid) != 0) spawn_child_fail(pfd[1], errno);
         if (setuid(uid) != 0) spawn_child_fail(pfd[1], errno);
@@ -521,11 +554,22 @@ pid_t sb_spawn_as_user(const char *const argv[], const char *const envp[], int e
         errno = forkErr;
         return -1;
     }
+    /* Until the exec: its errno, or end of file once it happened. The child is the user's from
+       its setuid on (they may stop it with SIGSTOP; their home directory may hang chdir): never
+       wait for it without a limit. A child still on its way after the limit counts as launched
+       (the broker's launch watchdog stops one that never subscribes). */
     int err = 0;
-    ssize_t n;
-    do {
-        n = read(pfd[0], &err, sizeof err);
-    } while (n < 0 && errno == EINTR);
+    ssize_t n = -1;
+    for (;;) {
+        struct pollfd p = {.fd = pfd[0], .events = POLLIN, .revents = 0};
+        int r = poll(&p, 1, wait_ms);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        do {
+            n = read(pfd[0], &err, sizeof err);
+        } while (n < 0 && errno == EINTR);
+        break;
+    }
     close(pfd[0]);
     if (n == (ssize_t)sizeof err) {
         while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {

@@ -343,7 +343,14 @@ public final class Broker {
                 do { try DefaultPaths.makeDirectories(dir, mode: mode) } catch {
                     throw BrokerStartError("cannot create the socket directory \(dir): \(error)")
                 }
-                for m in missing { _ = chmod(m, mode) }  // (whatever the umask took away)
+                for m in missing {
+                    _ = chmod(m, mode)  // (whatever the umask took away)
+                    // (passable for the socket's group: theirs, not the broker's)
+                    if let g = config.socketGroup, lchown(m, uid_t.max, gid_t(g)) != 0 {
+                        throw BrokerStartError(
+                            "cannot give the socket directory \(m) to group \(g): \(String(cString: strerror(currentErrno()))) (the broker's user must be root or in the group)")
+                    }
+                }
             }
             // The private directory under /tmp must really be ours: another user could have made it first.
             if dir == DefaultPaths.privateTempDirectory() {
@@ -392,7 +399,7 @@ public final class Broker {
             let groupPasses = st.st_gid == socketGroup ? dirMode & 0o010 != 0 : othersPass
             let blocked = (mode & 0o006 != 0 && !othersPass) ? "other users" : (mode & 0o060 != 0 && !groupPasses) ? "the socket's group" : nil
             if let blocked {
-                return "the socket's mode is \(String(mode, radix: 8)), but \(path) (mode \(String(dirMode, radix: 8))) does not let \(blocked) through: they cannot reach the socket (give it a directory they may pass, e.g. --socket /run/sharebroker/sharebroker.sock)"
+                return "the socket's mode is \(String(mode, radix: 8)), but \(path) (mode \(String(dirMode, radix: 8))) does not let \(blocked) through: they cannot reach the socket (put it in a directory they may pass, or let the broker create one: --socket NEW_DIR/sharebroker.sock)"
             }
         }
         return nil
@@ -1621,15 +1628,21 @@ public final class Broker {
         stopping = true
         stopDeadline = Clock.monotonicNanos() + UInt64(config.shutdownGraceSeconds * 1e9)
         log.log(.info, "\(reason): shutting down (\(connections.count) connections)")
+        for (kind, t) in throttledWarnings where t.skipped > 0 {
+            log.log(.warning, "\(t.skipped) more warnings of kind '\(kind)' since its last line were not logged")
+        }
         closeListener()
         for c in Array(connections.values) { beginClosing(c) }
     }
 
     func checkShutdownComplete() {
         endOfTurn()
-        if !connections.isEmpty && Clock.monotonicNanos() >= stopDeadline && !offLoop.isEmpty {
-            // The grace period ended with file work still running (a long copy): its requests
-            // are answered now rather than cut off without a word.
+        if !connections.isEmpty && Clock.monotonicNanos() >= stopDeadline && !(offLoop.isEmpty && resumeAfterCommit.isEmpty) {
+            // The grace period ended with file work still running (a long copy), or done and
+            // waiting for the commit in flight: the commit ends, what waited for it runs on, and
+            // what still runs is answered now rather than cut off without a word.
+            drainCommits()
+            resumeWaiting()
             answerUnfinishedWork()
             endOfTurn()
         }

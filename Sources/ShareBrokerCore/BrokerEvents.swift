@@ -394,7 +394,7 @@ extension Broker {
                 return account.groups.withUnsafeBufferPointer { groups in
                     sb_spawn_as_user(
                         a.baseAddress, en.baseAddress, errFD, account.uid, account.gid, groups.baseAddress, Int32(groups.count),
-                        account.home, path)
+                        account.home, path, Broker.launchExecWaitMillis)
                 }
             }
         }
@@ -404,6 +404,10 @@ extension Broker {
         }
         return .success((pid, account))
     }
+
+    /// How long a launch as another user waits for its child's exec (the child is that user's
+    /// from its setuid on: they may stop it): longer, and the child counts as launched.
+    static let launchExecWaitMillis: Int32 = 250
 
     /// The launch watchdog: a child the broker launched that has not subscribed within
     /// `launchTimeoutSeconds` is sent SIGTERM (its process group: it was started in a session of

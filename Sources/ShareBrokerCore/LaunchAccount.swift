@@ -22,31 +22,55 @@ struct LaunchAccount: Equatable {
     /// Every group the user is in (the primary one included), as the system's database says.
     var groups: [gid_t]
 
-    /// The account named `spec` (a user name, else a uid in decimal), from the user database.
+    /// The account `spec` names, from the user database: a uid when it is all digits (a name
+    /// only when no user has that uid), else a user name.
     static func lookUp(_ spec: String) -> LaunchAccount? {
-        var buffer = [CChar](repeating: 0, count: 16 * 1024)
-        return buffer.withUnsafeMutableBufferPointer { buf -> LaunchAccount? in
-            var pwd = passwd()
-            var result: UnsafeMutablePointer<passwd>? = nil
-            _ = getpwnam_r(spec, &pwd, buf.baseAddress!, buf.count, &result)
-            if result == nil, let uid = UInt32(spec), uid != UInt32.max {
-                _ = getpwuid_r(uid_t(uid), &pwd, buf.baseAddress!, buf.count, &result)
-            }
-            guard let p = result?.pointee else { return nil }
-            let name = String(cString: p.pw_name)
-            var account = LaunchAccount(
-                uid: p.pw_uid, gid: p.pw_gid, name: name, home: p.pw_dir.map { String(cString: $0) } ?? "/",
-                shell: p.pw_shell.map { String(cString: $0) } ?? "/bin/sh", groups: [p.pw_gid])
-            for max in [256, 65_536] {
-                var groups = [gid_t](repeating: 0, count: max)
-                let n = groups.withUnsafeMutableBufferPointer { sb_user_groups(name, p.pw_gid, $0.baseAddress, Int32(max)) }
-                if n >= 0 {
-                    account.groups = Array(groups[0..<Int(n)])
-                    break
+        if let uid = UInt32(spec), uid != UInt32.max, let account = lookUp(uid: uid_t(uid), name: nil) { return account }
+        return lookUp(uid: nil, name: spec)
+    }
+
+    /// The account of `uid`, or else of `name`.
+    static func lookUp(uid: uid_t?, name spec: String?) -> LaunchAccount? {
+        // (an entry longer than the buffer is ERANGE: tried again with a larger one)
+        for size in [16 * 1024, 1 << 20] {
+            var buffer = [CChar](repeating: 0, count: size)
+            var rangeError = false
+            let found = buffer.withUnsafeMutableBufferPointer { buf -> LaunchAccount? in
+                var pwd = passwd()
+                var result: UnsafeMutablePointer<passwd>? = nil
+                let rc: Int32
+                if let uid {
+                    rc = getpwuid_r(uid, &pwd, buf.baseAddress!, buf.count, &result)
+                } else {
+                    rc = getpwnam_r(spec ?? "", &pwd, buf.baseAddress!, buf.count, &result)
                 }
+                rangeError = rc == ERANGE
+                guard let p = result?.pointee else { return nil }
+                return account(p)
             }
-            return account
+            if !rangeError { return found }
         }
+        return nil
+    }
+
+    private static func account(_ p: passwd) -> LaunchAccount {
+        let name = String(cString: p.pw_name)
+        var result = LaunchAccount(
+            uid: p.pw_uid, gid: p.pw_gid, name: name, home: p.pw_dir.map { String(cString: $0) } ?? "/",
+            shell: p.pw_shell.map { String(cString: $0) } ?? "/bin/sh", groups: [p.pw_gid])
+        for max in [256, 65_536] {
+            var groups = [gid_t](repeating: 0, count: max)
+            let n = groups.withUnsafeMutableBufferPointer { sb_user_groups(name, p.pw_gid, $0.baseAddress, Int32(max)) }
+            if n >= 0 {
+                result.groups = Array(groups[0..<Int(n)])
+                break
+            }
+        }
+        #if os(macOS)
+            // (setgroups takes at most NGROUPS_MAX, 16, on macOS; admin users are often in more)
+            result.groups = Array(result.groups.prefix(16))
+        #endif
+        return result
     }
 
     /// The environment the launch command gets: a login's, not the broker's (root's `HOME`,

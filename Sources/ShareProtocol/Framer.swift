@@ -322,14 +322,13 @@ public struct Framer: Sendable {
                 return (length, lf + 1)
             }
             let line = UnsafeRawBufferPointer(rebasing: buf[lineStart..<lineEnd])
+            // A header name is a token (RFC 9110 §5.1): a JSON text sent where a header section
+            // was due (`{"jsonrpc":...}` has a ':') is an error, not a header to ignore.
+            try Framer.checkHeaderName(line, complete: true)
             guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else {
                 throw .badHeader("header line without ':'")
             }
-            // A header name is a token (RFC 9110 §5.1): a JSON text sent where a header section
-            // was due (`{"jsonrpc":...}` has a ':') is an error, not a header to ignore.
-            guard colon > 0, line[0..<colon].allSatisfy(Framer.isTokenCharacter) else {
-                throw .badHeader("a header name must be a token (RFC 9110), got a line starting '\(Framer.quoted(line.prefix(40)))'")
-            }
+            guard colon > 0 else { throw .badHeader("a header line without a name (it starts with ':')") }
             if colon == Framer.contentLengthName.count
                 && zip(line[0..<colon], Framer.contentLengthName).allSatisfy({ Framer.lower($0) == $1 })
             {
@@ -352,10 +351,26 @@ public struct Framer: Sendable {
             i = lf + 1
         }
         if buf.count >= Framer.maxHeaderBytes { throw .badHeader("header section longer than \(Framer.maxHeaderBytes) bytes") }
+        // A line still unfinished that can be no header (a byte that is no token character
+        // before any ':', as in a JSON text sent where a header section is due) is an error now,
+        // not once its newline comes (it may never come).
+        try Framer.checkHeaderName(UnsafeRawBufferPointer(rebasing: buf[lineStart..<limit]), complete: false)
         return nil
     }
 
     static let contentLengthName: [UInt8] = Array("content-length".utf8)
+
+    /// Throws when a byte before the line's first ':' is no token character. For a line not yet
+    /// `complete`, a CR at its end may be the start of its ending and is left for later. The
+    /// error names the line up to that byte: the same however the line arrived.
+    static func checkHeaderName(_ line: UnsafeRawBufferPointer, complete: Bool) throws(FramingError) {
+        for (k, c) in line.enumerated() {
+            if c == UInt8(ascii: ":") || (!complete && c == 0x0D && k == line.count - 1) { return }
+            guard isTokenCharacter(c) else {
+                throw .badHeader("a header name must be a token (RFC 9110), got a line starting '\(quoted(line[0...k].prefix(40)))'")
+            }
+        }
+    }
 
     /// RFC 9110 `tchar`: ALPHA, DIGIT and ``!#$%&'*+-.^_`|~``.
     static func isTokenCharacter(_ c: UInt8) -> Bool {

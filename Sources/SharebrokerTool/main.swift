@@ -128,6 +128,9 @@ func serve(_ cmd: ParsedCommand) throws -> Int32 {
         } else {
             throw cmd.usageError("option '--socket-group': there is no group '\(name)' (give a group name or number)")
         }
+        guard config.socketMode & 0o060 != 0 else {
+            throw cmd.usageError("option '--socket-group' needs a --socket-mode that lets the group in, such as 660 (the socket is \(String(config.socketMode, radix: 8)))")
+        }
     }
     // (Upper bounds far above any real use keep the sums made from them from overflowing.)
     let bytesCap = 1 << 50, countCap = Int(Int32.max)

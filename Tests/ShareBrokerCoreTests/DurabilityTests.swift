@@ -144,6 +144,7 @@ final class DurabilityTests: XCTestCase {
                 "/bin/sh", "-c",
                 """
                 { id -u; id -g; id -G; pwd; echo "$HOME $USER $LOGNAME ${FOO-unset} $SHAREBROKER_BUNDLE_ID"; } > \(file).tmp
+                if [ -e /dev/fd/9 ]; then echo "fd 9 reached the app" >> \(file).tmp; fi
                 mv \(file).tmp \(file)
                 exec "\(Products.shareclient)" listen --ack --count 1 --timeout 10
                 """,
@@ -163,7 +164,10 @@ final class DurabilityTests: XCTestCase {
         let socket = dir.path + "/s.sock"
         let broker = try BrokerProcess(
             socket: socket, state: dir.path + "/state", extraArgs: ["--socket-mode", "666"], env: ["FOO": "bar", "HOME": "/root"],
-            logDir: dir.path, runVia: ["/usr/bin/setpriv", "--groups", "4,24"])  // (groups the app must not keep)
+            logDir: dir.path,
+            // (groups the app must not keep; a descriptor the broker inherits, not close-on-exec,
+            // that must not reach the app either: the review)
+            runVia: ["/bin/sh", "-c", #"exec 9</etc/hostname; exec /usr/bin/setpriv --groups 4,24 "$0" "$@""#])
         XCTAssertTrue(broker.waitReady(), broker.stderrText)
         let tool = try BrokerConnection(socketPath: socket)
         try tool.hello(role: "tool")
@@ -181,6 +185,7 @@ final class DurabilityTests: XCTestCase {
         }
         let asRoot = try String(contentsOfFile: "\(out)/com.root.app", encoding: .utf8)
         XCTAssertTrue(asRoot.hasPrefix("0\n0\n"), asRoot)
+        XCTAssertFalse(asRoot.contains("fd 9"), "launched as the broker's own user: \(asRoot)")
         XCTAssertTrue(asRoot.hasSuffix("/root root root bar com.root.app\n") || asRoot.contains(" bar com.root.app"), asRoot)
         XCTAssertTrue(broker.stderrText.contains("launched com.nobody.app (pid "), broker.stderrText)
         XCTAssertTrue(broker.stderrText.contains(" as nobody (uid 65534)"), broker.stderrText)

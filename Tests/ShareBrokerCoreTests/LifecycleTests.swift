@@ -88,6 +88,26 @@ final class LifecycleTests: XCTestCase {
             q.stderrText)
         q.signal(SIGTERM)
         XCTAssertTrue(q.waitExit())
+        // Directories it creates for a socket of a group are that group's (the review: they
+        // were 0710 with the broker's group, so the group could not pass).
+        if getuid() == 0 {
+            let groupSocket = dir.path + "/by-group/run/b.sock"
+            let g = try BrokerProcess(
+                socket: groupSocket, state: dir.path + "/state", extraArgs: ["--socket-mode", "660", "--socket-group", "65534"],
+                logDir: dir.path)
+            XCTAssertTrue(g.waitReady(), g.stderrText)
+            for d in [dir.path + "/by-group", dir.path + "/by-group/run"] {
+                XCTAssertEqual(lstat(d, &st), 0)
+                XCTAssertEqual(st.st_mode & 0o777, 0o710, d)
+                XCTAssertEqual(st.st_gid, 65534, d)
+            }
+            XCTAssertFalse(g.stderrText.contains("warning"), g.stderrText)
+            let r = try runProcess(
+                "/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", Products.shareclient, "--socket", groupSocket, "status"])
+            XCTAssertEqual(r.status, 0, "a member of the group reaches the socket: \(r.err)")
+            g.signal(SIGTERM)
+            XCTAssertTrue(g.waitExit())
+        }
     }
 
     /// A client refused at a limit that tries again and again gets one log line a second, the
@@ -492,6 +512,7 @@ final class LifecycleTests: XCTestCase {
             (Products.sharebroker, ["serve", "--socket-mode", "4666"], "socket-mode"),
             (Products.sharebroker, ["serve", "--socket-mode", "0400"], "socket-mode"),
             (Products.sharebroker, ["serve", "--socket-group", "no-such-group-here"], "no group 'no-such-group-here'"),
+            (Products.sharebroker, ["serve", "--socket-group", "0"], "needs a --socket-mode that lets the group in"),
             (Products.shareclient, ["status", "--bogus"], "--bogus"),
             (Products.shareclient, ["call"], "method"),
             (Products.shareclient, ["call", "broker.status", "not-json"], "json"),

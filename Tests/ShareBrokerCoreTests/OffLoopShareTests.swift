@@ -343,6 +343,47 @@ final class OffLoopShareTests: XCTestCase {
         again.stop()
     }
 
+    /// A batch [durable share.send, path share.targets] whose file work has finished but waits
+    /// for the first member's commit, still in flight when the grace period ends, is answered
+    /// (the review: it was cancelled with the connection, though its first member was stored).
+    func testAStopWhoseGracePeriodEndsDuringACommitAnswersTheBatchWaitingForIt() throws {
+        let gate = WorkGate()
+        let faults = SyncBlocker()
+        let h = BrokerHarness(manifests: ["10-myapp.json": youtubeApp, "20-pdf.json": pdfApp])
+        try h.start { c in
+            c.offLoopGate = gate.gate
+            c.storeFaults = faults.injector
+            c.shutdownGraceSeconds = 0.5
+        }
+        let dir = TempDir()
+        let source = pdfFile(dir)
+        let sender = try h.rawSession()
+        let observer = try h.tool()
+        faults.lock.withLock { faults.blockNext = true }
+        sender.send(
+            JSONValue.array([
+                rpcRequest(1, "share.send", ["items": [["url": "https://youtu.be/a"]], "extension": "com.mycompany.myapp.share"]),
+                rpcRequest(2, "share.targets", ["items": [["path": .string(source)]]]),
+            ]).compactText + "\n")
+        gate.waitForWork("reading the path")
+        XCTAssertEqual(faults.entered.wait(timeout: .now() + 5), .success, "the first member's commit is in flight")
+        gate.release()
+        XCTAssertTrue(waitUntil { (try? observer.call("broker.status")["fileWork"]?["finished"]?.intValue) == 1 })
+        let harness = Box(h)
+        let stopped = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            harness.value.stop()
+            stopped.signal()
+        }
+        usleep(1_000_000)  // past the grace period
+        faults.permit.signal()  // the commit ends (the stop waits for it)
+        let batch = try XCTUnwrap(sender.readJSON(timeout: 5)?.arrayValue, "the batch was answered before the connection closed")
+        XCTAssertEqual(batch.map { $0["id"] }, [1, 2])
+        XCTAssertNotNil(batch[0]["result"]?["shareID"], "\(batch[0])")
+        XCTAssertNotNil(batch[1]["result"]?["targets"], "\(batch[1])")
+        XCTAssertEqual(stopped.wait(timeout: .now() + 10), .success)
+    }
+
     // MARK: The group's share quota
 
     func testAGroupsPendingSharesHaveAByteQuotaThatSparesOtherGroups() throws {
