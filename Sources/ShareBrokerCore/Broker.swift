@@ -99,6 +99,8 @@ public final class Broker {
     var throttledWarnings: [String: (at: UInt64, skipped: Int)] = [:]
     /// broker.status's unchanging leading members, encoded once.
     var statusPrefix: [UInt8] = []
+    /// The same without the broker's pid, paths and open-file limit: for callers of other users.
+    var statusPrefixForOthers: [UInt8] = []
     /// `totalRequests` when the current loop turn began.
     var requestsAtTurnStart: UInt64 = 0
     var droppedSlowClients: UInt64 = 0
@@ -546,6 +548,9 @@ public final class Broker {
         }
         if let pid = answer?["result"]?["pid"]?.intValue {
             return "another broker (pid \(pid)) is already running on \(path); stop it first or pass --socket PATH"
+        }
+        if answer?["result"]?["protocol"] != nil {  // (another user's broker tells no pid)
+            return "another broker (another user's) is already running on \(path); pass --socket PATH"
         }
         if let refusal = answer?["error"]?["message"]?.stringValue {  // (e.g. this user's connection limit)
             return "another broker is already running on \(path) (it refused a connection: \(refusal)); stop it first or pass --socket PATH"

@@ -155,7 +155,8 @@ extension Broker {
                 if verbose, let peer = c.peer, !Broker.isBrokersOwnUser(peer) {
                     throw RPCError(.unauthorized, "Unauthorized: broker.status {verbose: true} is for the broker's own user (uid \(ProcessInfoLite.uid)), not uid \(peer.uid)")
                 }
-                return .encoded(b.encodedStatus(verbose: verbose))
+                // (another user, let in by the socket's mode, is not told the broker's pid and paths)
+                return .encoded(b.encodedStatus(verbose: verbose, forOtherUser: c.peer.map { !Broker.isBrokersOwnUser($0) } ?? true))
             }),
             MethodSpec("apps.list") { b, _, _ in b.appsListJSON },
             MethodSpec("apps.reload") { b, _, _ in
@@ -333,21 +334,24 @@ extension Broker {
     }
 
     /// `broker.status`, encoded straight into bytes (it is the benchmark's round trip: no tree).
-    func encodedStatus(verbose: Bool) -> [UInt8] {
+    /// `forOtherUser`: a caller of another user than the broker's (the socket's mode let them in)
+    /// gets neither the broker's pid nor its paths.
+    func encodedStatus(verbose: Bool, forOtherUser: Bool = false) -> [UInt8] {
         let anonymous = connections.count - sessionCounts.app - sessionCounts.extension - sessionCounts.tool
         // The members that never change while the broker runs are written once.
         if statusPrefix.isEmpty {
             var w = JSONObjectWriter(capacity: 256)
             w.string("version", SharebrokerVersion.string)
             w.int("protocol", SharebrokerVersion.protocolVersion)
+            w.int("maxMessage", config.maxMessage)
+            statusPrefixForOthers = w.bytes
             w.int("pid", Int(brokerPID))
             w.string("socket", config.socketPath)
             w.string("stateDirectory", config.stateDirectory)
-            w.int("maxMessage", config.maxMessage)
             w.int("openFileLimit", openFileLimit)
             statusPrefix = w.bytes
         }
-        var w = JSONObjectWriter(continuing: statusPrefix, capacity: 1024)
+        var w = JSONObjectWriter(continuing: forOtherUser ? statusPrefixForOthers : statusPrefix, capacity: 1024)
         w.int("connections", connections.count)
         w.int("apps", registry.apps.count)
         w.int("subscribers", subscribers.count)

@@ -86,6 +86,13 @@ final class IdentityTests: XCTestCase {
         XCTAssertEqual(allowed.status, 0, allowed.err)
         let tool = try runProcess("/usr/bin/setpriv", asNobody + ["status", "--json"])
         XCTAssertEqual(tool.status, 0, "a tool session is fine for anyone who can reach the socket: \(tool.err)")
+        // ... without the broker's pid and paths (the audit), which its own user gets.
+        let theirs = try JSONParser.parse(tool.out)
+        XCTAssertNotNil(theirs["pendingEvents"], tool.out)
+        for key in ["pid", "socket", "stateDirectory", "openFileLimit"] {
+            XCTAssertNil(theirs[key], "\(key): \(tool.out)")
+            XCTAssertNotNil(try h.tool().call("broker.status")[key], key)
+        }
         // ... but the list of every connection's pid, uid and bundle ID is not.
         let verbose = try runProcess("/usr/bin/setpriv", asNobody + ["call", "broker.status", #"{"verbose":true}"#])
         XCTAssertEqual(verbose.status, 1, verbose.out)
