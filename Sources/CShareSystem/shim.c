@@ -423,6 +423,11 @@ pid_t sb_spawn_detached(const char *const argv[], const char *const envp[], int 
 
 #include <grp.h>
 #include <poll.h>
+#if defined(__linux__) && defined(__has_include)
+#if __has_include(<linux/close_range.h>)
+#include <linux/close_range.h>
+#endif
+#endif
 #include <limits.h>
 #include <pthread.h>
 #include <sys/wait.h>
@@ -506,6 +511,10 @@ pid_t sb_spawn_as_user(const char *const argv[], const char *const envp[], int e
         if (setgroups(ngroups, groups) != 0) spawn_child_fail(pfd[1], errno);
         if (setgid(gid) != 0) spawn_child_fail(pfd[1], errno);
         if (setuid(uid) != 0) spawn_child_fail(pfd[1], errno);
+        /* The user's from here on: the parent's wait for the exec is bounded from this mark. */
+        int mark = 0;
+        ssize_t unused = write(pfd[1], &mark, sizeof mark);
+        (void)unused;
         if (dir == NULL || chdir(dir) != 0) {
             if (chdir("/") != 0) spawn_child_fail(pfd[1], errno);
         }
@@ -554,21 +563,25 @@ pid_t sb_spawn_as_user(const char *const argv[], const char *const envp[], int e
         errno = forkErr;
         return -1;
     }
-    /* Until the exec: its errno, or end of file once it happened. The child is the user's from
-       its setuid on (they may stop it with SIGSTOP; their home directory may hang chdir): never
-       wait for it without a limit. A child still on its way after the limit counts as launched
+    /* What the child says through the pipe: 0 once it has taken the user's identity (what comes
+       before is root's and quick, descriptors made close-on-exec included: waited for up to 10 s),
+       then an errno if a later step failed, or end of file at its exec. From its setuid on the
+       child is the user's (they may stop it with SIGSTOP; their home directory may hang chdir):
+       that part is waited for `wait_ms` at most. A child still on its way then counts as launched
        (the broker's launch watchdog stops one that never subscribes). */
     int err = 0;
     ssize_t n = -1;
-    for (;;) {
+    for (int phase = 0; phase < 2;) {
         struct pollfd p = {.fd = pfd[0], .events = POLLIN, .revents = 0};
-        int r = poll(&p, 1, wait_ms);
+        int r = poll(&p, 1, phase == 0 ? 10000 : wait_ms);
         if (r < 0 && errno == EINTR) continue;
         if (r <= 0) break;
         do {
             n = read(pfd[0], &err, sizeof err);
         } while (n < 0 && errno == EINTR);
-        break;
+        if (n != (ssize_t)sizeof err || err != 0) break;  /* (end of file, or a step's errno) */
+        n = -1;
+        phase++;
     }
     close(pfd[0]);
     if (n == (ssize_t)sizeof err) {

@@ -201,6 +201,9 @@ public final class Broker {
     var overOutputBudget = false
     /// Bytes of shares whose files are being written, per group (they count for its quota).
     var shareBytesInFlight: [String: Int] = [:]
+    /// Output the `share.read` replies being read off the loop will take (counted against the
+    /// broker's output budget before they exist).
+    var shareReadOutputReserved = 0
     /// The path items' files read off the loop, while the handler that asked runs again.
     var pathProbe: PathProbe? = nil
 

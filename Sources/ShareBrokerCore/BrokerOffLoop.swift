@@ -233,7 +233,7 @@ extension Broker {
 
     /// The error a request gets when the broker stops before its off-loop work has finished.
     static let stoppedBeforeWorkFinished = RPCError(
-        .storageFailure, "Storage failure: the broker is stopping and this request's file work did not finish in time; nothing was stored")
+        .storageFailure, "Storage failure: the broker is stopping, and this request's file work did not finish in time: it was not done (nothing was stored)")
 
     /// At the end of the shutdown grace period: every request still waiting for off-loop work
     /// (running, or not started) is answered `stoppedBeforeWorkFinished` (a batch's later

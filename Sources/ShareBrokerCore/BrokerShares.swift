@@ -855,7 +855,9 @@ extension Broker {
     /// `share.read {shareID, item, offset?, length?}` → `{data, offset, size, eof}`: bytes of a
     /// pending share's file item, base64, for a caller that cannot open the item's `path` (an
     /// app of another user than the broker's: the group directory is the broker's, 0700).
-    /// Group access as for share.get; the read runs off the loop, as all file work does.
+    /// Group access as for share.get; the read (and its base64) runs off the loop, as all file
+    /// work does. The reply counts against the output caps before it is made: a read gets at
+    /// most what fits (the caller reads on from where it ends), and -32007 when nothing does.
     func shareRead(_ conn: Connection, _ p: Params) throws(RPCError) -> MethodResult {
         let (s, store) = try findShare(conn, p)
         guard let v = p["item"], !v.isNull else { throw .invalidParams("Invalid params: 'item' (the index of a file item) is required") }
@@ -867,21 +869,45 @@ extension Broker {
             throw .invalidParams("Invalid params: item \(index) of share '\(s.id)' is not a file (its value is in share.get's answer)")
         }
         let offset = try p.optionalCount("offset") ?? 0
-        let length = try p.optionalCount("length", max: Broker.shareReadLimit) ?? Broker.shareReadDefault
-        let reader = FileChunkReader(path: store.path(of: s.id, file: file), offset: offset, length: length)
+        var length = try p.optionalCount("length", max: Broker.shareReadLimit) ?? Broker.shareReadDefault
+        // Room for the reply: under the connection's cap, and under its fair share while all
+        // connections' output (with the reads under way) is over the broker's budget.
+        var room = config.effectiveMaxOutputBuffer - conn.unreadOutput
+        if outputMeter.bytes + shareReadOutputReserved + Broker.base64Size(length) > config.maxTotalOutput {
+            room = min(room, fairOutputShare - conn.unreadOutput)
+        }
+        length = min(length, max(0, (room - 256) / 4 * 3))
+        if length == 0 && room < 256 + 4 {
+            rejectedOverQuota += 1
+            throw RPCError(
+                .tooManyRequests,
+                "Too many unread replies: \(conn.unreadOutput) bytes of output wait for this connection to read them; read them before reading more of the share. Not run")
+        }
+        let reserved = Broker.base64Size(length) + 256
+        shareReadOutputReserved += reserved
+        let shareID = s.id
+        let reader = FileChunkReader(path: store.path(of: shareID, file: file), offset: offset, length: length)
         return suspendRequest(
             work: { reader.run() },
-            finish: { _, _ throws(RPCError) in
+            finish: { b, _ throws(RPCError) in
+                b.shareReadOutputReserved -= reserved
                 if let problem = reader.problem {
-                    throw RPCError(.storageFailure, "Storage failure: cannot read item \(index) of share '\(s.id)': \(problem)")
+                    // (completed meanwhile, by another connection: gone, not a storage fault)
+                    if reader.missing && store.share(shareID) == nil {
+                        throw RPCError(.notFound, "Not found: share '\(shareID)' was completed while it was read")
+                    }
+                    throw RPCError(.storageFailure, "Storage failure: cannot read item \(index) of share '\(shareID)': \(problem)")
                 }
                 return .value([
-                    "data": .string(Base64.encode(reader.bytes)), "offset": .int(offset), "size": .int(reader.size),
-                    "eof": .bool(offset + reader.bytes.count >= reader.size),
+                    "data": .string(reader.base64), "offset": .int(offset), "size": .int(reader.size),
+                    "eof": .bool(offset + reader.count >= reader.size),
                 ])
             },
-            cancel: { _ in })
+            cancel: { b in b.shareReadOutputReserved -= reserved })
     }
+
+    /// Bytes of `n` bytes in base64 (padded).
+    static func base64Size(_ n: Int) -> Int { (n + 2) / 3 * 4 }
 
     // MARK: Helpers
 
@@ -926,14 +952,21 @@ extension Broker {
 }
 
 
-/// Reads up to `length` bytes at `offset` of a file (on a worker thread: `share.read`).
+/// Reads up to `length` bytes at `offset` of a regular file, and encodes them in base64 (on a
+/// worker thread: `share.read`).
 final class FileChunkReader: @unchecked Sendable {  // run on one thread, then read on the loop
     let path: String
     let offset: Int
     let length: Int
-    private(set) var bytes: [UInt8] = []
+    /// The bytes read, in base64.
+    private(set) var base64 = ""
+    /// How many bytes were read.
+    private(set) var count = 0
+    /// The file's size.
     private(set) var size = 0
     private(set) var problem: String? = nil
+    /// The file was not there (ENOENT).
+    private(set) var missing = false
 
     init(path: String, offset: Int, length: Int) {
         self.path = path
@@ -942,8 +975,10 @@ final class FileChunkReader: @unchecked Sendable {  // run on one thread, then r
     }
 
     func run() {
-        let fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+        // (non-blocking open: a FIFO put there would hold the thread for ever)
+        let fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
         guard fd >= 0 else {
+            missing = errno == ENOENT
             problem = String(cString: strerror(errno))
             return
         }
@@ -953,8 +988,12 @@ final class FileChunkReader: @unchecked Sendable {  // run on one thread, then r
             problem = String(cString: strerror(errno))
             return
         }
+        guard (st.st_mode & S_IFMT) == S_IFREG else {
+            problem = "it is not a regular file"
+            return
+        }
         size = Int(st.st_size)
-        let want = max(0, min(length, size - offset))
+        let want = offset >= size ? 0 : min(length, size - offset)
         var out = [UInt8](repeating: 0, count: want)
         var got = 0
         while got < want {
@@ -967,7 +1006,7 @@ final class FileChunkReader: @unchecked Sendable {  // run on one thread, then r
             if n == 0 { break }
             got += n
         }
-        out.removeLast(want - got)
-        bytes = out
+        count = got
+        base64 = Base64.encode(out[0..<got])
     }
 }

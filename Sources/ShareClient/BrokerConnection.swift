@@ -51,6 +51,9 @@ public final class BrokerConnection {
     let fd: Int32
     var inbox: [UInt8] = []
     var inboxOffset = 0
+    /// `inbox` holds no newline before this index (a long message is searched once, not again
+    /// after every read).
+    var searchedTo = 0
     var nextID = 1
     /// Read buffer, reused across reads (no allocation per message).
     var readBuffer = [UInt8](repeating: 0, count: 65536)
@@ -92,12 +95,14 @@ public final class BrokerConnection {
     /// The next JSON line, waiting until `deadline` (monotonic nanoseconds) at most.
     func readMessage(until deadline: UInt64?) throws(ClientError) -> JSONValue? {
         while true {
-            if let nl = inbox[inboxOffset...].firstIndex(of: 0x0A) {
+            if let nl = inbox[max(inboxOffset, searchedTo)...].firstIndex(of: 0x0A) {
                 let line = inbox[inboxOffset..<nl]
                 inboxOffset = nl + 1
+                searchedTo = inboxOffset
                 if inboxOffset == inbox.count {
                     inbox.removeAll(keepingCapacity: true)
                     inboxOffset = 0
+                    searchedTo = 0
                 }
                 do { return try JSONParser.parse(line) } catch {
                     throw .protocolError("it sent invalid JSON: \(error)")
@@ -124,8 +129,10 @@ public final class BrokerConnection {
                 if inboxOffset < inbox.count { throw .connection("broker closed the connection mid-message") }
                 return nil
             }
+            searchedTo = inbox.count
             if inboxOffset > 0 {
                 inbox.removeSubrange(0..<inboxOffset)
+                searchedTo -= inboxOffset
                 inboxOffset = 0
             }
             inbox.append(contentsOf: readBuffer[0..<n])

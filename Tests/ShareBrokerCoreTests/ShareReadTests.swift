@@ -45,6 +45,52 @@ final class ShareReadTests: XCTestCase {
         XCTAssertEqual(small["data"]?.stringValue, base64(pdfBytes))
     }
 
+    /// A read's reply counts against the connection's output cap before it is made: it gets what
+    /// fits (the review: 260 connections that each asked for 4 MiB and read nothing held 1.6 GB).
+    func testAReadGetsWhatFitsUnderTheOutputCap() throws {
+        let h = BrokerHarness(manifests: ["20-pdf.json": pdfApp])
+        try h.start { $0.maxOutputBuffer = 64 * 1024 }
+        defer { h.stop() }
+        let (id, bytes) = try sendPDF(h, size: 200 * 1024)
+        let app = try h.connect()
+        try app.hello(role: "app", bundleID: "com.example.pdfreader")
+        var got: [UInt8] = []
+        var reads = 0
+        while true {
+            let r = try app.call("share.read", ["shareID": .string(id), "item": 0, "offset": .int(got.count), "length": .int(4 << 20)])
+            let chunk = [UInt8](try XCTUnwrap(Data(base64Encoded: try XCTUnwrap(r["data"]?.stringValue))))
+            XCTAssertLessThanOrEqual(chunk.count, 48 * 1024, "a reply fits under the 64 KiB cap")
+            XCTAssertFalse(chunk.isEmpty)
+            got += chunk
+            reads += 1
+            if r["eof"] == true { break }
+        }
+        XCTAssertEqual(got, bytes)
+        XCTAssertGreaterThanOrEqual(reads, 5)
+    }
+
+    /// A share completed (by another connection) while its file is read: -32002, not a storage
+    /// fault (the review).
+    func testAShareCompletedWhileItIsReadIsNotFound() throws {
+        let gate = WorkGate()
+        let h = BrokerHarness(manifests: ["20-pdf.json": pdfApp])
+        try h.start { $0.offLoopGate = gate.gate }
+        defer { h.stop() }
+        gate.release()  // (the share's own file write passes)
+        let (id, _) = try sendPDF(h, size: 100)
+        gate.waitForWork("the share's file write")
+        let reader = try h.rawSession(role: "app", bundleID: "com.example.pdfreader")
+        reader.send(rpcRequest(5, "share.read", ["shareID": .string(id), "item": 0]).compactText + "\n")
+        gate.waitForWork("the read")
+        let other = try h.connect()
+        try other.hello(role: "app", bundleID: "com.example.pdfreader")
+        XCTAssertEqual(try other.call("share.complete", ["shareID": .string(id)])["completed"], true)
+        gate.release()
+        let reply = try XCTUnwrap(reader.readJSON(timeout: 10))
+        XCTAssertEqual(reply["error"]?["code"]?.intValue, -32002, reply.compactText)
+        XCTAssertTrue(reply["error"]?["message"]?.stringValue?.contains("was completed while it was read") ?? false, reply.compactText)
+    }
+
     /// The client library reads a whole item a chunk at a time, and one chunk as asked.
     func testTheClientLibraryReadsAnItem() async throws {
         let h = BrokerHarness(manifests: ["20-pdf.json": pdfApp])

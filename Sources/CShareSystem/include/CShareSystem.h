@@ -84,7 +84,7 @@ int sb_user_groups(const char *user, gid_t gid, gid_t *groups, int max);
 /// root launches an app as its user. Without a '/' in argv[0] each entry of `path` is tried in
 /// turn, as the new user, as execvp does. Returns the child pid, or -1/errno, the errno of the
 /// step that failed in the child (setgroups, setgid, setuid, exec), reported through a
-/// close-on-exec pipe: waited for `wait_ms` at most (a child that has not exec'd by then, one the
+/// close-on-exec pipe: from its setuid on waited for `wait_ms` at most (a child that has not exec'd by then, one the
 /// user stopped, say, counts as started). Descriptors from 3 up are not passed to the child.
 pid_t sb_spawn_as_user(const char *const argv[], const char *const envp[], int err_fd, uid_t uid, gid_t gid,
                        const gid_t *groups, int ngroups, const char *dir, const char *path, int wait_ms);
