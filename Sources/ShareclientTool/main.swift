@@ -577,6 +577,11 @@ func describeApps(_ result: JSONValue) -> String {
         if !domains.isEmpty { out += "    domains: \(domains.joined(separator: ", "))\n" }
         let groups = (app["appGroups"]?.arrayValue ?? []).compactMap(\.stringValue)
         if !groups.isEmpty { out += "    groups:  \(groups.joined(separator: ", "))\n" }
+        if let uids = app["uids"]?.arrayValue { out += "    uids:    \(uids.map(\.compactText).joined(separator: ", "))\n" }
+        if let launch = app["launch"]?.arrayValue {
+            let user = app["launchUser"]?.stringValue.map { "  (as \($0))" } ?? ""
+            out += "    launch:  \(launch.compactMap(\.stringValue).joined(separator: " "))\(user)\n"
+        }
         for ext in app["extensions"]?.arrayValue ?? [] {
             out += "    extension \(ext["bundleID"]?.stringValue ?? "?") (\(ext["point"]?.stringValue ?? "?"))\n"
         }

@@ -318,6 +318,18 @@ final class BadInputTests: XCTestCase {
         h.stop()
     }
 
+    /// `shareclient apps` shows who may act as an app and how it is launched (and as whom).
+    func testAppsShowsUidsAndLaunch() throws {
+        let h = BrokerHarness(manifests: [
+            "a.json": #"{"bundleID": "com.a.app", "uids": [0, 65534], "launch": ["/usr/bin/a", "--x"], "launchUser": "nobody"}"#
+        ])
+        try h.start()
+        defer { h.stop() }
+        let text = try runProcess(Products.shareclient, ["apps", "--socket", h.socket], timeout: 10)
+        XCTAssertTrue(text.out.contains("    uids:    0, 65534\n"), text.out)
+        XCTAssertTrue(text.out.contains("    launch:  /usr/bin/a --x  (as nobody)\n"), text.out)
+    }
+
     /// STATE/apps or STATE/associations that is a file is named as a problem (it read as "no
     /// apps, no errors"); one that does not exist is no problem.
     func testInputDirectoriesThatAreFilesAreNamed() throws {
