@@ -510,11 +510,13 @@ pid_t sb_spawn_as_user(const char *const argv[], const char *const envp[], int e
         spawn_cloexec_from_3(max_fd);
         if (setgroups(ngroups, groups) != 0) spawn_child_fail(pfd[1], errno);
         if (setgid(gid) != 0) spawn_child_fail(pfd[1], errno);
-        if (setuid(uid) != 0) spawn_child_fail(pfd[1], errno);
-        /* The user's from here on: the parent's wait for the exec is bounded from this mark. */
+        /* The user's from the setuid on (they may stop it): the parent's wait for the exec is
+           bounded from this mark, written while the child is still root's. A setuid that fails
+           is still said at once. */
         int mark = 0;
         ssize_t unused = write(pfd[1], &mark, sizeof mark);
         (void)unused;
+        if (setuid(uid) != 0) spawn_child_fail(pfd[1], errno);
         if (dir == NULL || chdir(dir) != 0) {
             if (chdir("/") != 0) spawn_child_fail(pfd[1], errno);
         }
@@ -563,7 +565,7 @@ pid_t sb_spawn_as_user(const char *const argv[], const char *const envp[], int e
         errno = forkErr;
         return -1;
     }
-    /* What the child says through the pipe: 0 once it has taken the user's identity (what comes
+    /* What the child says through the pipe: 0 just before it takes the user's identity (what comes
        before is root's and quick, descriptors made close-on-exec included: waited for up to 10 s),
        then an errno if a later step failed, or end of file at its exec. From its setuid on the
        child is the user's (they may stop it with SIGSTOP; their home directory may hang chdir):

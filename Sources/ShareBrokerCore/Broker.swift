@@ -114,6 +114,9 @@ public final class Broker {
     var router = URLRouter(apps: [], associations: [:])
     /// Association documents that failed to load (host → reason), for status and logs.
     var associationErrors: [String: String] = [:]
+    /// What is wrong with apps' launches, found when the manifests were loaded (`launchWarnings`):
+    /// listed with the manifests' warnings in `apps.list`.
+    var launchIssues: [ManifestIssue] = []
     /// The live subscriber of each app.
     var subscribers: [String: Connection] = [:]
     /// Connections with replies held for this turn's commit.
@@ -204,6 +207,9 @@ public final class Broker {
     /// Output the `share.read` replies being read off the loop will take (counted against the
     /// broker's output budget before they exist).
     var shareReadOutputReserved = 0
+    /// While a batch member runs: the bytes of the replies its earlier members made (not yet
+    /// the connection's output; `share.read` counts them in its room).
+    var batchPendingOutput = 0
     /// The path items' files read off the loop, while the handler that asked runs again.
     var pathProbe: PathProbe? = nil
 
@@ -258,6 +264,7 @@ public final class Broker {
         openExistingGroups()
         restoreAnnouncedEvents()
         try bindSocket()
+        checkLaunches()
         do {
             try poller.add(listenerFD, interest: .readable, token: Broker.listenerToken)
             try poller.add(wakeRead, interest: .readable, token: Broker.wakeToken)
@@ -451,8 +458,13 @@ public final class Broker {
     /// True when `gid` is this user's primary group and no other user belongs to it (as primary or
     /// supplementary group): writable by that group means writable by this user only.
     public static func groupIsThisUsersAlone(_ gid: gid_t) -> Bool {
-        guard gid == getgid() else { return false }
-        let me = getuid()
+        groupIsUsersAlone(gid, uid: getuid(), primaryGroup: getgid())
+    }
+
+    /// True when `gid` is `primaryGroup`, the primary group of `uid`, and no other user belongs
+    /// to it (as primary or supplementary group).
+    static func groupIsUsersAlone(_ gid: gid_t, uid me: uid_t, primaryGroup: gid_t) -> Bool {
+        guard gid == primaryGroup else { return false }
         if let g = getgrgid(gid), var member = g.pointee.gr_mem {
             let myName = getpwuid(me).map { String(cString: $0.pointee.pw_name) }
             while let m = member.pointee {
@@ -656,8 +668,26 @@ public final class Broker {
         }
         // Watches of groups a bundle no longer lists end now, and their sessions are told.
         if !defaults.watchers.isEmpty { endUnlistedWatches() }
+        // Launches are checked now, not first when one is due; a reload (that may have fixed one)
+        // also ends every backoff of an app not running: its next launch is due at once.
+        if listenerFD >= 0 { checkLaunches() }  // (at start: once the socket is there)
+        for (app, state) in launches where state.pid == nil && state.retryAt != nil {
+            launches[app]?.retryAt = nil
+            launches[app]?.failures = 0
+        }
         // An app that now has a launch command (or a new one) is started for the events it has waiting.
         if loopStarted { launchAppsWithWaitingEvents() }
+    }
+
+    /// Lists (and logs) what is wrong with every app's launch (`launchWarnings`).
+    func checkLaunches() {
+        launchIssues = []
+        for app in registry.apps {
+            for warning in launchWarnings(app) {
+                launchIssues.append(ManifestIssue(file: app.file, field: "launch", message: "\(app.bundleID): \(warning)", fatal: false))
+                log.log(.warning, "manifest \(app.file): \(app.bundleID): \(warning)")
+            }
+        }
     }
 
     /// What a session of `bundleID` was admitted under (compared at each reload).

@@ -359,9 +359,19 @@ extension Broker {
     func spawn(_ argv: [String], app: String) -> Result<(Int32, LaunchAccount?), LaunchFailure> {
         let account: LaunchAccount?
         do { account = try launchAccount(for: app) } catch { return .failure(error) }
+        // A program someone else than the user it runs as (or root) could change is not run: as
+        // manifests another user could write are not read.
+        let searchPath = account == nil ? (ProcessInfoLite.env("PATH") ?? LaunchAccount.defaultPath) : LaunchAccount.defaultPath
+        if let why = Broker.launchProgramProblem(
+            argv, uid: account?.uid ?? getuid(), primaryGroup: account?.gid ?? getgid(), path: searchPath)
+        {
+            return .failure(LaunchFailure("its launch program could be changed by someone else: \(why)"))
+        }
         try? DefaultPaths.makeDirectories(config.stateDirectory + "/logs")
-        // (a logs/ replaced by a symlink is not written through: the app's stderr goes nowhere)
-        let logsOK = FileIO.isPlainDirectory(config.stateDirectory + "/logs")
+        // (a logs/ replaced by a symlink is not written through: the app's stderr goes nowhere;
+        // so does that of an app run as another user: it could fill the broker's file system
+        // through it, and could not read the log anyway)
+        let logsOK = account == nil && FileIO.isPlainDirectory(config.stateDirectory + "/logs")
         let logPath = config.stateDirectory + "/logs/\(app).log"
         // One megabyte per log: a longer one becomes APP.log.1 (replacing the previous) at launch,
         // so an app's stderr cannot fill the disk over its launches.

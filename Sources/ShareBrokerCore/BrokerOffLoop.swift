@@ -388,7 +388,9 @@ extension Broker {
                     part = reply
                     break
                 }
+                batchPendingOutput = b.batchBytes  // (what the batch's earlier members will write: share.read's room)
                 let response = dispatch(conn, request)
+                batchPendingOutput = 0
                 if suspension != nil {
                     if suspend(conn, id: request.id, batch: b) {
                         // Its parts so far wait for the commit that takes this turn's changes.

@@ -872,16 +872,18 @@ extension Broker {
         var length = try p.optionalCount("length", max: Broker.shareReadLimit) ?? Broker.shareReadDefault
         // Room for the reply: under the connection's cap, and under its fair share while all
         // connections' output (with the reads under way) is over the broker's budget.
-        var room = config.effectiveMaxOutputBuffer - conn.unreadOutput
-        if outputMeter.bytes + shareReadOutputReserved + Broker.base64Size(length) > config.maxTotalOutput {
-            room = min(room, fairOutputShare - conn.unreadOutput)
+        // (a batch's earlier replies count too: they are not the connection's output yet)
+        let unread = conn.unreadOutput + batchPendingOutput
+        var room = config.effectiveMaxOutputBuffer - unread
+        if outputMeter.bytes + batchPendingOutput + shareReadOutputReserved + Broker.base64Size(length) > config.maxTotalOutput {
+            room = min(room, fairOutputShare - unread)
         }
         length = min(length, max(0, (room - 256) / 4 * 3))
         if length == 0 && room < 256 + 4 {
             rejectedOverQuota += 1
             throw RPCError(
                 .tooManyRequests,
-                "Too many unread replies: \(conn.unreadOutput) bytes of output wait for this connection to read them; read them before reading more of the share. Not run")
+                "Too many unread replies: \(unread) bytes of output wait for this connection to read them; read them before reading more of the share. Not run")
         }
         let reserved = Broker.base64Size(length) + 256
         shareReadOutputReserved += reserved

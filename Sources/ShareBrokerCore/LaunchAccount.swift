@@ -1,7 +1,8 @@
 // Who an app launched on demand runs as. A broker of one user (the usual case) starts every
 // launch command as itself. A broker running as root, serving other users' apps, starts an app
-// as the user its manifest names (`launchUser`), or else as the first of its `uids` when they
-// leave root out (the only users the app could say hello as): never as root by accident.
+// as the user its manifest names (`launchUser`), or else as the first user of its `uids` other
+// than root (the users the app could say hello as): never as root by accident. Whoever it runs
+// as, a program someone else could change is not run (`launchProgramProblem`).
 
 #if canImport(Glibc)
     @preconcurrency import Glibc
@@ -78,11 +79,12 @@ struct LaunchAccount: Equatable {
     /// and `TZ` kept from the broker's, `HOME`, `USER`, `LOGNAME` and `SHELL` of the account,
     /// its `XDG_RUNTIME_DIR` when `/run/user/UID` is its own, and the broker's variables.
     func environment(from brokerEnvironment: [String], extra: [String]) -> [String] {
+        // (not root's PATH: its directories are no business of the user's, and a program name
+        // in `launch` must not be found in them)
         var env = brokerEnvironment.filter { v in
-            v.hasPrefix("PATH=") || v.hasPrefix("LANG=") || v.hasPrefix("LANGUAGE=") || v.hasPrefix("LC_") || v.hasPrefix("TZ=")
+            v.hasPrefix("LANG=") || v.hasPrefix("LANGUAGE=") || v.hasPrefix("LC_") || v.hasPrefix("TZ=")
         }
-        if !env.contains(where: { $0.hasPrefix("PATH=") }) { env.append("PATH=" + LaunchAccount.defaultPath) }
-        env += ["HOME=\(home)", "USER=\(name)", "LOGNAME=\(name)", "SHELL=\(shell)"]
+        env += ["PATH=" + LaunchAccount.defaultPath, "HOME=\(home)", "USER=\(name)", "LOGNAME=\(name)", "SHELL=\(shell)"]
         var st = stat()
         let runtime = "/run/user/\(uid)"
         if lstat(runtime, &st) == 0, (st.st_mode & S_IFMT) == S_IFDIR, st.st_uid == uid {
@@ -91,7 +93,8 @@ struct LaunchAccount: Equatable {
         return env + extra
     }
 
-    /// The search path when the broker has none (as `login` sets).
+    /// The search path of an app launched as another user (as `login` and `su` set it), and of
+    /// one launched as the broker's user when the broker has none.
     static let defaultPath = "/usr/local/bin:/usr/bin:/bin"
 
     /// What stops this user from connecting to the socket at `path`: a directory on the way they
@@ -128,9 +131,10 @@ struct LaunchFailure: Error {
 
 extension Broker {
     /// The account `app`'s launch command runs as, when that is not the broker's own user: its
-    /// manifest's `launchUser`; else, for a broker running as root, the first of its `uids` when
-    /// they leave root out. Fails for a user the system does not know, and for another user when
-    /// the broker is not root (it could not switch to them).
+    /// manifest's `launchUser`; else, for a broker running as root, the first user of its `uids`
+    /// other than root (root listed there only lets root's processes act as the app too). Fails
+    /// for a user the system does not know, and for another user when the broker is not root (it
+    /// could not switch to them).
     func launchAccount(for app: String) throws(LaunchFailure) -> LaunchAccount? {
         guard let manifest = registry.app(app) else { return nil }
         let me = getuid()
@@ -138,8 +142,8 @@ extension Broker {
         let source: String
         if let user = manifest.launchUser {
             (wanted, source) = (user, "its manifest's launchUser")
-        } else if me == 0, let uids = manifest.uids, let first = uids.first, !uids.contains(0) {
-            (wanted, source) = (String(first), "the first of its manifest's uids")
+        } else if me == 0, let first = manifest.uids?.first(where: { $0 != 0 }) {
+            (wanted, source) = (String(first), "the first user of its manifest's uids")
         } else {
             return nil
         }
@@ -152,5 +156,87 @@ extension Broker {
                 "\(source), '\(wanted)', is another user (uid \(account.uid)); only a broker running as root can start an app as another user")
         }
         return account
+    }
+}
+
+extension Broker {
+    /// What makes running `argv` as `uid` unsafe: its program (looked up in `path` when its name
+    /// has no '/'), or a directory above it, that someone other than that user and root could
+    /// change (owned by another user, writable by a group someone else is in, or by everyone, a
+    /// sticky directory excepted); the same rule as for manifests, which are refused when another
+    /// user could write them. Nil when it is safe, or when the program is not found (the launch
+    /// then fails as it would). `primaryGroup`: the user's, whose writing is theirs when no one
+    /// else is in it.
+    static func launchProgramProblem(_ argv: [String], uid: uid_t, primaryGroup: gid_t, path: String) -> String? {
+        guard let first = argv.first else { return nil }
+        var program: String? = nil
+        if first.contains("/") {
+            program = first
+        } else {
+            for dir in path.split(separator: ":", omittingEmptySubsequences: false) {
+                let candidate = (dir.isEmpty ? "." : String(dir)) + "/" + first
+                var st = stat()
+                if stat(candidate, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG, access(candidate, X_OK) == 0 {
+                    program = candidate
+                    break
+                }
+            }
+        }
+        guard let program else { return nil }
+        func trusted(_ owner: uid_t) -> Bool { owner == 0 || owner == uid }
+        func unsafe(_ path: String, _ st: stat, isDirectory: Bool) -> String? {
+            if !trusted(st.st_uid) { return "\(path) belongs to uid \(st.st_uid)" }
+            let sticky = isDirectory && st.st_mode & S_ISVTX != 0
+            if st.st_mode & 0o002 != 0 && !sticky { return "\(path) is writable by every user" }
+            if st.st_mode & 0o020 != 0 && !sticky && !groupIsUsersAlone(st.st_gid, uid: uid, primaryGroup: primaryGroup) {
+                return "\(path) is writable by its group (gid \(st.st_gid)), which others are in"
+            }
+            return nil
+        }
+        // A symbolic link on the way is the program too: its owner could point it elsewhere.
+        var walked = ""
+        for part in program.split(separator: "/") where program.hasPrefix("/") {
+            walked += "/" + part
+            var ls = stat()
+            if lstat(walked, &ls) == 0, (ls.st_mode & S_IFMT) == S_IFLNK, !trusted(ls.st_uid) {
+                return "\(walked) is a symbolic link that belongs to uid \(ls.st_uid)"
+            }
+        }
+        guard let r = realpath(program, nil) else { return nil }
+        let resolved = String(cString: r)
+        free(r)
+        var current = ""
+        let parts = resolved.split(separator: "/").map(String.init)
+        for (i, part) in ([""] + parts).enumerated() {
+            current = part.isEmpty ? "/" : (current == "/" ? "/" + part : current + "/" + part)
+            var st = stat()
+            guard stat(current, &st) == 0 else { return nil }
+            if let why = unsafe(current, st, isDirectory: i < parts.count) { return why }
+        }
+        return nil
+    }
+
+    /// What is wrong with `app`'s launch, said when the manifests are loaded (a reload that fixes
+    /// it also clears the launch's backoff): a launch user the system does not know (or another
+    /// user for a broker that is not root), one the app's `uids` do not admit (it could never
+    /// say hello), one who cannot reach the socket, a program someone else could change.
+    func launchWarnings(_ app: AppManifest) -> [String] {
+        guard let argv = app.launch, !argv.isEmpty else { return [] }
+        let account: LaunchAccount?
+        do { account = try launchAccount(for: app.bundleID) } catch { return [error.message] }
+        var out: [String] = []
+        let uid = account?.uid ?? getuid()
+        if let uids = app.uids, !uids.contains(uid) {
+            out.append(
+                "it is launched as \(account?.name ?? "the broker's user") (uid \(uid)), whom its uids do not admit: the app could never say hello (give launchUser one of them)")
+        }
+        if let account, let problem = account.socketProblem(config.socketPath) {
+            out.append("it is launched as \(account.name), who cannot reach the socket: \(problem) (see sharebroker serve --socket-mode and --socket-group)")
+        }
+        let path = account == nil ? (ProcessInfoLite.env("PATH") ?? LaunchAccount.defaultPath) : LaunchAccount.defaultPath
+        if let why = Broker.launchProgramProblem(argv, uid: uid, primaryGroup: account?.gid ?? getgid(), path: path) {
+            out.append("its launch program could be changed by someone else: \(why); it is not launched")
+        }
+        return out
     }
 }

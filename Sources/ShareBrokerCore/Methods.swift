@@ -159,7 +159,12 @@ extension Broker {
                 return .encoded(b.encodedStatus(verbose: verbose, forOtherUser: c.peer.map { !Broker.isBrokersOwnUser($0) } ?? true))
             }),
             MethodSpec("apps.list") { b, _, _ in b.appsListJSON },
-            MethodSpec("apps.reload") { b, _, _ in
+            MethodSpec("apps.reload") { b, c, _ throws(RPCError) in
+                // (another user, let in by the socket's mode, does not make the broker re-read its
+                // files and retry every launch at will)
+                if let peer = c.peer, !Broker.isBrokersOwnUser(peer) {
+                    throw RPCError(.unauthorized, "Unauthorized: apps.reload is for the broker's own user (uid \(ProcessInfoLite.uid)), not uid \(peer.uid)")
+                }
                 b.reloadManifests(reason: "apps.reload")
                 return b.appsListJSON
             },
@@ -172,6 +177,7 @@ extension Broker {
     /// `apps.list`: the registry's view plus association documents that failed to load (file, reason).
     var appsListJSON: JSONValue {
         guard case .object(var o) = registry.listJSON else { return registry.listJSON }
+        if !launchIssues.isEmpty { o["warnings"] = .array((o["warnings"]?.arrayValue ?? []) + launchIssues.map(\.json)) }
         o["associationErrors"] = .array(
             associationErrors.sorted(by: { $0.key < $1.key }).map { host, message in
                 ["host": .string(host), "message": .string(message)]
@@ -207,7 +213,9 @@ extension Broker {
             }
             switch registry.lookup(bundleID) {
             case nil:
-                let why = registry.whyUnknown(bundleID) ?? "no manifest in \(config.stateDirectory)/apps registers it"
+                // (the state directory's path only for the broker's own user, as in broker.status)
+                let own = conn.peer.map(Broker.isBrokersOwnUser) ?? false
+                let why = registry.whyUnknown(bundleID) ?? (own ? "no manifest in \(config.stateDirectory)/apps registers it" : "no manifest registers it")
                 throw RPCError(.unauthorized, "Unauthorized: unknown bundle ID '\(bundleID)' (\(why))")
             case .app?:
                 if role != .app {

@@ -23,11 +23,19 @@ public enum ClientError: Error, Sendable, CustomStringConvertible {
     /// No answer within the time allowed.
     case timeout
 
+    /// What to check when the socket cannot be reached: permission (the socket's mode or
+    /// group, or a directory on the way), else whether a broker runs there at all.
+    static func unreachableHint(errno: Int32) -> String {
+        errno == EACCES || errno == EPERM
+            ? "(this user may not use that socket: its mode or group, or a directory on the way, keeps them out; see sharebroker serve --socket-mode)"
+            : "(is 'sharebroker serve' running?)"
+    }
+
     /// A message naming the cause.
     public var description: String {
         switch self {
         case .unreachable(let path, let cause):
-            return "cannot reach the broker at \(path): \(cause) (is 'sharebroker serve' running?)"
+            return "cannot reach the broker at \(path): \(cause) \(ClientError.unreachableHint(errno: cause.errno))"
         case .rpc(let e): return "\(e.message) (\(e.code))"
         case .connection(let why): return "connection to the broker failed: \(why)"
         case .protocolError(let why): return "the peer on the socket does not speak sharebroker's protocol: \(why)"

@@ -112,7 +112,8 @@ public enum ShareBrokerError: Error, Sendable, Equatable, CustomStringConvertibl
         case .notAccepted(let m, _), .versionConflict(_, let m), .rpc(_, let m, _): return m
         case .connectionLost(let why): return "the connection to the broker was lost: \(why)"
         case .unreachable(let path, let why):
-            return "cannot reach the broker at \(path): \(why) (is 'sharebroker serve' running?)"
+            let hint = ClientError.unreachableHint(errno: why.contains("(errno 13)") ? 13 : 0)  // (EACCES)
+            return "cannot reach the broker at \(path): \(why) \(hint)"
         case .notConnected: return "not connected to the broker: call connect() first"
         case .closed: return "the client was closed"
         case .cancelled: return "the call was cancelled"

@@ -60,7 +60,7 @@ public struct AppManifest: Sendable, Equatable {
     /// Command (argv) that starts the app on demand.
     public var launch: [String]?
     /// The user a broker running as root runs `launch` as: a user name, or a uid in decimal.
-    /// Nil: the first of `uids` when they leave root out, else root. A broker that is not root
+    /// Nil: the first user of `uids` other than root, else root. A broker that is not root
     /// always runs it as its own user (and cannot run it as another).
     public var launchUser: String?
     /// The app's extensions.

@@ -215,9 +215,14 @@ func openConnection(_ path: String) throws -> BrokerConnection {
 /// a bundle's token is --token, else $SHAREBROKER_TOKEN.
 func connect(_ cmd: ParsedCommand, hello: Bool = true, asBundle: Bool = false, defaultRoleWithBundle: String = "app") throws -> Session {
     try checkRole(cmd)  // a usage error before any connection
+    let bundle = cmd.value("as") ?? (asBundle ? ProcessInfoLite.env("SHAREBROKER_BUNDLE_ID") : nil)
+    // (a command that acts as an app or extension says so before it connects, as listen does,
+    // rather than getting the broker's "not for role tool")
+    if asBundle && hello && bundle == nil && cmd.value("role") == nil {
+        throw cmd.usageError("\(cmd.subcommand) acts as an app or extension: it needs --as BUNDLE (or $SHAREBROKER_BUNDLE_ID)")
+    }
     let conn = try openConnection(socketPath(cmd))
     if hello {
-        let bundle = cmd.value("as") ?? (asBundle ? ProcessInfoLite.env("SHAREBROKER_BUNDLE_ID") : nil)
         let token = tokenFor(cmd, bundle: bundle)
         try sayHello(conn, cmd, bundle: bundle, token: token, roleWithBundle: defaultRoleWithBundle)
     }
@@ -419,24 +424,26 @@ func run(_ cmd: ParsedCommand) throws -> Int32 {
         /// another user that takes no path from this caller). They must fit in one message of the
         /// broker (`broker.status.maxMessage`): files too large are refused here, before reading
         /// them, with the limit named (the broker would close the connection).
-        func inlined(_ s: Session) throws -> [JSONValue] {
+        func inlined(_ s: Session, pathsRefused: Bool = false) throws -> [JSONValue] {
             let limit = try s.conn.call("broker.status")["maxMessage"]?.intValue ?? Int.max
             var encoded = 1024
             for f in files {
                 var st = stat()
-                guard stat(f, &st) == 0 else { throw CLIError("cannot read \(f) to send it inline: \(String(cString: strerror(errno)))") }
+                guard stat(f, &st) == 0 else { throw CLIError("cannot read \(f): \(String(cString: strerror(errno)))") }
                 encoded += (Int(st.st_size) + 2) / 3 * 4 + f.utf8.count
             }
             if encoded > limit {
                 throw CLIError(
-                    "the files take about \(encoded) bytes sent inline, over the broker's message limit of \(limit) bytes (sharebroker serve --max-message); send them by path, or raise the limit")
+                    pathsRefused
+                        ? "the files take about \(encoded) bytes sent inline, over the broker's message limit of \(limit) bytes (sharebroker serve --max-message); this broker runs as another user and takes no path from you, so its limit must be raised to share them"
+                        : "the files take about \(encoded) bytes sent inline, over the broker's message limit of \(limit) bytes (sharebroker serve --max-message); send them by path, or raise the limit")
             }
             var out = items
             let first = items.count - files.count
             for (i, f) in files.enumerated() {
                 let bytes: [UInt8]
                 do { bytes = try FileIO.readFile(f, limit: limit, followSymlinks: true) } catch {
-                    throw CLIError("cannot read \(f) to send it inline: \(error)")
+                    throw CLIError("cannot read \(f): \(error)")
                 }
                 let name = String(f.split(separator: "/").last ?? "file")
                 out[first + i] = ShareItem.data(bytes, name: name, type: type).json
@@ -454,7 +461,7 @@ func run(_ cmd: ParsedCommand) throws -> Int32 {
             if inline { p["items"] = .array(try inlined(s)) }
             var result = Result { () throws(ClientError) -> JSONValue in try s.conn.call(method, .object(p)) }
             if case .failure(.rpc(let rpc)) = result, pathsRefused(rpc), !files.isEmpty, !inline {
-                p["items"] = .array(try inlined(s))
+                p["items"] = .array(try inlined(s, pathsRefused: true))
                 result = Result { () throws(ClientError) -> JSONValue in try s.conn.call(method, .object(p)) }
             }
             return result

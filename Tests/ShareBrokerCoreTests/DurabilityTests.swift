@@ -143,7 +143,7 @@ final class DurabilityTests: XCTestCase {
             return [
                 "/bin/sh", "-c",
                 """
-                { id -u; id -g; id -G; pwd; echo "$HOME $USER $LOGNAME ${FOO-unset} $SHAREBROKER_BUNDLE_ID"; } > \(file).tmp
+                { id -u; id -g; id -G; pwd; echo "$HOME $USER $LOGNAME ${FOO-unset} $SHAREBROKER_BUNDLE_ID"; echo "$PATH"; } > \(file).tmp
                 if [ -e /dev/fd/9 ]; then echo "fd 9 reached the app" >> \(file).tmp; fi
                 mv \(file).tmp \(file)
                 exec "\(Products.shareclient)" listen --ack --count 1 --timeout 10
@@ -158,8 +158,10 @@ final class DurabilityTests: XCTestCase {
         dir.write("state/apps/a.json", app("com.nobody.app", "nobodyapp", ["uids": [65534, 1000]]))
         // (root first in uids would be root's launch: launchUser says otherwise)
         dir.write("state/apps/b.json", app("com.named.app", "namedapp", ["uids": [0, 65534], "launchUser": "nobody"]))
-        // (uids that include root: as root)
-        dir.write("state/apps/c.json", app("com.root.app", "rootapp", ["uids": [65534, 0]]))
+        // (no uids: as root)
+        dir.write("state/apps/c.json", app("com.root.app", "rootapp", [:]))
+        // (root among the uids: as the first other user; the newcomer's trial: it ran as root)
+        dir.write("state/apps/e.json", app("com.first.app", "firstapp", ["uids": [0, 65534]]))
         dir.write("state/apps/d.json", app("com.ghost.app", "ghostapp", ["launchUser": "no-such-user-here"]))
         let socket = dir.path + "/s.sock"
         let broker = try BrokerProcess(
@@ -171,17 +173,19 @@ final class DurabilityTests: XCTestCase {
         XCTAssertTrue(broker.waitReady(), broker.stderrText)
         let tool = try BrokerConnection(socketPath: socket)
         try tool.hello(role: "tool")
-        for scheme in ["nobodyapp", "namedapp", "rootapp", "ghostapp"] {
+        for scheme in ["nobodyapp", "namedapp", "rootapp", "ghostapp", "firstapp"] {
             XCTAssertNotNil(try tool.call("url.open", ["url": .string("\(scheme)://x")])["eventID"])
         }
         XCTAssertTrue(
             waitUntil(timeout: 20) { (try? tool.call("broker.status"))?["pendingEvents"]?.intValue == 1 },
-            "the three launched apps subscribed and acked; broker log: \(broker.stderrText)")
+            "the four launched apps subscribed and acked; broker log: \(broker.stderrText)")
         let groups = try runProcess("/usr/bin/id", ["-G", "nobody"]).out.trimmingCharacters(in: .whitespacesAndNewlines)
-        for id in ["com.nobody.app", "com.named.app"] {
+        for id in ["com.nobody.app", "com.named.app", "com.first.app"] {
             let text = try String(contentsOfFile: "\(out)/\(id)", encoding: .utf8)
             let home = FileManager.default.fileExists(atPath: "/nonexistent") ? "/nonexistent" : "/"
-            XCTAssertEqual(text, "65534\n65534\n\(groups)\n\(home)\n/nonexistent nobody nobody unset \(id)\n", id)
+            // (a login's PATH, not the broker's: the newcomer's trial found root's there)
+            XCTAssertEqual(
+                text, "65534\n65534\n\(groups)\n\(home)\n/nonexistent nobody nobody unset \(id)\n/usr/local/bin:/usr/bin:/bin\n", id)
         }
         let asRoot = try String(contentsOfFile: "\(out)/com.root.app", encoding: .utf8)
         XCTAssertTrue(asRoot.hasPrefix("0\n0\n"), asRoot)
@@ -195,6 +199,88 @@ final class DurabilityTests: XCTestCase {
         XCTAssertFalse(FileManager.default.fileExists(atPath: "\(out)/com.ghost.app"))
         broker.signal(SIGTERM)
         XCTAssertTrue(broker.waitExit())
+    }
+
+    /// A launch program (or a directory above it) that someone else than the user it runs as
+    /// (or root) could change is not run, and is named when the manifests are loaded (the
+    /// newcomer's trial: a root broker ran a user's own script as root, and another user's
+    /// script as that user). So is a launch user whom the app's uids do not admit.
+    func testALaunchProgramSomeoneElseCouldChangeIsNotRun() throws {
+        guard getuid() == 0 else { throw XCTSkip("needs root to own files as other users") }
+        let dir = TempDir()
+        chmod(dir.path, 0o755)
+        let bin = dir.path + "/bin"
+        mkdir(bin, 0o755)
+        func script(_ name: String, owner: uid_t, mode: mode_t = 0o755, in directory: String? = nil) -> String {
+            let path = (directory ?? bin) + "/" + name
+            _ = FileManager.default.createFile(atPath: path, contents: Data("#!/bin/sh\nexit 0\n".utf8))
+            chmod(path, mode)
+            chown(path, owner, owner)
+            return path
+        }
+        let open = dir.path + "/open"
+        mkdir(open, 0o777)
+        chmod(open, 0o777)
+        let cases: [(String, [String: JSONValue], String)] = [
+            ("own", ["uids": [65534], "launch": [.string(script("own.sh", owner: 65534))]], ""),
+            ("rootowned", ["uids": [65534], "launch": [.string(script("root.sh", owner: 0))]], ""),
+            ("foreign", ["uids": [65534], "launch": [.string(script("foreign.sh", owner: 1))]], "belongs to uid 1"),
+            ("asroot", ["launch": [.string(script("users.sh", owner: 65534))]], "belongs to uid 65534"),
+            ("writable", ["uids": [65534], "launch": [.string(script("w.sh", owner: 0, mode: 0o777))]], "is writable by every user"),
+            ("opendir", ["uids": [65534], "launch": [.string(script("o.sh", owner: 0, in: open))]], "\(open) is writable by every user"),
+            ("unadmitted", ["uids": [65534], "launchUser": "root", "launch": ["/bin/true"]], "whom its uids do not admit"),
+        ]
+        for (name, fields, _) in cases {
+            var o: JSONObject = ["bundleID": .string("com.\(name).app"), "urlSchemes": [.string(name)]]
+            for (k, v) in fields { o[k] = v }
+            dir.write("state/apps/\(name).json", JSONValue.object(o).compactText)
+        }
+        let socket = dir.path + "/s.sock"
+        let broker = try BrokerProcess(socket: socket, state: dir.path + "/state", extraArgs: ["--socket-mode", "666"], logDir: dir.path)
+        XCTAssertTrue(broker.waitReady(), broker.stderrText)
+        let tool = try BrokerConnection(socketPath: socket)
+        try tool.hello(role: "tool")
+        let warnings = (try tool.call("apps.list")["warnings"]?.arrayValue ?? []).compactMap { $0["message"]?.stringValue }
+        for (name, _, expected) in cases {
+            let mine = warnings.filter { $0.hasPrefix("com.\(name).app: ") }
+            if expected.isEmpty {
+                XCTAssertEqual(mine, [], name)
+            } else {
+                XCTAssertTrue(mine.contains { $0.contains(expected) }, "\(name): \(warnings)")
+            }
+            _ = try tool.call("url.open", ["url": .string("\(name)://x")])
+        }
+        for (name, _, expected) in cases where !expected.isEmpty && name != "unadmitted" {
+            XCTAssertTrue(
+                waitUntil(timeout: 10) {
+                    broker.stderrText.contains("cannot launch com.\(name).app: its launch program could be changed by someone else")
+                }, "\(name): \(broker.stderrText)")
+        }
+        for name in ["own", "rootowned"] {
+            XCTAssertTrue(waitUntil(timeout: 10) { broker.stderrText.contains("launched com.\(name).app (pid ") }, "\(name): \(broker.stderrText)")
+        }
+        broker.signal(SIGTERM)
+        XCTAssertTrue(broker.waitExit())
+    }
+
+    /// A reload ends the backoff of an app whose launch failed: the fixed manifest's launch is
+    /// due at once, not 20 or 40 s later (the newcomer's trial); the broken one was named in
+    /// apps.list at load.
+    func testAReloadEndsTheBackoffOfAFailedLaunch() throws {
+        let h = BrokerHarness(manifests: [
+            "a.json": #"{"bundleID": "com.a.app", "urlSchemes": ["aapp"], "launchUser": "no-such-user-here", "launch": ["/bin/true"]}"#
+        ])
+        try h.start { $0.launchRetryBase = 30 }
+        defer { h.stop() }
+        let tool = try h.tool()
+        let warnings = try tool.call("apps.list")["warnings"]?.arrayValue?.compactMap { $0["message"]?.stringValue } ?? []
+        XCTAssertTrue(warnings.contains { $0.contains("'no-such-user-here', is no user this system knows") }, "\(warnings)")
+        _ = try tool.call("url.open", ["url": "aapp://x"])
+        XCTAssertTrue(waitUntil { (try? tool.call("broker.status"))?["launches"]?["com.a.app"]?["failures"]?.intValue == 1 })
+        let out = h.dir.path + "/launched"
+        h.dir.write("state/apps/a.json", #"{"bundleID": "com.a.app", "urlSchemes": ["aapp"], "launch": ["/bin/sh", "-c", "echo x >> \#(out)"]}"#)
+        XCTAssertEqual(try tool.call("apps.reload")["warnings"]?.arrayValue?.count, 0)
+        XCTAssertTrue(waitUntil(timeout: 5) { FileManager.default.fileExists(atPath: out) }, "launched at once after the reload")
     }
 
     /// The socket a launched user cannot reach is warned about when the app is launched.

@@ -69,6 +69,19 @@ final class IdentityTests: XCTestCase {
         #endif
     }
 
+    /// A user the socket's mode keeps out is told so, not asked whether the broker runs (the
+    /// newcomer's trial).
+    func testAUserTheSocketKeepsOutIsToldWhy() throws {
+        guard getuid() == 0 else { throw XCTSkip("needs root to run a client as another user") }
+        let h = BrokerHarness()
+        try h.start()
+        defer { h.stop() }
+        chmod(h.dir.path, 0o755)
+        let r = try runProcess("/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", Products.shareclient, "--socket", h.socket, "status"])
+        XCTAssertEqual(r.status, 69, r.err)
+        XCTAssertTrue(r.err.contains("this user may not use that socket") && r.err.contains("--socket-mode"), r.err)
+    }
+
     func testAnotherUsersProcessCannotActAsAnApp() throws {
         guard getuid() == 0 else { throw XCTSkip("needs root to run a client as another user") }
         let h = BrokerHarness(manifests: [
@@ -98,6 +111,12 @@ final class IdentityTests: XCTestCase {
         XCTAssertEqual(verbose.status, 1, verbose.out)
         XCTAssertTrue(verbose.err.contains("own user"), verbose.err)
         XCTAssertNotNil(try h.tool().call("broker.status", ["verbose": true])["clients"], "the broker's own user gets it")
+        // Nor the state directory through a refused hello (the review), nor a reload at will.
+        let unknown = try runProcess("/usr/bin/setpriv", asNobody + ["call", "app.subscribe", "--as", "com.nobody.such"])
+        XCTAssertTrue(unknown.err.contains("no manifest registers it") && !unknown.err.contains(h.state), unknown.err)
+        let reload = try runProcess("/usr/bin/setpriv", asNobody + ["reload"])
+        XCTAssertEqual(reload.status, 1, reload.out)
+        XCTAssertTrue(reload.err.contains("apps.reload is for the broker's own user"), reload.err)
         // A caller the manifest does not allow hears about its uid, never about the token.
         let tokenApp = try runProcess("/usr/bin/setpriv", asNobody + ["call", "app.subscribe", "--as", "com.mycompany.secret"])
         XCTAssertTrue(tokenApp.err.contains("uid 65534") && !tokenApp.err.contains("token"), tokenApp.err)

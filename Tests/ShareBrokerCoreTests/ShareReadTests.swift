@@ -69,6 +69,26 @@ final class ShareReadTests: XCTestCase {
         XCTAssertGreaterThanOrEqual(reads, 5)
     }
 
+    /// A batch's earlier replies count against the cap too (the review: a batch of four 4 MiB
+    /// reads got two replies of a whole cap each).
+    func testABatchOfReadsStaysUnderTheOutputCap() throws {
+        let h = BrokerHarness(manifests: ["20-pdf.json": pdfApp])
+        let cap = 64 * 1024
+        try h.start { $0.maxOutputBuffer = cap }
+        defer { h.stop() }
+        let (id, _) = try sendPDF(h, size: 400 * 1024)
+        let reader = try h.rawSession(role: "app", bundleID: "com.example.pdfreader")
+        let members = (0..<4).map { i in
+            rpcRequest(10 + i, "share.read", ["shareID": .string(id), "item": 0, "offset": .int(i * 100_000), "length": .int(4 << 20)])
+        }
+        reader.send(JSONValue.array(members).compactText + "\n")
+        let reply = try XCTUnwrap(reader.readJSON(timeout: 10)?.arrayValue)
+        XCTAssertEqual(reply.count, 4)
+        XCTAssertNotNil(reply[0]["result"]?["data"])
+        XCTAssertEqual(reply.dropFirst().map { $0["error"]?["code"]?.intValue }, [-32007, -32007, -32007])
+        XCTAssertLessThanOrEqual(JSONValue.array(reply).compactText.utf8.count, cap + 2048, "the batch's reply stays about the cap")
+    }
+
     /// A share completed (by another connection) while its file is read: -32002, not a storage
     /// fault (the review).
     func testAShareCompletedWhileItIsReadIsNotFound() throws {

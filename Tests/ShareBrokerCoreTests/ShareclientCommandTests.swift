@@ -65,7 +65,9 @@ final class ShareclientCommandTests: XCTestCase {
         let app = ["SHAREBROKER_BUNDLE_ID": "com.mycompany.myapp"]
         let none = ["SHAREBROKER_BUNDLE_ID": ""]
         let refused = try run(["shares"], none)
-        XCTAssertEqual(refused.status, 1, "without a bundle it is a tool, which reads no group: \(refused.err)")
+        // (without a bundle it would be a tool, which reads no group: a usage error, as for listen)
+        XCTAssertEqual(refused.status, 64, refused.err)
+        XCTAssertTrue(refused.err.contains("shares acts as an app or extension: it needs --as BUNDLE"), refused.err)
         let shares = try run(["shares", "--json"], app)
         XCTAssertEqual(shares.status, 0, shares.err)
         XCTAssertTrue(shares.out.contains(shareID), shares.out)
