@@ -602,6 +602,7 @@ public final class Broker {
     /// Re-reads STATE/apps/*.json and STATE/associations/*.json and rebuilds the routing tables.
     func reloadManifests(reason: String) {
         let loaded = StateFiles.load(stateDirectory: config.stateDirectory)
+        let launchesBefore = Broker.launchSpecs(registry)
         registry = loaded.registry
         for issue in registry.issues {
             log.log(issue.fatal ? .warning : .info, "manifest \(issue.fatal ? "error" : "note"): \(issue)")
@@ -668,15 +669,28 @@ public final class Broker {
         }
         // Watches of groups a bundle no longer lists end now, and their sessions are told.
         if !defaults.watchers.isEmpty { endUnlistedWatches() }
-        // Launches are checked now, not first when one is due; a reload (that may have fixed one)
-        // also ends every backoff of an app not running: its next launch is due at once.
+        // Launches are checked now, not first when one is due; a reload that changed an app's
+        // launch (it may have fixed it) ends its backoff: its next launch is due at once.
         if listenerFD >= 0 { checkLaunches() }  // (at start: once the socket is there)
-        for (app, state) in launches where state.pid == nil && state.retryAt != nil {
+        let launchesNow = Broker.launchSpecs(registry)
+        for (app, state) in launches where state.pid == nil && state.retryAt != nil && launchesBefore[app] != launchesNow[app] {
             launches[app]?.retryAt = nil
             launches[app]?.failures = 0
         }
         // An app that now has a launch command (or a new one) is started for the events it has waiting.
         if loopStarted { launchAppsWithWaitingEvents() }
+    }
+
+    /// What decides each app's launch (command, user, uids), to see which a reload changed.
+    static func launchSpecs(_ registry: AppRegistry) -> [String: String] {
+        var out: [String: String] = [:]
+        for app in registry.apps where app.launch != nil {
+            out[app.bundleID] = JSONValue.array([
+                .array((app.launch ?? []).map { .string($0) }), app.launchUser.map { .string($0) } ?? .null,
+                app.uids.map { .array($0.map { .int(Int($0)) }) } ?? .null,
+            ]).compactText
+        }
+        return out
     }
 
     /// Lists (and logs) what is wrong with every app's launch (`launchWarnings`).

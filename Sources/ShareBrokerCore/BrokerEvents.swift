@@ -361,11 +361,8 @@ extension Broker {
         do { account = try launchAccount(for: app) } catch { return .failure(error) }
         // A program someone else than the user it runs as (or root) could change is not run: as
         // manifests another user could write are not read.
-        let searchPath = account == nil ? (ProcessInfoLite.env("PATH") ?? LaunchAccount.defaultPath) : LaunchAccount.defaultPath
-        if let why = Broker.launchProgramProblem(
-            argv, uid: account?.uid ?? getuid(), primaryGroup: account?.gid ?? getgid(), path: searchPath)
-        {
-            return .failure(LaunchFailure("its launch program could be changed by someone else: \(why)"))
+        if let why = launchProgramProblem(argv, account: account) {
+            return .failure(LaunchFailure("its launch program is not run: \(why)"))
         }
         try? DefaultPaths.makeDirectories(config.stateDirectory + "/logs")
         // (a logs/ replaced by a symlink is not written through: the app's stderr goes nowhere;

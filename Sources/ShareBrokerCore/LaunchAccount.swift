@@ -161,59 +161,108 @@ extension Broker {
 
 extension Broker {
     /// What makes running `argv` as `uid` unsafe: its program (looked up in `path` when its name
-    /// has no '/'), or a directory above it, that someone other than that user and root could
-    /// change (owned by another user, writable by a group someone else is in, or by everyone, a
-    /// sticky directory excepted); the same rule as for manifests, which are refused when another
-    /// user could write them. Nil when it is safe, or when the program is not found (the launch
-    /// then fails as it would). `primaryGroup`: the user's, whose writing is theirs when no one
-    /// else is in it.
-    static func launchProgramProblem(_ argv: [String], uid: uid_t, primaryGroup: gid_t, path: String) -> String? {
-        guard let first = argv.first else { return nil }
-        var program: String? = nil
-        if first.contains("/") {
-            program = first
-        } else {
-            for dir in path.split(separator: ":", omittingEmptySubsequences: false) {
-                let candidate = (dir.isEmpty ? "." : String(dir)) + "/" + first
-                var st = stat()
-                if stat(candidate, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG, access(candidate, X_OK) == 0 {
-                    program = candidate
-                    break
-                }
-            }
+    /// has no '/'; a relative name is taken from `workingDirectory`, where the child runs), or
+    /// anything on the way to it, that someone other than that user and root could change: a
+    /// directory or the file owned by another user, or writable by everyone or by a group
+    /// someone else is in (a sticky directory excepted), or a symbolic link of another user's,
+    /// anywhere along the chain of links. The same rule as for manifests, which are refused
+    /// when another user could write them. It fails closed: a program that cannot be found, or
+    /// a step that cannot be looked at, is a problem too (else one missing at the check could
+    /// be put back before the exec). Only the program is checked: a script an interpreter is
+    /// given as an argument is the manifest writer's to keep safe. `primaryGroup`: the user's,
+    /// whose writing is theirs when no one else is in it.
+    static func launchProgramProblem(
+        _ argv: [String], uid: uid_t, primaryGroup: gid_t, path: String, workingDirectory: String
+    ) -> String? {
+        guard let first = argv.first, !first.isEmpty else { return "the launch command is empty" }
+        func absolute(_ p: String) -> String {
+            p.hasPrefix("/") ? p : (workingDirectory.hasSuffix("/") ? workingDirectory : workingDirectory + "/") + p
         }
-        guard let program else { return nil }
+        if first.contains("/") {
+            let check = checkedChain(absolute(first), uid: uid, primaryGroup: primaryGroup)
+            return check.missing ? "\(absolute(first)) does not exist" : check.problem
+        }
+        // A name: the first entry of the search path that holds it decides, and every entry
+        // before it must be safe too (someone who could write one could put the name there).
+        for dir in path.split(separator: ":", omittingEmptySubsequences: false) {
+            let entry = absolute(dir.isEmpty ? "." : String(dir))
+            let dirCheck = checkedChain(entry, uid: uid, primaryGroup: primaryGroup)
+            if dirCheck.missing { continue }
+            if let problem = dirCheck.problem { return "the search path entry \(entry): \(problem)" }
+            let candidate = entry + "/" + first
+            let check = checkedChain(candidate, uid: uid, primaryGroup: primaryGroup)
+            if check.missing { continue }
+            return check.problem
+        }
+        return "'\(first)' is in no directory of the search path (\(path))"
+    }
+
+    /// Walks `path` one component at a time, following symbolic links by hand (at most 40), and
+    /// checks every directory passed, every link and the file reached. `missing`: the path
+    /// leads nowhere (what it passed is safe).
+    static func checkedChain(_ path: String, uid: uid_t, primaryGroup: gid_t) -> (problem: String?, missing: Bool) {
         func trusted(_ owner: uid_t) -> Bool { owner == 0 || owner == uid }
-        func unsafe(_ path: String, _ st: stat, isDirectory: Bool) -> String? {
+        func unsafe(_ path: String, _ st: stat) -> String? {
             if !trusted(st.st_uid) { return "\(path) belongs to uid \(st.st_uid)" }
+            let isDirectory = (st.st_mode & S_IFMT) == S_IFDIR
             let sticky = isDirectory && st.st_mode & S_ISVTX != 0
             if st.st_mode & 0o002 != 0 && !sticky { return "\(path) is writable by every user" }
             if st.st_mode & 0o020 != 0 && !sticky && !groupIsUsersAlone(st.st_gid, uid: uid, primaryGroup: primaryGroup) {
-                return "\(path) is writable by its group (gid \(st.st_gid)), which others are in"
+                return "\(path) is writable by its group (gid \(st.st_gid)), which is not the user's own"
             }
             return nil
         }
-        // A symbolic link on the way is the program too: its owner could point it elsewhere.
-        var walked = ""
-        for part in program.split(separator: "/") where program.hasPrefix("/") {
-            walked += "/" + part
-            var ls = stat()
-            if lstat(walked, &ls) == 0, (ls.st_mode & S_IFMT) == S_IFLNK, !trusted(ls.st_uid) {
-                return "\(walked) is a symbolic link that belongs to uid \(ls.st_uid)"
+        var pending = path.split(separator: "/").map(String.init)
+        var current = "/"
+        var links = 0
+        var st = stat()
+        guard lstat("/", &st) == 0 else { return ("/ cannot be looked at", false) }
+        if let why = unsafe("/", st) { return (why, false) }
+        while !pending.isEmpty {
+            let part = pending.removeFirst()
+            if part == "." || part.isEmpty { continue }
+            if part == ".." {
+                current = current == "/" ? "/" : String(current[..<(current.lastIndex(of: "/") ?? current.startIndex)])
+                if current.isEmpty { current = "/" }
+                continue
             }
+            let next = current == "/" ? "/" + part : current + "/" + part
+            guard lstat(next, &st) == 0 else {
+                let e = errno
+                if e == ENOENT || e == ENOTDIR { return (nil, true) }
+                return ("\(next) cannot be looked at: \(String(cString: strerror(e)))", false)
+            }
+            if (st.st_mode & S_IFMT) == S_IFLNK {
+                if !trusted(st.st_uid) { return ("\(next) is a symbolic link that belongs to uid \(st.st_uid)", false) }
+                links += 1
+                guard links <= 40 else { return ("\(path) goes through more than 40 symbolic links", false) }
+                var buf = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+                let n = readlink(next, &buf, buf.count - 1)
+                guard n > 0 else { return ("\(next) cannot be read: \(String(cString: strerror(errno)))", false) }
+                let target = String(decoding: buf[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+                pending = target.split(separator: "/").map(String.init) + pending
+                if target.hasPrefix("/") { current = "/" }
+                continue
+            }
+            if let why = unsafe(next, st) { return (why, false) }
+            current = next
         }
-        guard let r = realpath(program, nil) else { return nil }
-        let resolved = String(cString: r)
-        free(r)
-        var current = ""
-        let parts = resolved.split(separator: "/").map(String.init)
-        for (i, part) in ([""] + parts).enumerated() {
-            current = part.isEmpty ? "/" : (current == "/" ? "/" + part : current + "/" + part)
-            var st = stat()
-            guard stat(current, &st) == 0 else { return nil }
-            if let why = unsafe(current, st, isDirectory: i < parts.count) { return why }
+        return (nil, false)
+    }
+
+    /// `launchProgramProblem` for a launch as `account` (nil: the broker's user, in the broker's
+    /// working directory and with its search path).
+    func launchProgramProblem(_ argv: [String], account: LaunchAccount?) -> String? {
+        var cwd = "/"
+        if account == nil, let c = getcwd(nil, 0) {
+            cwd = String(cString: c)
+            free(c)
         }
-        return nil
+        let path = account == nil ? (ProcessInfoLite.env("PATH") ?? LaunchAccount.defaultPath) : LaunchAccount.defaultPath
+        // (the child of a launch as another user runs in their home, or in / when it cannot)
+        let home = account.map { FileIO.isPlainDirectory($0.home) ? $0.home : "/" } ?? cwd
+        return Broker.launchProgramProblem(
+            argv, uid: account?.uid ?? getuid(), primaryGroup: account?.gid ?? getgid(), path: path, workingDirectory: home)
     }
 
     /// What is wrong with `app`'s launch, said when the manifests are loaded (a reload that fixes
@@ -233,9 +282,8 @@ extension Broker {
         if let account, let problem = account.socketProblem(config.socketPath) {
             out.append("it is launched as \(account.name), who cannot reach the socket: \(problem) (see sharebroker serve --socket-mode and --socket-group)")
         }
-        let path = account == nil ? (ProcessInfoLite.env("PATH") ?? LaunchAccount.defaultPath) : LaunchAccount.defaultPath
-        if let why = Broker.launchProgramProblem(argv, uid: uid, primaryGroup: account?.gid ?? getgid(), path: path) {
-            out.append("its launch program could be changed by someone else: \(why); it is not launched")
+        if let why = launchProgramProblem(argv, account: account) {
+            out.append("its launch program is not run: \(why)")
         }
         return out
     }
