@@ -681,14 +681,18 @@ public final class Broker {
         if loopStarted { launchAppsWithWaitingEvents() }
     }
 
-    /// What decides each app's launch (command, user, uids), to see which a reload changed.
-    static func launchSpecs(_ registry: AppRegistry) -> [String: String] {
-        var out: [String: String] = [:]
-        for app in registry.apps where app.launch != nil {
-            out[app.bundleID] = JSONValue.array([
-                .array((app.launch ?? []).map { .string($0) }), app.launchUser.map { .string($0) } ?? .null,
-                app.uids.map { .array($0.map { .int(Int($0)) }) } ?? .null,
-            ]).compactText
+    /// What decides an app's launch, to see which a reload changed.
+    struct LaunchSpec: Equatable {
+        var launch: [String]
+        var launchUser: String?
+        var uids: [UInt32]?
+    }
+
+    /// Each app's `LaunchSpec` (apps with a launch command).
+    static func launchSpecs(_ registry: AppRegistry) -> [String: LaunchSpec] {
+        var out: [String: LaunchSpec] = [:]
+        for app in registry.apps {
+            if let launch = app.launch { out[app.bundleID] = LaunchSpec(launch: launch, launchUser: app.launchUser, uids: app.uids) }
         }
         return out
     }

@@ -124,12 +124,17 @@ extension Broker {
         }
     }
 
+    /// -32602 for a name that cannot be a group's (it names a directory).
+    static func invalidGroupName(_ group: String) -> RPCError {
+        .invalidParams("Invalid params: '\(group)' is not a valid group name")
+    }
+
     /// The share store of a group that is about to be written (share.send, share.complete):
     /// -32602 for a name that cannot be a group, -32005 when the store cannot be opened.
     func shareStore(_ group: String) throws(RPCError) -> ShareRecordStore {
         do { return try openShareStore(group) } catch {
             switch error {
-            case .invalidName: throw .invalidParams("Invalid params: '\(group)' is not a valid group name")
+            case .invalidName: throw Broker.invalidGroupName(group)
             case .unusable(let why): throw RPCError(.storageFailure, "Storage failure: \(why); nothing was stored")
             }
         }
@@ -169,7 +174,7 @@ extension Broker {
         guard FileIO.exists(groupDirectory(group)) else { return nil }
         do { return try openShareStore(group) } catch {
             switch error {
-            case .invalidName: throw .invalidParams("Invalid params: '\(group)' is not a valid group name")
+            case .invalidName: throw Broker.invalidGroupName(group)
             case .unusable(let why):
                 throw RPCError(.storageFailure, "Storage failure: the shares of group '\(group)' cannot be read: \(why)")
             }
