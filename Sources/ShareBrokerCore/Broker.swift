@@ -462,16 +462,19 @@ public final class Broker {
     }
 
     /// True when `gid` is `primaryGroup`, the primary group of `uid`, and no other user belongs
-    /// to it (as primary or supplementary group).
+    /// to it (as primary or supplementary group). Safe on any thread (a launch is checked on a
+    /// worker while the loop may check manifests): the group and the user are looked up with the
+    /// reentrant calls, and the walk of the user database (whose position is the process's) is
+    /// taken one caller at a time.
     static func groupIsUsersAlone(_ gid: gid_t, uid me: uid_t, primaryGroup: gid_t) -> Bool {
         guard gid == primaryGroup else { return false }
-        if let g = getgrgid(gid), var member = g.pointee.gr_mem {
-            let myName = getpwuid(me).map { String(cString: $0.pointee.pw_name) }
-            while let m = member.pointee {
-                if String(cString: m) != myName { return false }
-                member += 1
-            }
+        guard let members = groupMembers(gid) else { return false }  // (not to be looked at: not alone)
+        if !members.isEmpty {
+            let myName = LaunchAccount.lookUp(uid: me, name: nil)?.name
+            if members.contains(where: { $0 != myName }) { return false }
         }
+        pthread_mutex_lock(userDatabaseWalk)
+        defer { pthread_mutex_unlock(userDatabaseWalk) }
         setpwent()
         defer { endpwent() }
         while let pw = getpwent() {
@@ -479,6 +482,39 @@ public final class Broker {
         }
         return true
     }
+
+    /// The supplementary members of group `gid` (empty for a group the system does not know);
+    /// nil when its entry cannot be read.
+    static func groupMembers(_ gid: gid_t) -> [String]? {
+        for size in [16 * 1024, 1 << 20] {
+            var buffer = [CChar](repeating: 0, count: size)
+            var rangeError = false
+            let found = buffer.withUnsafeMutableBufferPointer { buf -> [String]? in
+                var grp = group()
+                var result: UnsafeMutablePointer<group>? = nil
+                let rc = getgrgid_r(gid, &grp, buf.baseAddress!, buf.count, &result)
+                rangeError = rc == ERANGE
+                guard rc == 0 else { return nil }
+                guard let g = result?.pointee, var member = g.gr_mem else { return [] }
+                var out: [String] = []
+                while let m = member.pointee {
+                    out.append(String(cString: m))
+                    member += 1
+                }
+                return out
+            }
+            if !rangeError { return found }
+        }
+        return nil
+    }
+
+    /// Held while the user database is walked (`getpwent`: one position for the whole process).
+    nonisolated(unsafe) static let userDatabaseWalk: UnsafeMutablePointer<pthread_mutex_t> = {
+        let m = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+        m.initialize(to: pthread_mutex_t())
+        pthread_mutex_init(m, nil)
+        return m
+    }()
 
     /// Takes `STATE/broker.lock` (an exclusive flock, held for the broker's life and released by
     /// the kernel when it dies, even by SIGKILL): two brokers on one state directory would both

@@ -16,6 +16,8 @@ import ShareSystem
 struct LaunchState {
     /// The child's pid while it runs (nil: not running).
     var pid: Int32?
+    /// The launch is being started off the loop (`startLaunch`): not started again meanwhile.
+    var starting = false
     /// When it was started (monotonic ns).
     var startedAt: UInt64 = 0
     /// Consecutive launches that ended while events still waited (the command could not start,
@@ -313,28 +315,59 @@ extension Broker {
 
     // MARK: Launch on demand
 
-    /// Starts the app's `launch` command unless it is running or waiting for a retry.
+    /// Starts the app's `launch` command unless it is running, being started or waiting for a
+    /// retry. The start runs off the loop (`startLaunch`: looking the user up can wait for a
+    /// directory service, and a launch as another user waits for its child's exec), and
+    /// `finishLaunch` records its outcome on the loop.
     func launchIfNeeded(_ app: String) {
-        guard let argv = registry.launchCommand(of: app), !argv.isEmpty else { return }
+        guard let manifest = registry.app(app), let argv = manifest.launch, !argv.isEmpty else { return }
         var state = launches[app] ?? LaunchState()
-        if state.pid != nil { return }  // starting: not again
+        if state.pid != nil || state.starting { return }  // running or starting: not again
         if let retry = state.retryAt, retry > Clock.monotonicNanos() { return }  // backing off
         state.retryAt = nil
         state.launches += 1
-        switch spawn(argv, app: app) {
-        case .success(let (pid, account)):
-            state.pid = pid
-            state.subscribed = false
-            state.everSubscribed = false
-            state.stopSentAt = nil
+        state.starting = true
+        state.subscribed = false
+        state.everSubscribed = false
+        state.stopSentAt = nil
+        launches[app] = state
+        let plan = LaunchPlan(
+            app: app, argv: argv, launchUser: manifest.launchUser, uids: manifest.uids, socketPath: config.socketPath,
+            stateDirectory: config.stateDirectory)
+        let job = LaunchJob()
+        let gate = config.launchGate
+        let started = runStoreWork(
+            {
+                gate?()
+                job.outcome = Broker.startLaunch(plan)
+            },
+            then: { [unowned self] in finishLaunch(plan, job.outcome) })
+        if !started { finishLaunch(plan, .failure(LaunchFailure("no thread to start it on"))) }
+    }
+
+    /// Records a launch's outcome (on the loop): the child's pid, or a failure retried with
+    /// backoff. `outcome` nil: the start never ran (the broker is stopping).
+    func finishLaunch(_ plan: LaunchPlan, _ outcome: LaunchOutcome?) {
+        let app = plan.app
+        guard var state = launches[app], state.starting else { return }
+        state.starting = false
+        defer { launches[app] = state }
+        switch outcome {
+        case nil:
+            break
+        case .success(let started):
+            state.pid = started.pid
+            // (the app may have subscribed already: the child can run before this is recorded)
+            state.subscribed = subscribers[app] != nil
+            state.everSubscribed = state.subscribed
             state.startedAt = Clock.monotonicNanos()
             nextTimerDue = min(nextTimerDue, state.startedAt + Broker.reapInterval)
-            let who = account.map { " as \($0.name) (uid \($0.uid))" } ?? ""
-            log.log(.info, "launched \(app) (pid \(pid))\(who): \(argv.joined(separator: " "))")
-            if let account, let problem = account.socketProblem(config.socketPath) {
+            let who = started.account.map { " as \($0.name) (uid \($0.uid))" } ?? ""
+            log.log(.info, "launched \(app) (pid \(started.pid))\(who): \(plan.argv.joined(separator: " "))")
+            if let account = started.account, let problem = started.socketProblem {
                 log.log(
                     .warning,
-                    "\(app) runs as \(account.name), who cannot reach \(config.socketPath): \(problem); it will not be able to subscribe (see sharebroker serve --socket-mode and --socket-group)")
+                    "\(app) runs as \(account.name), who cannot reach \(plan.socketPath): \(problem); it will not be able to subscribe (see sharebroker serve --socket-mode and --socket-group)")
             }
         case .failure(let failure):
             state.failures += 1
@@ -344,7 +377,6 @@ extension Broker {
                 .warning,
                 "cannot launch \(app): \(failure.message); retrying in \(backoff(state.failures) / 1_000_000_000) s")
         }
-        launches[app] = state
     }
 
     func backoff(_ failures: Int) -> UInt64 {
@@ -354,22 +386,25 @@ extension Broker {
 
     /// Spawns a detached child (new session, stdin/stdout on /dev/null, stderr to STATE/logs/APP.log)
     /// with SHAREBROKER_SOCKET and SHAREBROKER_BUNDLE_ID set, as the broker's user or as the
-    /// account `launchAccount(for:)` names (with that user's groups, environment and home
-    /// directory). Returns the pid and the account, or why it could not start.
-    func spawn(_ argv: [String], app: String) -> Result<(Int32, LaunchAccount?), LaunchFailure> {
+    /// account `launchAccount` names (with that user's groups, environment and home directory).
+    /// Returns the pid and the account, or why it could not start. Runs on a worker thread: it
+    /// reads nothing of the broker's state but `plan`.
+    static func startLaunch(_ plan: LaunchPlan) -> LaunchOutcome {
+        let argv = plan.argv
+        let app = plan.app
         let account: LaunchAccount?
-        do { account = try launchAccount(for: app) } catch { return .failure(error) }
+        do { account = try launchAccount(launchUser: plan.launchUser, uids: plan.uids) } catch { return .failure(error) }
         // A program someone else than the user it runs as (or root) could change is not run: as
         // manifests another user could write are not read.
         if let why = launchProgramProblem(argv, account: account) {
             return .failure(LaunchFailure("its launch program is not run: \(why)"))
         }
-        try? DefaultPaths.makeDirectories(config.stateDirectory + "/logs")
+        try? DefaultPaths.makeDirectories(plan.stateDirectory + "/logs")
         // (a logs/ replaced by a symlink is not written through: the app's stderr goes nowhere;
         // so does that of an app run as another user: it could fill the broker's file system
         // through it, and could not read the log anyway)
-        let logsOK = account == nil && FileIO.isPlainDirectory(config.stateDirectory + "/logs")
-        let logPath = config.stateDirectory + "/logs/\(app).log"
+        let logsOK = account == nil && FileIO.isPlainDirectory(plan.stateDirectory + "/logs")
+        let logPath = plan.stateDirectory + "/logs/\(app).log"
         // One megabyte per log: a longer one becomes APP.log.1 (replacing the previous) at launch,
         // so an app's stderr cannot fill the disk over its launches.
         var st = stat()
@@ -385,7 +420,7 @@ extension Broker {
             if !s.hasPrefix("SHAREBROKER_SOCKET=") && !s.hasPrefix("SHAREBROKER_BUNDLE_ID=") { brokerEnv.append(s) }
             e = e.map { $0 + 1 }
         }
-        let ours = ["SHAREBROKER_SOCKET=\(config.socketPath)", "SHAREBROKER_BUNDLE_ID=\(app)"]
+        let ours = ["SHAREBROKER_SOCKET=\(plan.socketPath)", "SHAREBROKER_BUNDLE_ID=\(app)"]
         let env = account.map { $0.environment(from: brokerEnv, extra: ours) } ?? brokerEnv + ours
         let cArgs = argv.map { strdup($0) } + [nil]
         let cEnv = env.map { strdup($0) } + [nil]
@@ -409,7 +444,7 @@ extension Broker {
             let err = String(cString: strerror(currentErrno()))
             return .failure(LaunchFailure("\(argv[0]): \(err)" + (account.map { " (as \($0.name), uid \($0.uid))" } ?? "")))
         }
-        return .success((pid, account))
+        return .success(StartedLaunch(pid: pid, account: account, socketProblem: account?.socketProblem(plan.socketPath)))
     }
 
     /// How long a launch as another user waits for its child's exec (the child is that user's

@@ -129,6 +129,32 @@ struct LaunchFailure: Error {
     init(_ message: String) { self.message = message }
 }
 
+/// What a launch needs, taken from the broker's state on the loop for the start off it.
+struct LaunchPlan: Sendable {
+    var app: String
+    var argv: [String]
+    var launchUser: String?
+    var uids: [UInt32]?
+    var socketPath: String
+    var stateDirectory: String
+}
+
+/// A launch that started: the child, the account it runs as (nil: the broker's user), and what
+/// keeps that account from the socket (logged as a warning).
+struct StartedLaunch: Sendable {
+    var pid: Int32
+    var account: LaunchAccount?
+    var socketProblem: String?
+}
+
+typealias LaunchOutcome = Result<StartedLaunch, LaunchFailure>
+
+/// Carries a launch's outcome from the worker thread that started it to the loop (read there
+/// after the pool reported the job finished).
+final class LaunchJob: @unchecked Sendable {
+    var outcome: LaunchOutcome? = nil
+}
+
 extension Broker {
     /// The account `app`'s launch command runs as, when that is not the broker's own user: its
     /// manifest's `launchUser`; else, for a broker running as root, the first user of its `uids`
@@ -137,12 +163,18 @@ extension Broker {
     /// could not switch to them).
     func launchAccount(for app: String) throws(LaunchFailure) -> LaunchAccount? {
         guard let manifest = registry.app(app) else { return nil }
+        return try Broker.launchAccount(launchUser: manifest.launchUser, uids: manifest.uids)
+    }
+
+    /// `launchAccount(for:)` of a manifest's `launchUser` and `uids` (looks the user up: may wait
+    /// for the system's user database, a directory service among them).
+    static func launchAccount(launchUser: String?, uids: [UInt32]?) throws(LaunchFailure) -> LaunchAccount? {
         let me = getuid()
         let wanted: String
         let source: String
-        if let user = manifest.launchUser {
+        if let user = launchUser {
             (wanted, source) = (user, "its manifest's launchUser")
-        } else if me == 0, let first = manifest.uids?.first(where: { $0 != 0 }) {
+        } else if me == 0, let first = uids?.first(where: { $0 != 0 }) {
             (wanted, source) = (String(first), "the first user of its manifest's uids")
         } else {
             return nil
@@ -252,7 +284,7 @@ extension Broker {
 
     /// `launchProgramProblem` for a launch as `account` (nil: the broker's user, in the broker's
     /// working directory and with its search path).
-    func launchProgramProblem(_ argv: [String], account: LaunchAccount?) -> String? {
+    static func launchProgramProblem(_ argv: [String], account: LaunchAccount?) -> String? {
         var cwd = "/"
         if account == nil, let c = getcwd(nil, 0) {
             cwd = String(cString: c)
@@ -282,7 +314,7 @@ extension Broker {
         if let account, let problem = account.socketProblem(config.socketPath) {
             out.append("it is launched as \(account.name), who cannot reach the socket: \(problem) (see sharebroker serve --socket-mode and --socket-group)")
         }
-        if let why = launchProgramProblem(argv, account: account) {
+        if let why = Broker.launchProgramProblem(argv, account: account) {
             out.append("its launch program is not run: \(why)")
         }
         return out

@@ -315,7 +315,7 @@ extension Broker {
         var o = JSONObject()
         for (app, l) in launches.sorted(by: { $0.key < $1.key }) {
             o[app] = [
-                "launches": .int(l.launches), "failures": .int(l.failures), "running": .bool(l.pid != nil),
+                "launches": .int(l.launches), "failures": .int(l.failures), "running": .bool(l.pid != nil || l.starting),
                 "retryScheduled": .bool(l.retryAt != nil), "timeouts": .int(l.timeouts),
             ]
         }

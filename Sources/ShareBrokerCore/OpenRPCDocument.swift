@@ -306,7 +306,8 @@ let openRPCDocumentText = ####"""
                     "description": "Consecutive launches that ended with events still waiting (not started, exited without subscribing, or exited before acking them); 0 again once the app has acked all its events. The retry backoff counts these."
                   },
                   "running": {
-                    "type": "boolean"
+                    "type": "boolean",
+                    "description": "A launched process runs, or the launch is being started."
                   },
                   "retryScheduled": {
                     "type": "boolean"

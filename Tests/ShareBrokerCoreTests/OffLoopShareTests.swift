@@ -549,3 +549,43 @@ final class OffLoopShareTests: XCTestCase {
         h.stop()
     }
 }
+
+/// A launch starts off the loop (looking its user up may wait for a directory service; a launch
+/// as another user waits for the child's exec): while one is held back, the broker answers
+/// everyone, counts the app as starting (running), and does not start it a second time for the
+/// events that arrive meanwhile; once it goes on, the app runs and gets them all.
+final class LaunchOffLoopTests: XCTestCase {
+    func testALaunchBeingStartedHoldsNoOneUpAndIsNotStartedTwice() throws {
+        let dir = TempDir()
+        let marks = dir.path + "/launched.txt"
+        let script = """
+            echo launched >> \(marks)
+            exec "\(Products.shareclient)" listen --ack --count 2 --timeout 20
+            """
+        let app = JSONValue.object([
+            "bundleID": "com.mycompany.myapp", "urlSchemes": ["deeplinkmyapp"],
+            "launch": .array(["/bin/sh", "-c", .string(script)]),
+        ])
+        let gate = WorkGate()
+        let h = BrokerHarness(manifests: ["10-myapp.json": app.compactText])
+        try h.start { $0.launchGate = gate.gate }
+        defer { h.stop() }
+        let tool = try h.connect()
+        try tool.hello(role: "tool")
+        XCTAssertEqual(try tool.call("url.open", ["url": "deeplinkmyapp://first"])["queued"], true)
+        gate.waitForWork("the launch")
+        // Held: the loop goes on, the launch counts as running, and is not started again.
+        let status = try tool.call("broker.status")
+        XCTAssertEqual(status["launches"]?["com.mycompany.myapp"]?["running"], true, status.compactText)
+        XCTAssertEqual(status["launches"]?["com.mycompany.myapp"]?["launches"]?.intValue, 1)
+        XCTAssertEqual(try tool.call("url.open", ["url": "deeplinkmyapp://second"])["queued"], true)
+        XCTAssertEqual(gate.entered.wait(timeout: .now() + 0.3), .timedOut, "a second launch was started")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: marks), "the launch ran before its start was let go")
+        gate.release()
+        XCTAssertTrue(
+            waitUntil(timeout: 20) { (try? tool.call("broker.status"))?["pendingEvents"]?.intValue == 0 },
+            "the launched app got both events")
+        XCTAssertEqual(try String(contentsOfFile: marks, encoding: .utf8), "launched\n", "launched once")
+        XCTAssertEqual(try tool.call("broker.status")["launches"]?["com.mycompany.myapp"]?["launches"]?.intValue, 1)
+    }
+}
