@@ -307,9 +307,13 @@ extension Broker {
         do { account = try launchAccount(for: app.bundleID) } catch { return [error.message] }
         var out: [String] = []
         let uid = account?.uid ?? getuid()
+        // (without uids, the broker's user and root are admitted)
         if let uids = app.uids, !uids.contains(uid) {
             out.append(
                 "it is launched as \(account?.name ?? "the broker's user") (uid \(uid)), whom its uids do not admit: the app could never say hello (give launchUser one of them)")
+        } else if app.uids == nil, !Broker.isBrokersOwnUID(uid) {
+            out.append(
+                "it is launched as \(account?.name ?? "uid \(uid)") (uid \(uid)), whom the manifest does not admit (without uids, only the broker's user may act as the app): the app could never say hello (list \(uid) in its uids)")
         }
         if let account, let problem = account.socketProblem(config.socketPath) {
             out.append("it is launched as \(account.name), who cannot reach the socket: \(problem) (see sharebroker serve --socket-mode and --socket-group)")

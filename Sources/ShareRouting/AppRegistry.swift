@@ -173,13 +173,14 @@ public struct AppRegistry: Sendable {
             // case-insensitive file system (macOS's default): the spelling of an existing group
             // directory keeps the name, else the first in file order; another spelling is left
             // out, on every platform, so manifests load the same everywhere.
-            func caseChecked(_ groups: [String], _ field: String) -> [String] {
+            // (`indices`: where each group stands in the manifest's own list)
+            func caseChecked(_ groups: [String], _ indices: [Int], _ field: String) -> [String] {
                 groups.enumerated().filter { i, g in
                     let folded = g.lowercased()
                     if let first = groupSpellings[folded], first.name != g {
                         issues.append(
                             ManifestIssue(
-                                file: manifest.file, field: "\(field)[\(i)]",
+                                file: manifest.file, field: "\(field)[\(i < indices.count ? indices[i] : i)]",
                                 message: "'\(g)' differs only in case from the App Group '\(first.name)' of \(first.owner) (a case-insensitive file system would give both one directory); left out",
                                 fatal: false))
                         return false
@@ -188,10 +189,12 @@ public struct AppRegistry: Sendable {
                     return true
                 }.map(\.element)
             }
-            manifest.appGroups = caseChecked(manifest.appGroups, "appGroups")
+            manifest.appGroups = caseChecked(manifest.appGroups, manifest.appGroupIndices, "appGroups")
+            manifest.appGroupIndices = []  // (no longer one to one; only warnings used them)
             for (j, ext) in keptExtensions.enumerated() {
                 let i = manifest.extensions.firstIndex { $0.bundleID == ext.bundleID } ?? j
-                keptExtensions[j].appGroups = caseChecked(ext.appGroups, "extensions[\(i)].appGroups")
+                keptExtensions[j].appGroups = caseChecked(ext.appGroups, ext.appGroupIndices, "extensions[\(i)].appGroups")
+                keptExtensions[j].appGroupIndices = []
             }
             manifest.extensions = keptExtensions
             let index = apps.count

@@ -13,6 +13,9 @@ public struct ExtensionManifest: Sendable, Equatable {
     public var name: String
     /// App groups the extension is entitled to.
     public var appGroups: [String]
+    /// Where each of `appGroups` stands in the manifest's list (which may hold entries left
+    /// out), for the field paths of later warnings; empty: where it stands in `appGroups`.
+    var appGroupIndices: [Int] = []
     /// The activation rule as written: a dictionary or a predicate string; nil = accepts nothing.
     public var activationRule: JSONValue?
     /// The extension's own token; nil means the containing app's token applies.
@@ -55,6 +58,8 @@ public struct AppManifest: Sendable, Equatable {
     public var associatedDomains: [String]
     /// App groups.
     public var appGroups: [String]
+    /// Where each of `appGroups` stands in the manifest's list (see `ExtensionManifest`).
+    var appGroupIndices: [Int] = []
     /// A secret the app must give in `hello`.
     public var token: String?
     /// Command (argv) that starts the app on demand.
@@ -265,8 +270,9 @@ public enum ManifestDecoder {
         /// 200 bytes. One that is not could never be used (every defaults.* and share.send on it
         /// refused): it is left out, with a note (the rest of the manifest still counts); so is a
         /// group listed twice.
-        func usableGroups(_ list: [String], _ path: String) -> [String] {
+        func usableGroups(_ list: [String], _ path: String) -> (names: [String], indices: [Int]) {
             var out: [String] = []
+            var indices: [Int] = []
             for (i, g) in list.enumerated() {
                 if !isUsableGroupName(g) {
                     note(
@@ -276,11 +282,12 @@ public enum ManifestDecoder {
                     note("\(path)[\(i)]", "'\(g)' is listed twice; the second is left out")
                 } else {
                     out.append(g)
+                    indices.append(i)
                 }
             }
-            return out
+            return (out, indices)
         }
-        let groups = usableGroups(strings(obj, "appGroups", "appGroups") ?? [], "appGroups")
+        let (groups, groupIndices) = usableGroups(strings(obj, "appGroups", "appGroups") ?? [], "appGroups")
         let token = string(obj, "token", "token", required: false)
         var launch: [String]? = nil
         if obj["launch"] != nil {
@@ -319,9 +326,9 @@ public enum ManifestDecoder {
                     }
                     let point = string(e, "point", "\(path).point", required: true)
                     let ename = string(e, "name", "\(path).name", required: false)
-                    let egroups = usableGroups(strings(e, "appGroups", "\(path).appGroups") ?? [], "\(path).appGroups")
+                    let (egroups, egroupIndices) = usableGroups(strings(e, "appGroups", "\(path).appGroups") ?? [], "\(path).appGroups")
                     for (j, g) in egroups.enumerated() where !groups.contains(g) {
-                        note("\(path).appGroups[\(j)]", "group '\(g)' is not one of the app's appGroups")
+                        note("\(path).appGroups[\(egroupIndices[j])]", "group '\(g)' is not one of the app's appGroups")
                     }
                     if egroups.isEmpty, point == "com.apple.share-services" || point == "com.apple.ui-services" {
                         note(
@@ -345,10 +352,11 @@ public enum ManifestDecoder {
                     let euids = uidList(e, "\(path).uids")
                     let eexe = executablePath(e, "\(path).executable")
                     if let eid, let point {
-                        extensions.append(
-                            ExtensionManifest(
-                                bundleID: eid, point: point, name: ename, appGroups: egroups, activationRule: rule,
-                                token: etoken, uids: euids, executable: eexe))
+                        var ext = ExtensionManifest(
+                            bundleID: eid, point: point, name: ename, appGroups: egroups, activationRule: rule,
+                            token: etoken, uids: euids, executable: eexe)
+                        ext.appGroupIndices = egroupIndices
+                        extensions.append(ext)
                     }
                 }
             } else {
@@ -357,10 +365,11 @@ public enum ManifestDecoder {
         }
         if issues.contains(where: \.fatal) { return (nil, issues) }
         guard let bundleID else { return (nil, issues) }
-        let manifest = AppManifest(
+        var manifest = AppManifest(
             bundleID: bundleID, teamID: teamID, name: name, urlSchemes: schemes, associatedDomains: domains,
             appGroups: groups, token: token, launch: launch, extensions: extensions, file: file, uids: uids,
             executable: executable, launchUser: launchUser)
+        manifest.appGroupIndices = groupIndices
         return (manifest, issues)
     }
 

@@ -25,7 +25,7 @@ let root = CommandSpec(
             options: [
                 .option(
                     "socket", valueName: "path", help: "Unix socket to listen on.",
-                    default: "$SHAREBROKER_SOCKET, else $XDG_RUNTIME_DIR/sharebroker.sock, else /tmp/sharebroker-UID/sharebroker.sock"),
+                    default: "$SHAREBROKER_SOCKET, else $XDG_RUNTIME_DIR/sharebroker.sock, else ${TMPDIR:-/tmp}/sharebroker-UID/sharebroker.sock"),
                 .option(
                     "state", valueName: "dir", help: "State directory (apps/, associations/, groups/).",
                     default: "$SHAREBROKER_STATE, else $XDG_STATE_HOME/sharebroker, else ~/.local/state/sharebroker"),

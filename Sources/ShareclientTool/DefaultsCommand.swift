@@ -156,12 +156,15 @@ func runDefaults(_ cmd: ParsedCommand, socket: String) throws -> Int32 {
 private func defaultsSession(_ cmd: ParsedCommand, socket: String) throws -> BrokerConnection {
     let bundle = cmd.value("as") ?? ProcessInfoLite.env("SHAREBROKER_BUNDLE_ID")
     try checkRole(cmd)  // a usage error before any connection
+    // (group defaults are an app's or extension's: without one it is a usage error, as for
+    // the other commands that act as one, not the broker's "not for role tool")
+    if bundle == nil && cmd.value("role") == nil {
+        throw cmd.usageError(
+            "defaults acts as an app or extension: it needs --as BUNDLE, one listing the group (or $SHAREBROKER_BUNDLE_ID)")
+    }
     let conn = try openConnection(socket)
     try sayHello(
         conn, cmd, bundle: bundle, token: tokenFor(cmd, bundle: bundle), roleWithBundle: "app")
-    if bundle == nil {
-        writeErr("shareclient: note: group defaults need --as BUNDLE (an app or extension listing the group)\n")
-    }
     return conn
 }
 

@@ -15,7 +15,7 @@ import ShareSystem
 let globalOptions: [OptionSpec] = [
     .option(
         "socket", valueName: "path", help: "Broker socket (beats $SHAREBROKER_SOCKET).",
-        default: "$SHAREBROKER_SOCKET, else $XDG_RUNTIME_DIR/sharebroker.sock, else /tmp/sharebroker-UID/sharebroker.sock", global: true),
+        default: "$SHAREBROKER_SOCKET, else $XDG_RUNTIME_DIR/sharebroker.sock, else ${TMPDIR:-/tmp}/sharebroker-UID/sharebroker.sock", global: true),
     .option("as", valueName: "bundle-id", help: "Say hello as this app or extension bundle ID.", global: true),
     .option(
         "role", valueName: "role", help: "Session role: app, extension or tool.",
@@ -35,7 +35,8 @@ let root = CommandSpec(
     abstract: "Command-line client for the sharebroker daemon.",
     discussion: """
         Exit codes: 0 ok, 1 the broker answered an error, 64 usage error, 66 a file shareclient must read \
-        cannot be read, 69 broker unreachable, 70 internal error (or the peer on the socket is not a broker). \
+        cannot be read or is too large to send inline, 69 broker unreachable, 70 internal error (or the peer \
+        on the socket is not a broker), 73 read --output FILE cannot write FILE. \
         Each call waits at most $SHARECLIENT_TIMEOUT seconds (default 60; 0 waits for ever) for the broker's answer.
         """,
     options: globalOptions,
@@ -58,7 +59,7 @@ let root = CommandSpec(
             arguments: [ArgumentSpec("url", help: "The URL.")]),
         CommandSpec(
             name: "explain", abstract: "Explain, step by step, how the broker routes a URL (url.explain).",
-            discussion: "Exit status 0 when the URL (or its fallback) opens an app, 1 when nothing opens it.",
+            discussion: "Exit status 0 when the URL (or its fallback) opens an app, 1 when nothing opens it or the broker finds the URL invalid (said on stderr).",
             options: [.option("fallback", valueName: "url", help: "A fallback URL, as url.open takes it.")],
             arguments: [ArgumentSpec("url", help: "The URL.")]),
         CommandSpec(

@@ -68,6 +68,13 @@ final class ShareclientCommandTests: XCTestCase {
         // (without a bundle it would be a tool, which reads no group: a usage error, as for listen)
         XCTAssertEqual(refused.status, 64, refused.err)
         XCTAssertTrue(refused.err.contains("shares acts as an app or extension: it needs --as BUNDLE"), refused.err)
+        // (so do group defaults: the docs audit found them exiting 1 with the broker's refusal)
+        let g = "group.com.mycompany.myapp"
+        for sub in [["list", g], ["get", g, "k"], ["set", g, "k", "1"], ["remove", g, "k"], ["watch", g]] {
+            let d = try run(["defaults"] + sub, none)
+            XCTAssertEqual(d.status, 64, "\(sub): \(d.err)")
+            XCTAssertTrue(d.err.contains("defaults acts as an app or extension: it needs --as BUNDLE"), d.err)
+        }
         let shares = try run(["shares", "--json"], app)
         XCTAssertEqual(shares.status, 0, shares.err)
         XCTAssertTrue(shares.out.contains(shareID), shares.out)

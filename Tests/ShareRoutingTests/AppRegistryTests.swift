@@ -73,4 +73,22 @@ final class AppRegistryTests: XCTestCase {
         XCTAssertNil(AppRegistry().appExtension("com.z.share"))
         XCTAssertTrue(AppRegistry().extensionTargets.isEmpty)
     }
+
+    /// A warning about an App Group names where it stands in the manifest's own list, entries
+    /// left out before it counted (the docs audit: the case clash of the fourth said `[1]`).
+    func testGroupWarningsNameTheGroupsPlaceInTheManifest() {
+        let text = #"""
+            {"bundleID": "com.v3", "appGroups": ["group..x", "group.ok", "group.ok", "Group.S"],
+             "extensions": [{"bundleID": "com.v3.share", "point": "com.apple.share-services",
+                             "appGroups": ["bad group", "group.elsewhere", "GROUP.S"]}]}
+            """#
+        let registry = AppRegistry(files: [("a.json", Array(#"{"bundleID": "com.first", "appGroups": ["group.s"]}"#.utf8)), ("b.json", Array(text.utf8))])
+        let fields = registry.issues.filter { $0.file == "b.json" }.map { "\($0.field): \($0.message.prefix(24))" }
+        XCTAssertTrue(fields.contains { $0.hasPrefix("appGroups[0]: 'group..x' is not a usab") }, "\(fields)")
+        XCTAssertTrue(fields.contains { $0.hasPrefix("appGroups[2]: 'group.ok' is listed tw") }, "\(fields)")
+        XCTAssertTrue(fields.contains { $0.hasPrefix("appGroups[3]: 'Group.S' differs only ") }, "\(fields)")
+        XCTAssertTrue(fields.contains { $0.hasPrefix("extensions[0].appGroups[1]: group 'group.elsewhere") }, "\(fields)")
+        XCTAssertTrue(fields.contains { $0.hasPrefix("extensions[0].appGroups[2]: 'GROUP.S' differs only") }, "\(fields)")
+        XCTAssertEqual(registry.app("com.v3")?.appGroups, ["group.ok"])
+    }
 }
