@@ -329,11 +329,11 @@ extension Broker {
             // the path with its own rights, through directories that caller may not search, and
             // opening it could have effects (a FIFO's writer released) or tell what exists there.
             // Such a caller sends the file's bytes as a `data` item.
-            if let peer = conn.peer, !Broker.isBrokersOwnUser(peer) {
+            if Broker.isOtherUser(conn) {
                 throw RPCError(
                     .invalidParams,
                     "Invalid params: items[\(i)].path: this broker runs as another user (uid \(ProcessInfoLite.uid)) and does not open "
-                        + "files for uid \(peer.uid); send the file's bytes as a data item ({\"data\": BASE64, \"name\": ...})",
+                        + "files for \(Broker.callerUID(conn)); send the file's bytes as a data item ({\"data\": BASE64, \"name\": ...})",
                     data: ["reason": "pathItemsRefused", "item": .int(i)])
             }
             // Opened and looked at off the loop (`PathProbe`, before the handler ran again).
@@ -416,7 +416,7 @@ extension Broker {
         guard pathProbe == nil, p.shareSend == nil, case .array(let list)? = p["items"], list.count <= config.maxFilesPerShare
         else { return nil }
         // (another user's caller gets no path items at all: prepareItem says so)
-        if let peer = conn.peer, !Broker.isBrokersOwnUser(peer) { return nil }
+        if Broker.isOtherUser(conn) { return nil }
         var paths: [(index: Int, path: String)] = []
         for (i, v) in list.enumerated() {
             // Only an item that is a path item and nothing else (prepareItem refuses the others

@@ -152,18 +152,18 @@ extension Broker {
                 let verbose = try p.optionalBool("verbose") == true
                 // Every connection's pid, uid and bundle ID: only for the broker's own user (and
                 // root), whatever the socket's mode lets connect.
-                if verbose, let peer = c.peer, !Broker.isBrokersOwnUser(peer) {
-                    throw RPCError(.unauthorized, "Unauthorized: broker.status {verbose: true} is for the broker's own user (uid \(ProcessInfoLite.uid)), not uid \(peer.uid)")
+                if verbose, Broker.isOtherUser(c) {
+                    throw RPCError(.unauthorized, "Unauthorized: broker.status {verbose: true} is for the broker's own user (uid \(ProcessInfoLite.uid)), not \(Broker.callerUID(c))")
                 }
                 // (another user, let in by the socket's mode, is not told the broker's pid and paths)
-                return .encoded(b.encodedStatus(verbose: verbose, forOtherUser: c.peer.map { !Broker.isBrokersOwnUser($0) } ?? true))
+                return .encoded(b.encodedStatus(verbose: verbose, forOtherUser: Broker.isOtherUser(c)))
             }),
             MethodSpec("apps.list") { b, _, _ in b.appsListJSON },
             MethodSpec("apps.reload") { b, c, _ throws(RPCError) in
                 // (another user, let in by the socket's mode, does not make the broker re-read its
                 // files and retry every launch at will)
-                if let peer = c.peer, !Broker.isBrokersOwnUser(peer) {
-                    throw RPCError(.unauthorized, "Unauthorized: apps.reload is for the broker's own user (uid \(ProcessInfoLite.uid)), not uid \(peer.uid)")
+                if Broker.isOtherUser(c) {
+                    throw RPCError(.unauthorized, "Unauthorized: apps.reload is for the broker's own user (uid \(ProcessInfoLite.uid)), not \(Broker.callerUID(c))")
                 }
                 b.reloadManifests(reason: "apps.reload")
                 return b.appsListJSON
@@ -214,7 +214,7 @@ extension Broker {
             switch registry.lookup(bundleID) {
             case nil:
                 // (the state directory's path only for the broker's own user, as in broker.status)
-                let own = conn.peer.map(Broker.isBrokersOwnUser) ?? false
+                let own = !Broker.isOtherUser(conn)
                 let why = registry.whyUnknown(bundleID) ?? (own ? "no manifest in \(config.stateDirectory)/apps registers it" : "no manifest registers it")
                 throw RPCError(.unauthorized, "Unauthorized: unknown bundle ID '\(bundleID)' (\(why))")
             case .app?:
@@ -250,6 +250,14 @@ extension Broker {
     /// A caller of the broker's own user, or root: the default of a manifest's `uids`, and who may
     /// have path items read and see every connection in `broker.status`.
     static func isBrokersOwnUser(_ peer: PeerCredentials) -> Bool { isBrokersOwnUID(peer.uid) }
+
+    /// Whether `conn`'s caller is another user than the broker's (and root): what only the
+    /// broker's own user may do or learn is refused or hidden. A caller the kernel did not name
+    /// counts as another user (fails closed; `hello` as an app or extension refuses it anyway).
+    static func isOtherUser(_ conn: Connection) -> Bool { conn.peer.map { !isBrokersOwnUser($0) } ?? true }
+
+    /// "uid N" of `conn`'s caller, for messages ("an unnamed caller" when the kernel did not say).
+    static func callerUID(_ conn: Connection) -> String { conn.peer.map { "uid \($0.uid)" } ?? "a caller the kernel did not name" }
     /// The broker's own user or root.
     static func isBrokersOwnUID(_ uid: UInt32) -> Bool { uid == ProcessInfoLite.uid || uid == 0 }
 
