@@ -62,6 +62,7 @@ public final class Broker {
     static let wakeToken: UInt64 = 3
     static let syncToken: UInt64 = 4
     static let offLoopToken: UInt64 = 5
+    static let launchToken: UInt64 = 6
     static let firstConnectionID: UInt64 = 16
     static let readChunk = 64 * 1024
     static let readsPerWakeup = 4
@@ -190,6 +191,12 @@ public final class Broker {
     var offLoopAbandoned: UInt64 = 0
     /// Stores' work handed to `workers` (defaults snapshots), by id: what the loop runs when it is done.
     var storeWork: [UInt64: () -> Void] = [:]
+    /// Threads of their own for starting launches (`startLaunch`): file work hung on a network
+    /// file system holds `workers`, not launches, and a directory service that does not answer
+    /// holds launches, not file work.
+    let launchWorkers: WorkerPool
+    /// Launch starts handed to `launchWorkers`, by id: what the loop runs when one is done.
+    var launchWork: [UInt64: () -> Void] = [:]
     /// Set by a handler that continues off the loop (`suspendRequest`), taken by the caller.
     var suspension: OffLoopTask? = nil
     /// Requests whose work is done but whose batch has members in the commit being written
@@ -234,6 +241,7 @@ public final class Broker {
             (wakeRead, wakeWrite) = try FD.pipe()
             syncWorker = try SyncWorker()
             workers = try WorkerPool(threads: Broker.offLoopThreads)
+            launchWorkers = try WorkerPool(threads: Broker.launchThreads)
         } catch {
             throw BrokerStartError("cannot create the event loop: \(error)")
         }
@@ -270,6 +278,7 @@ public final class Broker {
             try poller.add(wakeRead, interest: .readable, token: Broker.wakeToken)
             try poller.add(syncWorker.wakeDescriptor, interest: .readable, token: Broker.syncToken)
             try poller.add(workers.wakeDescriptor, interest: .readable, token: Broker.offLoopToken)
+            try poller.add(launchWorkers.wakeDescriptor, interest: .readable, token: Broker.launchToken)
             if let sp = signalPipe { try poller.add(sp.readFD, interest: .readable, token: Broker.signalToken) }
         } catch {
             closeListener()
@@ -286,6 +295,7 @@ public final class Broker {
     deinit {
         syncWorker.stop()
         workers.stop()
+        launchWorkers.stop()
         scratch.deallocate()
         for c in connections.values { FD.close(c.fd) }
         closeListener()
@@ -484,7 +494,7 @@ public final class Broker {
     }
 
     /// The supplementary members of group `gid` (empty for a group the system does not know);
-    /// nil when its entry cannot be read.
+    /// nil when its entry cannot be read (then the group is not taken to be anyone's alone).
     static func groupMembers(_ gid: gid_t) -> [String]? {
         for size in [16 * 1024, 1 << 20] {
             var buffer = [CChar](repeating: 0, count: size)
@@ -494,6 +504,9 @@ public final class Broker {
                 var result: UnsafeMutablePointer<group>? = nil
                 let rc = getgrgid_r(gid, &grp, buf.baseAddress!, buf.count, &result)
                 rangeError = rc == ERANGE
+                // (a group the system does not know: no error, or one of these, as getgrgid_r(3)
+                // says some systems answer "not found")
+                if rc == ENOENT || rc == ESRCH || rc == EBADF || rc == EPERM { return [] }
                 guard rc == 0 else { return nil }
                 guard let g = result?.pointee, var member = g.gr_mem else { return [] }
                 var out: [String] = []
@@ -709,9 +722,14 @@ public final class Broker {
         // launch (it may have fixed it) ends its backoff: its next launch is due at once.
         if listenerFD >= 0 { checkLaunches() }  // (at start: once the socket is there)
         let launchesNow = Broker.launchSpecs(registry)
-        for (app, state) in launches where state.pid == nil && state.retryAt != nil && launchesBefore[app] != launchesNow[app] {
-            launches[app]?.retryAt = nil
-            launches[app]?.failures = 0
+        for (app, state) in launches where launchesBefore[app] != launchesNow[app] {
+            if state.pid == nil && state.retryAt != nil {
+                launches[app]?.retryAt = nil
+                launches[app]?.failures = 0
+            }
+            // (a launch being started with what the reload changed is called off, if it has not
+            // spawned yet; `finishLaunch` starts the new one)
+            state.ticket?.callOff()
         }
         // An app that now has a launch command (or a new one) is started for the events it has waiting.
         if loopStarted { launchAppsWithWaitingEvents() }
@@ -815,6 +833,12 @@ public final class Broker {
         stopping = true  // (also when the loop ended on an error: closing subscribers launches nothing)
         drainCommits()
         finishStoreWork()
+        // Launches not started are not; one being started is called off before its spawn (a
+        // stopped broker starts nothing). A spawn under way ends on its own: its child is
+        // detached, as every launched app is when the broker stops.
+        for (_, l) in launches { l.ticket?.callOff() }
+        launchWorkers.stop()
+        launchWork.removeAll()
         for c in Array(connections.values) { closeNow(c, reason: "broker stopped") }
         closeListener()
         syncWorker.stop()
@@ -836,6 +860,7 @@ public final class Broker {
         case Broker.wakeToken: handleWake()
         case Broker.syncToken: completeCommits(syncWorker.takeOutcomes())
         case Broker.offLoopToken: handleOffLoopDone()
+        case Broker.launchToken: handleLaunchesDone()
         default:
             guard let conn = connections[token] else { return }
             if conn.suspended != nil || conn.throttled {

@@ -18,6 +18,14 @@ struct LaunchState {
     var pid: Int32?
     /// The launch is being started off the loop (`startLaunch`): not started again meanwhile.
     var starting = false
+    /// Since when (monotonic ns), and whether that it takes long was logged.
+    var startingSince: UInt64 = 0
+    var startingWarned = false
+    /// The start being made (the loop calls it off when a reload changes the launch).
+    var ticket: LaunchTicket? = nil
+    /// The running child was started with a launch a reload then changed: it was sent SIGTERM,
+    /// and its end is no failure (the launch as it is now follows, if events wait).
+    var superseded = false
     /// When it was started (monotonic ns).
     var startedAt: UInt64 = 0
     /// Consecutive launches that ended while events still waited (the command could not start,
@@ -288,6 +296,9 @@ extension Broker {
     func leftWithEventsUnacked(_ app: String) {
         guard registry.launchCommand(of: app) != nil else { return }
         var l = launches[app] ?? LaunchState()
+        // A launch under way (being started, or a launched process that has not subscribed):
+        // the launch watchdog sees to it; no retry besides it.
+        if l.starting || l.pid != nil { return }
         l.failures += 1
         if l.failures == 1 && l.retryAt == nil {
             launches[app] = l
@@ -316,66 +327,116 @@ extension Broker {
     // MARK: Launch on demand
 
     /// Starts the app's `launch` command unless it is running, being started or waiting for a
-    /// retry. The start runs off the loop (`startLaunch`: looking the user up can wait for a
-    /// directory service, and a launch as another user waits for its child's exec), and
-    /// `finishLaunch` records its outcome on the loop.
+    /// retry. The start runs off the loop (`startLaunch`, on `launchWorkers`: looking the user up
+    /// can wait for a directory service, and a launch as another user waits for its child's
+    /// exec), and `finishLaunch` records its outcome on the loop.
     func launchIfNeeded(_ app: String) {
-        guard let manifest = registry.app(app), let argv = manifest.launch, !argv.isEmpty else { return }
+        guard let manifest = registry.app(app), let argv = manifest.launch, !argv.isEmpty else {
+            launches[app]?.retryAt = nil  // (its launch is gone: no retry is due)
+            return
+        }
         var state = launches[app] ?? LaunchState()
         if state.pid != nil || state.starting { return }  // running or starting: not again
         if let retry = state.retryAt, retry > Clock.monotonicNanos() { return }  // backing off
         state.retryAt = nil
         state.launches += 1
         state.starting = true
+        state.startingSince = Clock.monotonicNanos()
+        state.startingWarned = false
         state.subscribed = false
         state.everSubscribed = false
         state.stopSentAt = nil
+        let ticket = LaunchTicket()
+        state.ticket = ticket
         launches[app] = state
+        nextTimerDue = min(nextTimerDue, state.startingSince + launchStartWarning)
         let plan = LaunchPlan(
             app: app, argv: argv, launchUser: manifest.launchUser, uids: manifest.uids, socketPath: config.socketPath,
-            stateDirectory: config.stateDirectory)
+            stateDirectory: config.stateDirectory, ticket: ticket)
         let job = LaunchJob()
-        let gate = config.launchGate
-        let started = runStoreWork(
-            {
-                gate?()
-                job.outcome = Broker.startLaunch(plan)
-            },
-            then: { [unowned self] in finishLaunch(plan, job.outcome) })
-        if !started { finishLaunch(plan, .failure(LaunchFailure("no thread to start it on"))) }
+        let (gate, spawned) = (config.launchGate, config.launchSpawnedGate)
+        let id = nextOffLoopID
+        nextOffLoopID += 1
+        guard
+            launchWorkers.submit(
+                (
+                    id,
+                    {
+                        gate?()
+                        job.outcome = Broker.startLaunch(plan)
+                        spawned?()
+                    }
+                ))
+        else {
+            finishLaunch(plan, .failure(LaunchFailure("no thread to start it on")))
+            return
+        }
+        launchWork[id] = { [unowned self] in finishLaunch(plan, job.outcome) }
     }
 
+    /// The launch pool reported starts done: each is recorded.
+    func handleLaunchesDone() {
+        for id in launchWorkers.takeFinished() { launchWork.removeValue(forKey: id)?() }
+    }
+
+    /// Threads for starting launches (`launchWorkers`).
+    static let launchThreads = 2
+
+    /// A launch still being started after this long is logged (its user's lookup, say, waits
+    /// for a directory service that does not answer): it goes on, and counts as running.
+    var launchStartWarning: UInt64 { UInt64(max(config.launchTimeoutSeconds, 5) * 1e9) }
+
     /// Records a launch's outcome (on the loop): the child's pid, or a failure retried with
-    /// backoff. `outcome` nil: the start never ran (the broker is stopping).
+    /// backoff. `outcome` nil: the start never ran. A start whose launch a reload changed or
+    /// took away meanwhile is no failure: a child it spawned is stopped (SIGTERM), and the launch
+    /// as the manifests now say is started for the events that wait.
     func finishLaunch(_ plan: LaunchPlan, _ outcome: LaunchOutcome?) {
         let app = plan.app
-        guard var state = launches[app], state.starting else { return }
+        guard var state = launches[app], state.starting, state.ticket === plan.ticket else { return }
         state.starting = false
-        defer { launches[app] = state }
+        state.ticket = nil
+        let now = Clock.monotonicNanos()
+        let replaced = plan.ticket.isCalledOff || Broker.launchSpecs(registry)[app] != plan.spec
         switch outcome {
         case nil:
             break
         case .success(let started):
             state.pid = started.pid
-            // (the app may have subscribed already: the child can run before this is recorded)
-            state.subscribed = subscribers[app] != nil
-            state.everSubscribed = state.subscribed
-            state.startedAt = Clock.monotonicNanos()
-            nextTimerDue = min(nextTimerDue, state.startedAt + Broker.reapInterval)
+            state.retryAt = nil
+            state.startedAt = now
+            nextTimerDue = min(nextTimerDue, now + Broker.reapInterval)
             let who = started.account.map { " as \($0.name) (uid \($0.uid))" } ?? ""
             log.log(.info, "launched \(app) (pid \(started.pid))\(who): \(plan.argv.joined(separator: " "))")
-            if let account = started.account, let problem = started.socketProblem {
-                log.log(
-                    .warning,
-                    "\(app) runs as \(account.name), who cannot reach \(plan.socketPath): \(problem); it will not be able to subscribe (see sharebroker serve --socket-mode and --socket-group)")
+            if replaced {
+                log.log(.warning, "\(app): a manifest reload changed its launch while it was started; stopping the process started with the old one (pid \(started.pid), SIGTERM)")
+                signalLaunched(started.pid, SIGTERM)
+                state.stopSentAt = now
+                state.superseded = true
+            } else {
+                // (the app may have subscribed already, and even left: the child runs before
+                // this is recorded; `everSubscribed` was set then)
+                state.subscribed = subscribers[app] != nil
+                if let account = started.account, let problem = started.socketProblem {
+                    log.log(
+                        .warning,
+                        "\(app) runs as \(account.name), who cannot reach \(plan.socketPath): \(problem); it will not be able to subscribe (see sharebroker serve --socket-mode and --socket-group)")
+                }
             }
         case .failure(let failure):
-            state.failures += 1
-            state.retryAt = Clock.monotonicNanos() + backoff(state.failures)
-            nextTimerDue = min(nextTimerDue, state.retryAt!)
-            log.log(
-                .warning,
-                "cannot launch \(app): \(failure.message); retrying in \(backoff(state.failures) / 1_000_000_000) s")
+            if replaced {
+                log.log(.info, "\(app): its launch was not started: a manifest reload changed it meanwhile")
+            } else {
+                state.failures += 1
+                state.retryAt = now + backoff(state.failures)
+                nextTimerDue = min(nextTimerDue, state.retryAt!)
+                log.log(
+                    .warning,
+                    "cannot launch \(app): \(failure.message); retrying in \(backoff(state.failures) / 1_000_000_000) s")
+            }
+        }
+        launches[app] = state
+        if replaced && state.pid == nil && !stopping && subscribers[app] == nil && (store?.pendingCount(for: app) ?? 0) > 0 {
+            launchIfNeeded(app)
         }
     }
 
@@ -399,6 +460,8 @@ extension Broker {
         if let why = launchProgramProblem(argv, account: account) {
             return .failure(LaunchFailure("its launch program is not run: \(why)"))
         }
+        // (called off meanwhile: a reload changed the launch, or the broker stops)
+        if plan.ticket.isCalledOff { return .failure(LaunchFailure("called off")) }
         try? DefaultPaths.makeDirectories(plan.stateDirectory + "/logs")
         // (a logs/ replaced by a symlink is not written through: the app's stderr goes nowhere;
         // so does that of an app run as another user: it could fill the broker's file system
@@ -507,7 +570,8 @@ extension Broker {
             let at = Clock.monotonicNanos()
             for (_, l) in launches {
                 if l.pid != nil { next = min(next, at + Broker.reapInterval) }
-                if let r = l.retryAt { next = min(next, r) }
+                if l.pid == nil && !l.starting, let r = l.retryAt { next = min(next, r) }
+                if l.starting && !l.startingWarned { next = min(next, l.startingSince + launchStartWarning) }
             }
             for (_, c) in stallWatch where c.stalledSince != 0 { next = min(next, c.stalledSince + stallLimit(c)) }
             for (_, c) in partialWatch where c.partialSince != 0 { next = min(next, c.partialSince + stallNanos) }
@@ -516,6 +580,12 @@ extension Broker {
         if !stallWatch.isEmpty { checkStalledReaders(now: now) }
         if !partialWatch.isEmpty { checkPartialMessages(now: now) }
         for (app, var l) in launches {
+            if l.starting && !l.startingWarned && now - l.startingSince >= launchStartWarning {
+                l.startingWarned = true
+                log.log(
+                    .warning,
+                    "\(app): its launch has been starting for \((now - l.startingSince) / 1_000_000_000) s (looking its user up or its program over waits: a directory service or file system that does not answer?); it is not started again meanwhile")
+            }
             if let pid = l.pid {
                 var status: Int32 = 0
                 let r = waitpid(pid, &status, WNOHANG)
@@ -525,7 +595,17 @@ extension Broker {
                     let subscribed = subscribers[app] != nil
                     let waiting = store?.pendingCount(for: app) ?? 0
                     let code = (status & 0x7f) == 0 ? "exit status \((status >> 8) & 0xff)" : "signal \(status & 0x7f)"
-                    if subscribed {
+                    if l.superseded {
+                        // (stopped for a reload that changed its launch: no failure; the launch
+                        // as it is now follows when events wait)
+                        l.superseded = false
+                        log.log(.info, "\(app) (pid \(pid)), started with the launch a reload replaced, exited (\(code))")
+                        if !subscribed && waiting > 0 && !stopping {
+                            launches[app] = l
+                            launchIfNeeded(app)
+                            continue
+                        }
+                    } else if subscribed {
                         log.log(.info, "\(app) (pid \(pid)) exited (\(code))")
                     } else if waiting > 0 {
                         // It ended with events unhandled: launched again, after a backoff that

@@ -88,6 +88,9 @@ public struct BrokerConfiguration: Sendable {
     /// Test seam: runs on the worker thread that starts a launch, before it looks the user up,
     /// so a test can hold a launch back (and see the loop go on meanwhile).
     public var launchGate: (@Sendable () -> Void)? = nil
+    /// Test seam: runs on that thread after the launch's process was spawned (or failed to be),
+    /// before the loop records it.
+    public var launchSpawnedGate: (@Sendable () -> Void)? = nil
 
     /// Settings with the contract's defaults (environment, then XDG, then the temporary directory).
     public init(socketPath: String? = nil, stateDirectory: String? = nil) {

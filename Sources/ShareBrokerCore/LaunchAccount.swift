@@ -137,6 +137,42 @@ struct LaunchPlan: Sendable {
     var uids: [UInt32]?
     var socketPath: String
     var stateDirectory: String
+    /// Lets the loop call the start off (a reload changed the launch, the broker stops).
+    let ticket: LaunchTicket
+
+    /// The launch as the manifests said it when the start was decided (compared with theirs now).
+    var spec: Broker.LaunchSpec { Broker.LaunchSpec(launch: argv, launchUser: launchUser, uids: uids) }
+}
+
+/// A launch being started off the loop, which the loop may call off: the start looks before it
+/// spawns, so a reload that changed the launch, or the broker stopping, starts nothing (a spawn
+/// already under way goes on: `finishLaunch` stops what a reload replaced).
+final class LaunchTicket: @unchecked Sendable {  // `calledOff` guarded by `lock`
+    private let lock: UnsafeMutablePointer<pthread_mutex_t>
+    private var calledOff = false
+
+    init() {
+        lock = .allocate(capacity: 1)
+        lock.initialize(to: pthread_mutex_t())
+        pthread_mutex_init(lock, nil)
+    }
+
+    deinit {
+        pthread_mutex_destroy(lock)
+        lock.deallocate()
+    }
+
+    func callOff() {
+        pthread_mutex_lock(lock)
+        calledOff = true
+        pthread_mutex_unlock(lock)
+    }
+
+    var isCalledOff: Bool {
+        pthread_mutex_lock(lock)
+        defer { pthread_mutex_unlock(lock) }
+        return calledOff
+    }
 }
 
 /// A launch that started: the child, the account it runs as (nil: the broker's user), and what

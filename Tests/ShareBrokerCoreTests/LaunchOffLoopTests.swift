@@ -1,0 +1,287 @@
+// A launch on demand is started off the event loop, on threads of its own: looking its user up
+// may wait for a directory service, and a launch as another user waits for its child's exec.
+// What happens meanwhile (events arriving, the app subscribing or leaving, a reload changing or
+// removing the launch, file work holding every file thread) must neither start it twice, nor
+// leave a retry the loop keeps waking up for, nor run a launch the manifests no longer name.
+// `launchGate` (before the start) and `launchSpawnedGate` (after the spawn) hold it back.
+
+import Foundation
+@testable import ShareBrokerCore
+import ShareClient
+import ShareProtocol
+import XCTest
+
+/// CPU seconds this process used over `seconds` of wall time (a loop that spins uses about one
+/// a second; an idle broker next to none).
+private func cpuSecondsUsed(over seconds: Double) -> Double {
+    func now() -> Double {
+        var u = rusage()
+        #if os(Linux)
+            getrusage(Int32(RUSAGE_SELF.rawValue), &u)
+        #else
+            getrusage(RUSAGE_SELF, &u)
+        #endif
+        return Double(u.ru_utime.tv_sec) + Double(u.ru_utime.tv_usec) / 1e6 + Double(u.ru_stime.tv_sec) + Double(u.ru_stime.tv_usec) / 1e6
+    }
+    let before = now()
+    Thread.sleep(forTimeInterval: seconds)
+    return now() - before
+}
+
+final class LaunchOffLoopTests: XCTestCase {
+    let bundle = "com.mycompany.myapp"
+
+    func manifest(_ launch: [String]?) -> String {
+        var o: JSONObject = ["bundleID": .string(bundle), "urlSchemes": ["deeplinkmyapp"]]
+        if let launch { o["launch"] = .array(launch.map { .string($0) }) }
+        return JSONValue.object(o).compactText
+    }
+
+    func launchStatus(_ tool: BrokerConnection) throws -> JSONValue? {
+        try tool.call("broker.status")["launches"]?[bundle]
+    }
+
+    /// While a launch is held back, the broker answers everyone, counts the app as starting
+    /// (running), and does not start it a second time for the events that arrive meanwhile;
+    /// once it goes on, the app runs and gets them all.
+    func testALaunchBeingStartedHoldsNoOneUpAndIsNotStartedTwice() throws {
+        let dir = TempDir()
+        let marks = dir.path + "/launched.txt"
+        let script = """
+            echo launched >> \(marks)
+            exec "\(Products.shareclient)" listen --ack --count 2 --timeout 20
+            """
+        let gate = WorkGate()
+        let h = BrokerHarness(manifests: ["10-myapp.json": manifest(["/bin/sh", "-c", script])])
+        try h.start { $0.launchGate = gate.gate }
+        defer { h.stop() }
+        let tool = try h.tool()
+        XCTAssertEqual(try tool.call("url.open", ["url": "deeplinkmyapp://first"])["queued"], true)
+        gate.waitForWork("the launch")
+        // Held: the loop goes on, the launch counts as running, and is not started again.
+        XCTAssertEqual(try launchStatus(tool)?["running"], true)
+        XCTAssertEqual(try launchStatus(tool)?["launches"]?.intValue, 1)
+        XCTAssertEqual(try tool.call("url.open", ["url": "deeplinkmyapp://second"])["queued"], true)
+        XCTAssertEqual(gate.entered.wait(timeout: .now() + 0.3), .timedOut, "a second launch was started")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: marks), "the launch ran before its start was let go")
+        gate.release()
+        XCTAssertTrue(
+            waitUntil(timeout: 20) { (try? tool.call("broker.status"))?["pendingEvents"]?.intValue == 0 },
+            "the launched app got both events")
+        XCTAssertEqual(try String(contentsOfFile: marks, encoding: .utf8), "launched\n", "launched once")
+        XCTAssertEqual(try launchStatus(tool)?["launches"]?.intValue, 1)
+    }
+
+    /// A reload takes the launch away while a (broken) one is being started: its failure
+    /// schedules no retry (the review: one was left due for an app with no launch, and the loop
+    /// woke up for it without end).
+    func testAReloadTakingTheLaunchAwayWhileItStartsLeavesNoRetry() throws {
+        let gate = WorkGate()
+        let h = BrokerHarness(manifests: ["10-myapp.json": manifest(["/nonexistent/prog"])])
+        try h.start {
+            $0.launchGate = gate.gate
+            $0.launchRetryBase = 0.05
+        }
+        defer { h.stop() }
+        let tool = try h.tool()
+        XCTAssertEqual(try tool.call("url.open", ["url": "deeplinkmyapp://first"])["queued"], true)
+        gate.waitForWork("the launch")
+        h.dir.write("state/apps/10-myapp.json", manifest(nil))
+        _ = try tool.call("apps.reload")
+        gate.release()
+        XCTAssertTrue(waitUntil(timeout: 5) { (try? self.launchStatus(tool))??["running"] == false })
+        XCTAssertEqual(try launchStatus(tool)?["retryScheduled"], false)
+        XCTAssertEqual(try launchStatus(tool)?["failures"]?.intValue, 0, "a start a reload called off is no failure")
+        let cpu = cpuSecondsUsed(over: 1.5)
+        XCTAssertLessThan(cpu, 0.6, "the loop keeps waking up")
+    }
+
+    /// A subscriber (not the launched process) comes and goes while a launch is being started:
+    /// no retry is scheduled beside the launch under way (the review: one was, and the loop
+    /// woke up for it until the launched process ended).
+    func testASubscriberLeavingWhileALaunchStartsSchedulesNoRetry() throws {
+        let gate = WorkGate()
+        let h = BrokerHarness(manifests: ["10-myapp.json": manifest(["/bin/sleep", "30"])])
+        try h.start {
+            $0.launchGate = gate.gate
+            $0.launchRetryBase = 0.05
+        }
+        defer { h.stop() }
+        let tool = try h.tool()
+        XCTAssertEqual(try tool.call("url.open", ["url": "deeplinkmyapp://first"])["queued"], true)
+        gate.waitForWork("the launch")
+        for _ in 0..<2 {
+            try {  // (closed when it goes out of scope)
+                let a = try h.connect()
+                _ = try a.hello(role: "app", bundleID: bundle)
+                _ = try a.call("app.subscribe")
+            }()
+            XCTAssertTrue(waitUntil(timeout: 5) { (try? tool.call("broker.status"))?["subscribers"]?.intValue == 0 })
+        }
+        XCTAssertEqual(try launchStatus(tool)?["retryScheduled"], false)
+        gate.release()
+        Thread.sleep(forTimeInterval: 0.3)  // (the start recorded)
+        XCTAssertEqual(try launchStatus(tool)?["running"], true)
+        XCTAssertEqual(try launchStatus(tool)?["retryScheduled"], false)
+        XCTAssertLessThan(cpuSecondsUsed(over: 1.5), 0.6, "the loop keeps waking up")
+    }
+
+    /// Eight shares whose file work hangs (a hung network file system) hold every file thread:
+    /// a launch does not wait behind them (it has threads of its own).
+    func testHungFileWorkDoesNotHoldALaunchBack() throws {
+        let dir = TempDir()
+        let marks = dir.path + "/launched.txt"
+        let launched = JSONValue.object([
+            "bundleID": "com.mycompany.launched", "urlSchemes": ["launchedapp"],
+            "launch": ["/bin/sh", "-c", .string("echo launched >> \(marks); sleep 30")],
+        ])
+        let gate = WorkGate()
+        let h = BrokerHarness(manifests: ["10-myapp.json": youtubeApp, "20-pdf.json": pdfApp, "30-l.json": launched.compactText])
+        try h.start { $0.offLoopGate = gate.gate }
+        defer {
+            for _ in 0..<Broker.offLoopThreads { gate.release() }
+            h.stop()
+        }
+        let source = dir.path + "/Report.pdf"
+        XCTAssertTrue(FileManager.default.createFile(atPath: source, contents: Data(pdfBytes)))
+        var senders: [RawClient] = []
+        for i in 0..<Broker.offLoopThreads {
+            let s = try h.rawSession()
+            s.send(rpcRequest(1, "share.send", ["items": [["path": .string(source)]], "extension": "com.example.pdfreader.share"]).compactText + "\n")
+            gate.waitForWork("share \(i)")
+            senders.append(s)
+        }
+        let tool = try h.tool()
+        XCTAssertEqual(try tool.call("url.open", ["url": "launchedapp://x"])["queued"], true)
+        XCTAssertTrue(waitUntil(timeout: 10) { FileManager.default.fileExists(atPath: marks) }, "the launch waited for the file work")
+    }
+
+    /// A reload that fixes the launch while the broken one is being started: the fixed launch is
+    /// started at once, not after the broken one's backoff.
+    func testAReloadFixingALaunchWhileItStartsStartsTheFixAtOnce() throws {
+        let dir = TempDir()
+        let marks = dir.path + "/launched.txt"
+        let gate = WorkGate()
+        let h = BrokerHarness(manifests: ["10-myapp.json": manifest(["/nonexistent/prog"])])
+        try h.start {
+            $0.launchGate = gate.gate
+            $0.launchRetryBase = 30
+        }
+        defer { h.stop() }
+        let tool = try h.tool()
+        XCTAssertEqual(try tool.call("url.open", ["url": "deeplinkmyapp://first"])["queued"], true)
+        gate.waitForWork("the launch")
+        h.dir.write("state/apps/10-myapp.json", manifest(["/bin/sh", "-c", "echo launched >> \(marks); sleep 30"]))
+        _ = try tool.call("apps.reload")
+        gate.release()
+        gate.waitForWork("the fixed launch")
+        gate.release()
+        XCTAssertTrue(waitUntil(timeout: 10) { FileManager.default.fileExists(atPath: marks) }, "the fixed launch waited out a backoff")
+        XCTAssertEqual(try launchStatus(tool)?["failures"]?.intValue, 0)
+        XCTAssertEqual(try launchStatus(tool)?["launches"]?.intValue, 2)
+    }
+
+    /// A reload that removes the app while its launch is being started: nothing is started.
+    func testAReloadRemovingTheAppWhileItsLaunchStartsStartsNothing() throws {
+        let dir = TempDir()
+        let marks = dir.path + "/launched.txt"
+        let gate = WorkGate()
+        let h = BrokerHarness(manifests: ["10-myapp.json": manifest(["/bin/sh", "-c", "echo launched >> \(marks); sleep 30"])])
+        try h.start { $0.launchGate = gate.gate }
+        defer { h.stop() }
+        let tool = try h.tool()
+        XCTAssertEqual(try tool.call("url.open", ["url": "deeplinkmyapp://first"])["queued"], true)
+        gate.waitForWork("the launch")
+        try FileManager.default.removeItem(atPath: h.state + "/apps/10-myapp.json")
+        XCTAssertEqual(try tool.call("apps.reload")["apps"]?.arrayValue?.count, 0)
+        gate.release()
+        XCTAssertTrue(waitUntil(timeout: 5) { (try? self.launchStatus(tool))??["running"] == false })
+        XCTAssertFalse(FileManager.default.fileExists(atPath: marks), "the removed app's launch ran")
+        XCTAssertEqual(try launchStatus(tool)?["retryScheduled"], false)
+    }
+
+    /// A reload that changes the launch after the old one was spawned (before the loop recorded
+    /// it): the old process is stopped (SIGTERM), its end is no failure, and the launch as the
+    /// manifest now says follows for the events that wait.
+    func testAReloadAfterTheSpawnStopsTheOldProcessAndStartsTheNewLaunch() throws {
+        let dir = TempDir()
+        let old = dir.path + "/old.txt"
+        let new = dir.path + "/new.txt"
+        let spawned = WorkGate()
+        let h = BrokerHarness(manifests: ["10-myapp.json": manifest(["/bin/sh", "-c", "echo $$ > \(old); exec sleep 30"])])
+        try h.start {
+            $0.launchSpawnedGate = spawned.gate
+            $0.launchStopGraceSeconds = 30  // (only the SIGTERM ends it in time, not the SIGKILL after it)
+        }
+        defer { h.stop() }
+        let tool = try h.tool()
+        XCTAssertEqual(try tool.call("url.open", ["url": "deeplinkmyapp://first"])["queued"], true)
+        spawned.waitForWork("the old launch's spawn")
+        XCTAssertTrue(waitUntil(timeout: 5) { ((try? String(contentsOfFile: old, encoding: .utf8)) ?? "").hasSuffix("\n") })
+        let oldPid = try XCTUnwrap(Int32(String(contentsOfFile: old, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)))
+        h.dir.write("state/apps/10-myapp.json", manifest(["/bin/sh", "-c", "echo new > \(new); exec sleep 30"]))
+        _ = try tool.call("apps.reload")
+        spawned.release()
+        XCTAssertTrue(waitUntil(timeout: 5) { kill(oldPid, 0) != 0 }, "the old process still runs")
+        spawned.waitForWork("the new launch's spawn")
+        spawned.release()
+        XCTAssertTrue(waitUntil(timeout: 10) { FileManager.default.fileExists(atPath: new) }, "the new launch did not follow")
+        XCTAssertEqual(try launchStatus(tool)?["failures"]?.intValue, 0)
+    }
+
+    /// An app that subscribes before the loop has recorded its launch (the child runs while its
+    /// start is still being finished) counts as subscribed: the launch watchdog leaves it be.
+    func testAnAppSubscribedBeforeItsLaunchIsRecordedIsNotStoppedAsSilent() throws {
+        let dir = TempDir()
+        let marks = dir.path + "/launched.txt"
+        // (it does not ack: the event stays pending, so the watchdog would look at it)
+        let script = """
+            echo launched >> \(marks)
+            exec "\(Products.shareclient)" listen --timeout 30
+            """
+        let spawned = WorkGate()
+        let h = BrokerHarness(manifests: ["10-myapp.json": manifest(["/bin/sh", "-c", script])])
+        try h.start {
+            $0.launchSpawnedGate = spawned.gate
+            $0.launchTimeoutSeconds = 1
+            $0.launchStopGraceSeconds = 1
+        }
+        defer { h.stop() }
+        let tool = try h.tool()
+        XCTAssertEqual(try tool.call("url.open", ["url": "deeplinkmyapp://first"])["queued"], true)
+        spawned.waitForWork("the spawn")
+        XCTAssertTrue(waitUntil(timeout: 10) { (try? tool.call("broker.status"))?["subscribers"]?.intValue == 1 }, "the app subscribed")
+        spawned.release()
+        Thread.sleep(forTimeInterval: 2.5)  // (past the launch timeout)
+        let status = try launchStatus(tool)
+        XCTAssertEqual(status?["timeouts"]?.intValue, 0, "the subscribed app was stopped as silent: \(status?.compactText ?? "")")
+        XCTAssertEqual(try tool.call("broker.status")["subscribers"]?.intValue, 1)
+    }
+}
+
+/// Whether a group is its user's alone (a launch program or a manifest writable by that group
+/// is then the user's own): asked on the loop and on launch threads alike.
+final class GroupAloneTests: XCTestCase {
+    func testAGroupWithAnotherMemberIsNotTheUsersAlone() throws {
+        guard getuid() == 0, FileManager.default.isExecutableFile(atPath: "/usr/sbin/groupadd") else {
+            throw XCTSkip("needs root and groupadd to make a group")
+        }
+        let name = "sbtest\(getpid() % 100_000)"
+        func run(_ args: [String]) -> Int32 { (try? runProcess(args[0], Array(args.dropFirst()), env: [:], timeout: 20).status) ?? -1 }
+        _ = run(["/usr/sbin/groupdel", name])
+        XCTAssertEqual(run(["/usr/sbin/groupadd", name]), 0)
+        defer { _ = run(["/usr/sbin/groupdel", name]) }
+        let gid = try XCTUnwrap(getgrnam(name)?.pointee.gr_gid)
+        XCTAssertEqual(Broker.groupMembers(gid), [])
+        XCTAssertTrue(Broker.groupIsUsersAlone(gid, uid: 0, primaryGroup: gid), "nobody else is in it")
+        XCTAssertFalse(Broker.groupIsUsersAlone(gid, uid: 0, primaryGroup: gid + 1), "not the user's primary group")
+        XCTAssertEqual(run(["/usr/bin/gpasswd", "-a", "nobody", name]), 0)
+        XCTAssertEqual(Broker.groupMembers(gid), ["nobody"])
+        XCTAssertFalse(Broker.groupIsUsersAlone(gid, uid: 0, primaryGroup: gid), "nobody is in it too")
+        XCTAssertEqual(Broker.groupMembers(4_000_000_000), [], "a group the system does not know has no members")
+        // (from several threads at once, as launches and the loop ask it)
+        DispatchQueue.concurrentPerform(iterations: 8) { _ in
+            XCTAssertFalse(Broker.groupIsUsersAlone(gid, uid: 0, primaryGroup: gid))
+        }
+    }
+}
