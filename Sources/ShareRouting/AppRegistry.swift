@@ -174,13 +174,13 @@ public struct AppRegistry: Sendable {
             // directory keeps the name, else the first in file order; another spelling is left
             // out, on every platform, so manifests load the same everywhere.
             // (`indices`: where each group stands in the manifest's own list)
-            func caseChecked(_ groups: [String], _ indices: [Int], _ field: String) -> [String] {
+            func caseChecked(_ groups: [String], _ indices: SourceIndices, _ field: String) -> [String] {
                 groups.enumerated().filter { i, g in
                     let folded = g.lowercased()
                     if let first = groupSpellings[folded], first.name != g {
                         issues.append(
                             ManifestIssue(
-                                file: manifest.file, field: "\(field)[\(i < indices.count ? indices[i] : i)]",
+                                file: manifest.file, field: "\(field)[\(indices[i])]",
                                 message: "'\(g)' differs only in case from the App Group '\(first.name)' of \(first.owner) (a case-insensitive file system would give both one directory); left out",
                                 fatal: false))
                         return false
@@ -190,11 +190,11 @@ public struct AppRegistry: Sendable {
                 }.map(\.element)
             }
             manifest.appGroups = caseChecked(manifest.appGroups, manifest.appGroupIndices, "appGroups")
-            manifest.appGroupIndices = []  // (no longer one to one; only warnings used them)
+            manifest.appGroupIndices = SourceIndices()  // (no longer one to one; only warnings used them)
             for (j, ext) in keptExtensions.enumerated() {
                 let i = manifest.extensions.firstIndex { $0.bundleID == ext.bundleID } ?? j
                 keptExtensions[j].appGroups = caseChecked(ext.appGroups, ext.appGroupIndices, "extensions[\(i)].appGroups")
-                keptExtensions[j].appGroupIndices = []
+                keptExtensions[j].appGroupIndices = SourceIndices()
             }
             manifest.extensions = keptExtensions
             let index = apps.count

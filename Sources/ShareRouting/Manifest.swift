@@ -3,6 +3,17 @@
 
 import ShareProtocol
 
+/// Where each entry of a cleaned list stood in the manifest's own list, for the field paths of
+/// warnings made later (`AppRegistry`). Not part of what a manifest says: two manifests equal but
+/// for entries left out are equal.
+struct SourceIndices: Sendable, Equatable {
+    var list: [Int] = []
+    init(_ list: [Int] = []) { self.list = list }
+    static func == (_: SourceIndices, _: SourceIndices) -> Bool { true }
+    /// The place of entry `i` (its own place when none was recorded).
+    subscript(_ i: Int) -> Int { i < list.count ? list[i] : i }
+}
+
 /// An extension declared by an app (share, action, widget, ...).
 public struct ExtensionManifest: Sendable, Equatable {
     /// The extension's bundle ID.
@@ -15,7 +26,7 @@ public struct ExtensionManifest: Sendable, Equatable {
     public var appGroups: [String]
     /// Where each of `appGroups` stands in the manifest's list (which may hold entries left
     /// out), for the field paths of later warnings; empty: where it stands in `appGroups`.
-    var appGroupIndices: [Int] = []
+    var appGroupIndices = SourceIndices()
     /// The activation rule as written: a dictionary or a predicate string; nil = accepts nothing.
     public var activationRule: JSONValue?
     /// The extension's own token; nil means the containing app's token applies.
@@ -59,7 +70,7 @@ public struct AppManifest: Sendable, Equatable {
     /// App groups.
     public var appGroups: [String]
     /// Where each of `appGroups` stands in the manifest's list (see `ExtensionManifest`).
-    var appGroupIndices: [Int] = []
+    var appGroupIndices = SourceIndices()
     /// A secret the app must give in `hello`.
     public var token: String?
     /// Command (argv) that starts the app on demand.
@@ -355,7 +366,7 @@ public enum ManifestDecoder {
                         var ext = ExtensionManifest(
                             bundleID: eid, point: point, name: ename, appGroups: egroups, activationRule: rule,
                             token: etoken, uids: euids, executable: eexe)
-                        ext.appGroupIndices = egroupIndices
+                        ext.appGroupIndices = SourceIndices(egroupIndices)
                         extensions.append(ext)
                     }
                 }
@@ -369,7 +380,7 @@ public enum ManifestDecoder {
             bundleID: bundleID, teamID: teamID, name: name, urlSchemes: schemes, associatedDomains: domains,
             appGroups: groups, token: token, launch: launch, extensions: extensions, file: file, uids: uids,
             executable: executable, launchUser: launchUser)
-        manifest.appGroupIndices = groupIndices
+        manifest.appGroupIndices = SourceIndices(groupIndices)
         return (manifest, issues)
     }
 
