@@ -66,11 +66,30 @@ sb_transport() {
     return 69
 }
 
-# A JSON string literal for $1 (escapes backslash, double quote and control characters).
+# A JSON string literal for $1 (escapes backslash, double quote and every control character;
+# a trailing newline is kept). Character by character, with no gsub: awks differ in what a
+# backslash in gsub's replacement means (with mawk, a\b came out as "a\b": a backspace).
 sb_json_string() {
-    printf '%s' "$1" | awk 'BEGIN { ORS = ""; print "\"" }
-        { if (NR > 1) print "\\n"; gsub(/\\/, "\\\\"); gsub(/"/, "\\\""); gsub(/\t/, "\\t"); gsub(/\r/, "\\r"); print }
-        END { print "\"" }'
+    # The "." keeps a trailing newline as a record separator; it is dropped again in END.
+    printf '%s.' "$1" | awk '
+        function emit(s,    i, n, c) {
+            n = length(s)
+            for (i = 1; i <= n; i++) {
+                c = substr(s, i, 1)
+                if (c == "\\") print "\\\\"
+                else if (c == "\"") print "\\\""
+                else if (c in ctl) print ctl[c]
+                else print c
+            }
+        }
+        BEGIN {
+            ORS = ""
+            for (i = 1; i < 32; i++) ctl[sprintf("%c", i)] = sprintf("\\u%04x", i)
+            ctl["\t"] = "\\t"; ctl["\r"] = "\\r"
+            print "\""
+        }
+        { if (NR > 1) { emit(prev); print "\\n" } prev = $0 }
+        END { emit(substr(prev, 1, length(prev) - 1)); print "\"" }'
 }
 
 # sb_request ID METHOD [PARAMS-JSON]: print one request line. ID is printed as given, so quote
@@ -162,6 +181,14 @@ sb_call() {
     esac
     _sb_line=$(printf '%s\n' "$_sb_out" | grep -F '"id":"sb-call"')
     if [ -z "$_sb_line" ]; then
+        # The broker answers a request it cannot parse (e.g. PARAMS that are not JSON) or one over
+        # its size limit with an error whose id is null: an error (1), not an unreachable broker.
+        _sb_line=$(printf '%s\n' "$_sb_out" | grep -F '"id":null,"error"' | head -n 1)
+        if [ -n "$_sb_line" ]; then
+            printf '%s\n' "$_sb_line"
+            echo "sharebroker.sh: $1 failed: $_sb_line" >&2
+            return 1
+        fi
         echo "sharebroker.sh: no answer to $1 from the broker at $(sb_socket)" >&2
         return 69
     fi

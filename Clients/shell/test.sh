@@ -132,6 +132,20 @@ got=$(SB_SOCKET= SHAREBROKER_SOCKET= XDG_RUNTIME_DIR=run/user/7 TMPDIR=/var/tmp/
 want=/var/tmp/sharebroker-$(id -u)/sharebroker.sock
 if [ "$got" = "$want" ]; then ok "sb_socket: a relative \$XDG_RUNTIME_DIR is ignored"; else not_ok "sb_socket: a relative \$XDG_RUNTIME_DIR is ignored" "got $got, expected $want"; fi
 
+# --- sb_json_string: every string round-trips (backslash, control characters, trailing newline)
+for s in 'C:\temp\new' 'a\\b\"' "$(printf 'bell\a form\f esc\033 nul-less\001')" "$(printf 'two\n\nlines')" 'é😀' ''; do
+    enc=$(sb_json_string "$s")
+    if "$PY" -c 'import json, sys; sys.exit(0 if json.loads(sys.argv[1]) == sys.argv[2] else 1)' "$enc" "$s" 2>/dev/null; then
+        ok "sb_json_string round-trips $(printf '%s' "$s" | od -An -c | tr -s ' ' | head -c 60)"
+    else
+        not_ok "sb_json_string round-trips" "$s -> $enc"
+    fi
+done
+nl='ends
+'
+enc=$(sb_json_string "$nl")
+if [ "$enc" = '"ends\n"' ]; then ok "sb_json_string keeps a trailing newline"; else not_ok "sb_json_string keeps a trailing newline" "got $enc"; fi
+
 # --- session -------------------------------------------------------------------------------
 out=$(sb_status); rc=$?
 status_is "broker.status before hello exits 0" 0 "$rc"
@@ -246,6 +260,11 @@ case $out in
     Content-Length:*'"id":7,"result"'*) ok "Content-Length framing is answered in kind" ;;
     *) not_ok "Content-Length framing is answered in kind" "$out" ;;
 esac
+
+# --- an error without an id is the broker's answer, not "unreachable" ------------------------
+out=$(sb_call url.open '{"url": "deeplinkmyapp://x?q=a\zb"}' 2>/dev/null); rc=$?
+status_is "sb_call: PARAMS the broker cannot parse exit 1 (not 69)" 1 "$rc"
+check "... printing the -32700 without an id" "$out" 'd["id"] is None and d["error"]["code"] == -32700'
 
 # --- unreachable -----------------------------------------------------------------------------
 out=$(SB_SOCKET="$dir/missing.sock" sb_status 2>&1); rc=$?

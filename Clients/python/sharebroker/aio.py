@@ -37,6 +37,13 @@ class AsyncClient(BrokerMethods):
         self._futures: Dict[int, "asyncio.Future[Any]"] = {}
         # Batches waiting for their reply (a list): each request id of a batch → its future.
         self._batches: Dict[int, "asyncio.Future[Any]"] = {}
+        # Calls and batches written and not yet answered, oldest first: the broker answers a
+        # connection's requests in the order it read them, so an error without an id (a request
+        # it could not parse, a batch over its member limit) answers the oldest of these.
+        self._order: Deque["asyncio.Future[Any]"] = collections.deque()
+        # Ids of calls and batches that timed out or were cancelled → their future: their late
+        # answers are dropped (not queued for receive()).
+        self._abandoned: Dict[int, "asyncio.Future[Any]"] = {}
         self._notifications: Deque[Notification] = collections.deque()
         # Created in connect(): before Python 3.10 they bind to the loop current at creation.
         self._replies: "Optional[asyncio.Queue[Any]]" = None
@@ -66,14 +73,19 @@ class AsyncClient(BrokerMethods):
         return self
 
     async def close(self) -> None:
-        """Close the connection (idempotent)."""
+        """Close the connection (idempotent). What is still unwritten gets ``timeout`` seconds (at
+        most 2) to go out; then the connection is dropped (a peer that does not read cannot keep
+        ``close()`` waiting)."""
         if self._writer is not None:
-            self._writer.close()
+            writer, self._writer = self._writer, None
+            writer.close()
+            limit = 2.0 if self.timeout is None else min(self.timeout, 2.0)
             try:
-                await self._writer.wait_closed()
+                await asyncio.wait_for(asyncio.shield(writer.wait_closed()), limit)
+            except asyncio.TimeoutError:
+                writer.transport.abort()
             except OSError:
                 pass
-            self._writer = None
         if self._task is not None:
             self._task.cancel()
             try:
@@ -106,30 +118,38 @@ class AsyncClient(BrokerMethods):
                     break
                 for msg in decoder.feed(data):
                     last = msg
+                    # Only integer ids are ours (not true, 1.0, or an unhashable list/object).
+                    rid = msg.get("id") if isinstance(msg, dict) and type(msg.get("id")) is int else None
                     batch = self._batch_of(msg) if isinstance(msg, list) and self._batches else None
                     if _is_notification(msg):
                         self._notifications.append(Notification(msg["method"], msg.get("params")))
                         self._changed.set()
-                    elif isinstance(msg, dict) and msg.get("id") in self._futures:
-                        fut = self._futures.pop(msg["id"])
+                    elif rid is not None and rid in self._futures:
+                        fut = self._futures.pop(rid)
+                        self._answered(fut)
                         if not fut.done():
                             fut.set_result(msg)
+                    elif rid is not None and rid in self._abandoned:
+                        self._answered(self._abandoned[rid])  # a late answer: dropped
                     elif batch is not None:
-                        for rid in [k for k, f in self._batches.items() if f is batch]:
-                            del self._batches[rid]
+                        for k in [k for k, f in self._batches.items() if f is batch]:
+                            del self._batches[k]
+                        self._answered(batch)
                         if not batch.done():
                             batch.set_result(msg)
-                    elif isinstance(msg, dict) and msg.get("id") is None and "error" in msg and (
-                            self._futures or self._batches):
-                        # An error the broker could not tie to a request (a message over its size
-                        # limit, a framing error; the connection closes after it): the calls
-                        # waiting get it, not just "closed".
-                        error = BrokerError.from_error_object(msg["error"])
-                        for fut in list(self._futures.values()) + list(self._batches.values()):
-                            if not fut.done():
-                                fut.set_exception(error)
-                        self._futures.clear()
-                        self._batches.clear()
+                    elif isinstance(msg, list) and any(isinstance(r, dict) and type(r.get("id")) is int
+                                                       and r["id"] in self._abandoned for r in msg):
+                        self._answered(next(self._abandoned[r["id"]] for r in msg if isinstance(r, dict)
+                                            and type(r.get("id")) is int and r["id"] in self._abandoned))
+                    elif isinstance(msg, dict) and msg.get("id") is None and "error" in msg and self._order:
+                        # An error the broker could not tie to a request (one it could not parse,
+                        # a batch over its member limit, a message over its size limit): it
+                        # answers the oldest request still waiting, and only that one.
+                        fut = self._order[0]
+                        self._answered(fut)
+                        if not fut.done():
+                            fut.set_exception(BrokerError.from_error_object(msg["error"]))
+                        # (else the call timed out or was cancelled: its answer is dropped)
                     else:
                         self._replies.put_nowait(msg)
         except asyncio.CancelledError:
@@ -143,7 +163,20 @@ class AsyncClient(BrokerMethods):
                     fut.set_exception(error)
             self._futures.clear()
             self._batches.clear()
+            self._order.clear()
+            self._abandoned.clear()
             self._changed.set()
+
+    def _answered(self, fut: "asyncio.Future[Any]") -> None:
+        """``fut``'s request has its answer: it, and every request written before it (answered
+        before it, in order), leave the order of answers."""
+        if fut in self._order:
+            while self._order:
+                done = self._order.popleft()
+                for k in [k for k, f in self._abandoned.items() if f is done]:
+                    del self._abandoned[k]
+                if done is fut:
+                    break
 
     def _send(self, message: Any) -> None:
         if self._writer is None:
@@ -180,6 +213,8 @@ class AsyncClient(BrokerMethods):
             msg = await self._send_and_wait(request, fut, timeout, repr(method))
         finally:
             self._futures.pop(rid, None)
+            if fut.cancelled() and fut in self._order:
+                self._abandoned[rid] = fut  # timed out or cancelled: its late answer is dropped
         result = result_or_error(msg, method)
         if method == "hello" and isinstance(result, dict):
             self.hello_result = result
@@ -213,13 +248,25 @@ class AsyncClient(BrokerMethods):
         finally:
             for rid in ids:
                 self._batches.pop(rid, None)
+                if fut.cancelled() and fut in self._order:
+                    self._abandoned[rid] = fut  # timed out or cancelled: its late reply is dropped
         return batch_results(calls, ids, reply)
 
     async def _send_and_wait(self, message: Any, fut: "asyncio.Future[Any]", timeout: Any, what: str) -> Any:
-        """Sends `message` and waits for `fut` (its answer, set by the read loop)."""
+        """Sends `message` and waits for `fut` (its answer, set by the read loop), both within the
+        timeout: a peer that does not read cannot hold the call past it."""
+        limit = self.timeout if timeout is _DEFAULT else timeout
+        loop = asyncio.get_running_loop()
+        deadline = None if limit is None else loop.time() + limit
         try:
+            self._order.append(fut)
             try:
-                await self.send_raw(message)
+                self._send(message)  # the whole frame is in the transport's buffer from here on
+                assert self._writer is not None
+                await asyncio.wait_for(self._writer.drain(), limit)
+            except asyncio.TimeoutError:
+                fut.cancel()  # abandoned: its answer, if it ever comes, is dropped
+                raise
             except OSError:
                 # The broker may have refused the message and closed (a message over its size
                 # limit): its error, on the way, says why better than the broken pipe.
@@ -230,7 +277,7 @@ class AsyncClient(BrokerMethods):
                 except Exception:
                     pass
                 raise
-            return await asyncio.wait_for(fut, self.timeout if timeout is _DEFAULT else timeout)
+            return await asyncio.wait_for(fut, None if deadline is None else max(0.0, deadline - loop.time()))
         except asyncio.TimeoutError as e:  # (not the built-in TimeoutError before Python 3.11)
             raise TimeoutError(f"no answer from sharebroker at {self.path} to {what} in time") from e
 

@@ -116,9 +116,16 @@ class Client(BrokerMethods):
         return self
 
     def close(self) -> None:
-        """Close the connection (idempotent). Queued notifications stay readable."""
+        """Close the connection (idempotent). Queued notifications stay readable. A thread
+        blocked reading this client (``next_notification``, ``events``) wakes up: it sees the
+        connection closed."""
         if self._sock is not None:
             try:
+                try:
+                    # close() alone does not wake a recv() blocked in another thread (Linux).
+                    self._sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
                 self._sock.close()
             finally:
                 self._sock = None
@@ -196,6 +203,10 @@ class Client(BrokerMethods):
                 self._notifications.append(Notification(msg["method"], msg.get("params")))
             elif isinstance(msg, dict) and type(msg.get("id")) in (int, str) and msg["id"] in self._abandoned:
                 self._abandoned.discard(msg.get("id"))
+            elif isinstance(msg, list) and any(isinstance(r, dict) and type(r.get("id")) is int
+                                               and r["id"] in self._abandoned for r in msg):
+                self._abandoned.difference_update(r["id"] for r in msg
+                                                  if isinstance(r, dict) and type(r.get("id")) is int)
             else:
                 self._replies.append(msg)
 
@@ -287,7 +298,16 @@ class Client(BrokerMethods):
                 if isinstance(msg, list) and any(isinstance(r, dict) and r.get("id") in ids for r in msg):
                     del self._replies[i]
                     return batch_results(calls, ids, msg)
-            self._fill(deadline)
+                if isinstance(msg, dict) and msg.get("id") is None and "error" in msg:
+                    # The broker refused the whole batch (over --max-batch: -32600; one it cannot
+                    # parse: -32700) with one error without an id, as the asyncio client raises.
+                    del self._replies[i]
+                    raise BrokerError.from_error_object(msg["error"], "batch")
+            try:
+                self._fill(deadline)
+            except TimeoutError:
+                self._abandoned.update(ids)  # the late reply is dropped, not given to a later call
+                raise
 
     # -- notifications -------------------------------------------------------------------------
 

@@ -114,6 +114,88 @@ class AsyncClientTests(support.BrokerTestCase):
 
         self.run_async(flow())
 
+    def test_an_error_without_an_id_fails_only_the_request_it_answers(self):
+        broker = support.Broker(args=["--max-batch", "2"]).start()
+        self.addCleanup(broker.stop)
+
+        async def flow():
+            async with AsyncClient(broker.socket, role="tool", timeout=5) as c:
+                refused, status, can = await asyncio.gather(
+                    c.batch([("broker.status", {})] * 3), c.broker_status(),
+                    c.url_can_open("https://example.com/computers/x"), return_exceptions=True)
+                self.assertIsInstance(refused, sb.BrokerError)
+                self.assertEqual(refused.code, sb.INVALID_REQUEST)
+                self.assertIn("version", status)  # its own answer, not the batch's error
+                self.assertIn("canOpen", can)
+                with self.assertRaises(TimeoutError):
+                    await c.receive(timeout=0.2)  # and nothing left over
+
+        self.run_async(flow())
+
+    def test_late_answers_of_abandoned_calls_are_dropped(self):
+        from test_unit import FakeBroker
+
+        def handler(req):
+            if req["method"] == "slow":
+                return [(0.3, {"jsonrpc": "2.0", "id": req["id"], "result": "late"})]
+            return [(0, {"jsonrpc": "2.0", "id": req["id"], "result": req["method"]})]
+        fake = FakeBroker(handler)
+        self.addCleanup(fake.close)
+
+        async def flow():
+            async with AsyncClient(fake.path) as c:
+                with self.assertRaises(TimeoutError):
+                    await c.call("slow", timeout=0.1)
+                task = asyncio.ensure_future(c.call("slow", timeout=5))
+                await asyncio.sleep(0.05)
+                task.cancel()
+                await asyncio.sleep(0.4)
+                self.assertEqual(await c.call("fast"), "fast")
+                with self.assertRaises(TimeoutError):
+                    await c.receive(timeout=0.1)  # the late answers were dropped, not queued
+
+        self.run_async(flow())
+
+    def test_odd_ids_do_not_break_the_connection(self):
+        from test_unit import FakeBroker
+
+        def handler(req):
+            return [(0, {"jsonrpc": "2.0", "id": [req["id"]], "result": "unhashable"}),
+                    (0, {"jsonrpc": "2.0", "id": True, "result": "true"}),
+                    (0, {"jsonrpc": "2.0", "id": req["id"], "result": "mine"})]
+        fake = FakeBroker(handler)
+        self.addCleanup(fake.close)
+
+        async def flow():
+            async with AsyncClient(fake.path) as c:
+                self.assertEqual(await c.call("m"), "mine")
+                self.assertEqual(await c.call("m"), "mine")
+
+        self.run_async(flow())
+
+    def test_a_peer_that_does_not_read_cannot_hold_a_call_or_close(self):
+        async def flow():
+            with tempfile.TemporaryDirectory() as d:
+                path = os.path.join(d, "deaf.sock")
+                deaf = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                deaf.bind(path)
+                deaf.listen(1)
+                try:
+                    c = AsyncClient(path, timeout=0.5)
+                    await c.connect()
+                    loop = asyncio.get_running_loop()
+                    start = loop.time()
+                    with self.assertRaises(TimeoutError):
+                        await c.call("share.send", {"items": [{"text": "x" * (8 << 20)}]})
+                    self.assertLess(loop.time() - start, 2)
+                    start = loop.time()
+                    await c.close()
+                    self.assertLess(loop.time() - start, 3)
+                finally:
+                    deaf.close()
+
+        self.run_async(flow())
+
 
 if __name__ == "__main__":
     unittest.main()

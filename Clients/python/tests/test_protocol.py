@@ -5,6 +5,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 import unittest
 
 import support
@@ -144,6 +145,19 @@ class ProtocolTests(support.BrokerTestCase):
             self.assertEqual(other.broker_status()["maxMessage"], 4096)
             big.close()
             other.close()
+        finally:
+            broker.stop()
+
+    def test_batch_refused_whole_raises_and_does_not_answer_the_next_call(self):
+        broker = support.Broker(args=["--max-batch", "2"]).start()
+        try:
+            with broker.client(role="tool", timeout=5) as c:
+                start = time.monotonic()
+                with self.assertRaises(sb.BrokerError) as cm:
+                    c.batch([("broker.status", {})] * 3)
+                self.assertEqual(cm.exception.code, sb.INVALID_REQUEST)
+                self.assertLess(time.monotonic() - start, 4)  # answered, not timed out
+                self.assertIn("version", c.broker_status())  # its own answer, not the batch's error
         finally:
             broker.stop()
 

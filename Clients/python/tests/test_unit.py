@@ -183,6 +183,21 @@ class ClientWithFakeBrokerTests(unittest.TestCase):
 
 
 
+class CloseFromAnotherThreadTests(unittest.TestCase):
+    def test_close_wakes_a_thread_waiting_for_notifications(self):
+        fake = FakeBroker(lambda req: [])
+        self.addCleanup(fake.close)
+        c = sharebroker.Client(fake.path, timeout=None)
+        done = []
+        t = threading.Thread(target=lambda: done.append(list(c.events())), daemon=True)
+        t.start()
+        time.sleep(0.2)
+        c.close()
+        t.join(5)
+        self.assertFalse(t.is_alive(), "events() still blocked after close()")
+        self.assertEqual(done, [[]])
+
+
 class CommandLineTests(unittest.TestCase):
     """``python3 -m sharebroker``: exit codes and ``--listen``."""
 
