@@ -132,10 +132,18 @@ export declare function normalizeFraming(framing: string | undefined): Framing;
  */
 export declare function encode(message: unknown, framing?: FramingName): Buffer;
 
-/** Incremental decoder: frames may be split across chunks and several may share one. */
+/** The default largest message the client reads from the broker: 64 MiB. */
+export declare const DEFAULT_MAX_FRAME: number;
+
+/**
+ * Incremental decoder: frames may be split across chunks and several may share one. A frame body
+ * over `maxFrame` bytes (default DEFAULT_MAX_FRAME; `null` or `Infinity`: no limit) throws a
+ * ProtocolError as soon as it is known (a line: once buffered past it; a header: at once).
+ */
 export declare class FrameDecoder {
-  constructor(framing?: FramingName);
+  constructor(framing?: FramingName, maxFrame?: number | null);
   readonly framing: Framing;
+  readonly maxFrame: number;
   /** Bytes received that do not form a complete frame yet. */
   readonly pendingBytes: number;
   /** The bodies of the frames completed by this chunk. Throws ProtocolError for bad headers. */
@@ -346,6 +354,12 @@ export interface ConnectOptions {
    * (default 2000; `0`: drop it at once; `null`, `Infinity` or more than MAX_TIMEOUT: no limit).
    */
   closeTimeout?: number | null;
+  /**
+   * The largest message read from the broker, in bytes (default DEFAULT_MAX_FRAME, 64 MiB;
+   * `null` or `Infinity`: no limit). A longer one drops the connection: calls fail with
+   * ConnectionClosed, its `cause` the ProtocolError.
+   */
+  maxFrame?: number | null;
 }
 
 export interface CallOptions {
@@ -394,6 +408,8 @@ export declare class Client extends EventEmitter {
   readonly framing: Framing;
   timeout: number | null;
   closeTimeout: number | null;
+  /** The largest message read from the broker, in bytes (`Infinity`: no limit). */
+  readonly maxFrame: number;
   /** The result of the last successful `hello`. */
   helloResult: HelloResult | undefined;
   readonly session: number | undefined;

@@ -5,7 +5,7 @@ import { EventEmitter } from 'node:events';
 import { isUtf8 } from 'node:buffer';
 
 import { BrokerConnectionError, ConnectionClosed, ErrorCode, ProtocolError, RpcError, TimeoutError } from './errors.js';
-import { FrameDecoder, encode, normalizeFraming, parseProblem } from './framing.js';
+import { DEFAULT_MAX_FRAME, FrameDecoder, encode, normalizeFraming, parseProblem } from './framing.js';
 import { defaultSocketPath } from './paths.js';
 
 /**
@@ -23,6 +23,9 @@ import { defaultSocketPath } from './paths.js';
  * @property {number | null} [closeTimeout] how long `close()` waits for the broker to finish before
  *   dropping the connection, in ms (default 2000; `0`: drop it at once; `null`, `Infinity` or more
  *   than MAX_TIMEOUT: no limit)
+ * @property {number | null} [maxFrame] the largest message read from the broker, in bytes (default
+ *   DEFAULT_MAX_FRAME, 64 MiB; `null` or `Infinity`: no limit); a longer one drops the connection
+ *   (calls fail with ConnectionClosed, its `cause` the ProtocolError)
  *
  * @typedef {object} CallOptions
  * @property {number | null} [timeout] this call's timeout in ms (default: the client's; `0`,
@@ -108,13 +111,15 @@ export class Client extends EventEmitter {
     this.timeout = options.timeout === undefined ? DEFAULT_TIMEOUT : limitOf(options.timeout);
     /** @type {number | null} */
     this.closeTimeout = options.closeTimeout === undefined ? 2000 : options.closeTimeout;
+    this._decoder = new FrameDecoder(this.framing, options.maxFrame === undefined ? DEFAULT_MAX_FRAME : options.maxFrame);
+    /** The largest message read from the broker, in bytes (`Infinity`: no limit). @type {number} */
+    this.maxFrame = this._decoder.maxFrame;
     /** The result of the last successful `hello`. @type {Record<string, any> | undefined} */
     this.helloResult = undefined;
     /** @type {{role: string, bundleID?: string, token?: string} | undefined} */
     this._hello = options.role ? { role: options.role, bundleID: options.bundleID, token: options.token } : undefined;
     /** @type {net.Socket | null} */
     this._socket = null;
-    this._decoder = new FrameDecoder(this.framing);
     this._nextId = 0;
     /** @type {Map<number, Pending>} */
     this._pending = new Map();

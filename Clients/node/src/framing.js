@@ -20,6 +20,13 @@ const ALIASES = new Map([
 export const MAX_HEADER_BYTES = 8192;
 
 /**
+ * The default largest message the client reads from the broker (64 MiB): 16 times the broker's
+ * default `--max-message` (4 MiB), room for its largest replies (a 4-MiB `share.read` as base64,
+ * a 16-MiB defaults suite, a long `share.list`).
+ */
+export const DEFAULT_MAX_FRAME = 64 * 1024 * 1024;
+
+/**
  * The canonical name of a framing (`'line'` or `'header'`); `'newline'` and `'content-length'`
  * (the Python client's names) are accepted too. Throws a TypeError for anything else.
  * @param {string | undefined} framing
@@ -126,12 +133,22 @@ function hex4(text, i) {
  * (as Buffers); `feed(chunk)` returns them parsed. A frame may arrive split across any number of
  * chunks (a multi-byte UTF-8 character included: bytes are decoded only once a frame is whole),
  * and one chunk may hold many frames.
+ *
+ * `maxFrame`: the largest frame body accepted, in bytes (default DEFAULT_MAX_FRAME; `null` or
+ * `Infinity`: no limit). A longer one throws a ProtocolError as soon as it is known: a line once
+ * that many bytes are buffered without its newline, a header-framed one as soon as its
+ * `Content-Length` is read (its body is never buffered).
  */
 export class FrameDecoder {
-  /** @param {Framing | string} [framing] */
-  constructor(framing = 'line') {
+  /**
+   * @param {Framing | string} [framing]
+   * @param {number | null} [maxFrame]
+   */
+  constructor(framing = 'line', maxFrame = DEFAULT_MAX_FRAME) {
     /** @type {Framing} */
     this.framing = normalizeFraming(framing);
+    /** @type {number} */
+    this.maxFrame = typeof maxFrame === 'number' && maxFrame >= 0 ? maxFrame : Infinity;
     /** @type {Buffer[]} */
     this._chunks = [];
     this._buffered = 0;
@@ -159,11 +176,13 @@ export class FrameDecoder {
       for (;;) {
         const i = data.indexOf(0x0a);
         if (i < 0) break;
+        if (this._buffered + i > this.maxFrame) throw this._tooLong(this._buffered + i);
         let line = this._take(data.subarray(0, i));
         data = data.subarray(i + 1);
         if (line.length && line[line.length - 1] === 0x0d) line = line.subarray(0, line.length - 1);
         if (!isBlank(line)) out.push(line);
       }
+      if (this._buffered + data.length > this.maxFrame) throw this._tooLong(this._buffered + data.length, ' (no newline yet)');
       if (data.length) this._keep(data);
       return out;
     }
@@ -177,6 +196,7 @@ export class FrameDecoder {
           return out;
         }
         this._need = contentLength(all.subarray(0, end.headers));
+        if (this._need > this.maxFrame) throw this._tooLong(this._need, ` (Content-Length: ${this._need})`);
         this._headerBytes = end.body;
         this._reset(all.subarray(end.body));
         if (this._need === -2) { this._need = -1; continue; } // an empty header section: skipped
@@ -214,6 +234,14 @@ export class FrameDecoder {
     } catch (e) {
       throw new ProtocolError(`broker sent invalid JSON: ${/** @type {Error} */ (e).message}: ${preview(body)}`);
     }
+  }
+
+  /**
+   * @param {number} size
+   * @param {string} [how]
+   */
+  _tooLong(size, how = ` (${size} bytes)`) {
+    return new ProtocolError(`a message from the broker is over ${this.maxFrame} bytes${how}`);
   }
 
   /** @param {Buffer} data */

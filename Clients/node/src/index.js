@@ -7,7 +7,7 @@ export {
   PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS, INTERNAL_ERROR,
   UNAUTHORIZED, NOT_FOUND, NOT_ACCEPTED, NO_HANDLER, STORAGE_FAILURE, VERSION_CONFLICT, TOO_MANY_REQUESTS,
 } from './errors.js';
-export { FrameDecoder, encode, normalizeFraming, FRAMINGS } from './framing.js';
+export { FrameDecoder, encode, normalizeFraming, FRAMINGS, DEFAULT_MAX_FRAME } from './framing.js';
 export { item, urlItem, textItem, dataItem, pathItem, decodeData } from './items.js';
 export { defaultSocketPath, privateTempDirectory } from './paths.js';
 

@@ -210,3 +210,32 @@ test('close(): a peer that never closes is dropped after closeTimeout', async (t
   await c.close();
   await assert.rejects(waiting, ConnectionClosed);
 });
+
+for (const framing of ['line', 'header']) {
+  test(`${framing}: a message over maxFrame drops the connection (an endless line, a huge Content-Length)`, async (t) => {
+    let peerError;
+    const { path } = await fakeBroker(t, framing, async (peer) => {
+      await peer.next();
+      peer.socket.on('error', (e) => { peerError = e; });
+      const filler = Buffer.alloc(1 << 16, framing === 'line' ? 0x41 : 0x20);
+      peer.socket.write(framing === 'line' ? '{"jsonrpc":"2.0","method":"x","params":"' : 'Content-Length: 999999999999\r\n\r\n');
+      // Writes on while the client reads (a peer that streams without end).
+      while (!peer.socket.destroyed && !peerError) {
+        if (!peer.socket.write(filler)) await new Promise((res) => { peer.socket.once('drain', res); peer.socket.once('close', res); });
+      }
+    });
+    const c = await new Client({ socket: path, framing, timeout: WAIT, maxFrame: 1 << 20 }).connect();
+    t.after(() => c.destroy());
+    assert.equal(c.maxFrame, 1 << 20);
+    const closed = new Promise((res) => c.once('close', res));
+    await assert.rejects(c.call('x', undefined, { timeout: 2000 }), (e) => {
+      assert.ok(e instanceof ConnectionClosed, String(e));
+      assert.ok(e.cause instanceof ProtocolError, String(e.cause));
+      assert.match(e.message, /over 1048576 bytes/);
+      return true;
+    });
+    await closed;
+    assert.equal(c.closed, true);
+    assert.ok(c._decoder.pendingBytes <= (1 << 20) + (1 << 16), `${c._decoder.pendingBytes} bytes buffered`);
+  });
+}

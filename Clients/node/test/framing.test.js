@@ -3,7 +3,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
-import { FrameDecoder, ProtocolError, encode, normalizeFraming } from '../src/index.js';
+import { DEFAULT_MAX_FRAME, FrameDecoder, ProtocolError, encode, normalizeFraming } from '../src/index.js';
 import { parseProblem } from '../src/framing.js';
 
 const MESSAGES = [
@@ -126,4 +126,22 @@ test('parseProblem: what the broker\'s strict parser refuses in valid JSON', () 
   assert.equal(parseProblem(JSON.stringify({ s: '['.repeat(1000) })), null, 'brackets inside a string');
   assert.match(String(parseProblem(JSON.stringify({ jsonrpc: '2.0', method: 'm', params: { p: nest(255) } }))), /deeper/);
   assert.equal(parseProblem(JSON.stringify({ jsonrpc: '2.0', method: 'm', params: { p: nest(254) } })), null);
+});
+
+test('maxFrame: a line over it fails once the buffer passes it, a Content-Length over it at once', () => {
+  assert.equal(new FrameDecoder().maxFrame, DEFAULT_MAX_FRAME);
+  assert.equal(DEFAULT_MAX_FRAME, 64 * 1024 * 1024);
+  const line = new FrameDecoder('line', 1000);
+  assert.deepEqual(line.feed(Buffer.from(`{"a":"${'x'.repeat(990)}"}\n`)), [{ a: 'x'.repeat(990) }]); // 1000 bytes: fine
+  assert.deepEqual(line.feed(Buffer.from('"' + 'y'.repeat(900))), []);
+  assert.throws(() => line.feed(Buffer.from('y'.repeat(200))), ProtocolError); // 1101 bytes, no newline yet
+  assert.throws(() => new FrameDecoder('line', 10).feed(Buffer.from(`"${'z'.repeat(20)}"\n`)), ProtocolError);
+  const header = new FrameDecoder('header', 1000);
+  assert.deepEqual(header.feed(Buffer.from(`Content-Length: 1000\r\n\r\n${' '.repeat(998)}{}`)), [{}]);
+  assert.throws(() => header.feed(Buffer.from('Content-Length: 999999999999\r\n\r\n')), (e) => {
+    assert.ok(e instanceof ProtocolError);
+    assert.match(e.message, /999999999999/);
+    return true;
+  });
+  assert.equal(new FrameDecoder('line', null).maxFrame, Infinity);
 });

@@ -12,7 +12,7 @@ from typing import Any, AsyncIterator, Deque, Dict, List, Optional, Sequence, Tu
 
 from . import framing as _framing
 from .client import Notification, _is_notification, batch_results, default_socket_path, result_or_error
-from .errors import BrokerConnectionError, BrokerError, ConnectionClosed
+from .errors import BrokerConnectionError, BrokerError, ConnectionClosed, ProtocolError
 from .methods import BrokerMethods
 
 _DEFAULT = object()
@@ -21,14 +21,19 @@ _DEFAULT = object()
 class AsyncClient(BrokerMethods):
     """An asyncio connection to the broker. A background task reads the socket: responses go to
     their callers, notifications to a queue (:meth:`next_notification`, :meth:`events`).
-    Concurrent calls from several tasks are fine."""
+    Concurrent calls from several tasks are fine.
+
+    ``max_frame``: the largest message read from the broker, in bytes (default 64 MiB; ``None``: no
+    limit); a longer one drops the connection, and calls fail with :class:`ProtocolError`."""
 
     def __init__(self, path: Optional[str] = None, *, timeout: Optional[float] = 30.0,
                  framing: str = _framing.NEWLINE, role: Optional[str] = None,
-                 bundle_id: Optional[str] = None, token: Optional[str] = None):
+                 bundle_id: Optional[str] = None, token: Optional[str] = None,
+                 max_frame: Optional[int] = _framing.DEFAULT_MAX_FRAME):
         self.path = path or default_socket_path()
         self.timeout = timeout
         self.framing = framing
+        self.max_frame = max_frame
         self.hello_result: Optional[Dict[str, Any]] = None
         self._hello = (role, bundle_id, token) if role is not None else None
         self._reader: Optional[asyncio.StreamReader] = None
@@ -101,7 +106,7 @@ class AsyncClient(BrokerMethods):
         await self.close()
 
     async def _read_loop(self) -> None:
-        decoder = _framing.FrameDecoder(self.framing)
+        decoder = _framing.FrameDecoder(self.framing, self.max_frame)
         assert self._reader is not None
         error: BaseException = ConnectionClosed(f"sharebroker at {self.path} closed the connection")
         last: Any = None
@@ -156,6 +161,8 @@ class AsyncClient(BrokerMethods):
             raise
         except Exception as e:  # connection reset, protocol error
             error = e
+            if isinstance(e, ProtocolError) and self._writer is not None:
+                self._writer.transport.abort()  # not the protocol: nothing after it can be trusted
         finally:
             self._closed_error = error
             for fut in list(self._futures.values()) + list(self._batches.values()):
@@ -269,10 +276,11 @@ class AsyncClient(BrokerMethods):
                 raise
             except OSError:
                 # The broker may have refused the message and closed (a message over its size
-                # limit): its error, on the way, says why better than the broken pipe.
+                # limit), or the client dropped a peer that does not speak the protocol: that
+                # error, on the way, says why better than the broken pipe.
                 try:
                     await asyncio.wait_for(asyncio.shield(fut), 1.0)
-                except BrokerError:
+                except (BrokerError, ProtocolError):
                     raise
                 except Exception:
                     pass

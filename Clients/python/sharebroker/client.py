@@ -7,7 +7,7 @@ import time
 from typing import Any, Deque, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from . import framing as _framing
-from .errors import BrokerConnectionError, BrokerError, ConnectionClosed
+from .errors import BrokerConnectionError, BrokerError, ConnectionClosed, ProtocolError
 from .methods import BrokerMethods
 
 _DEFAULT = object()
@@ -65,6 +65,8 @@ class Client(BrokerMethods):
         framing: ``"newline"`` (default) or ``"content-length"`` (LSP-style headers).
         role, bundle_id, token: when ``role`` is given, ``hello`` is sent right after connecting.
         connect: connect now (default) or later with :meth:`connect` / ``with``.
+        max_frame: the largest message read from the broker, in bytes (default 64 MiB; ``None``:
+            no limit). A longer one raises :class:`ProtocolError` and drops the connection.
 
     Notifications (``app.event``, ``defaults.changed``) that arrive while a call waits for its
     response are queued; read them with :meth:`next_notification`, :meth:`next_event` or
@@ -74,18 +76,20 @@ class Client(BrokerMethods):
     def __init__(self, path: Optional[str] = None, *, timeout: Optional[float] = 30.0,
                  framing: str = _framing.NEWLINE, role: Optional[str] = None,
                  bundle_id: Optional[str] = None, token: Optional[str] = None,
-                 connect: bool = True):
+                 connect: bool = True, max_frame: Optional[int] = _framing.DEFAULT_MAX_FRAME):
         self.path = path or default_socket_path()
         self.timeout = timeout
         self.framing = framing
+        self.max_frame = max_frame
         self.hello_result: Optional[Dict[str, Any]] = None
         self._sock: Optional[socket.socket] = None
-        self._decoder = _framing.FrameDecoder(framing)
+        self._decoder = _framing.FrameDecoder(framing, max_frame)
         self._notifications: Deque[Notification] = collections.deque()
         self._replies: Deque[Any] = collections.deque()
         self._next_id = 0
         self._abandoned: set = set()  # ids of calls that timed out: their late answers are dropped
         self._eof = False
+        self._dropped: Optional[str] = None  # why the client dropped the connection
         self._hello = (role, bundle_id, token) if role is not None else None
         if connect:
             self.connect()
@@ -105,7 +109,8 @@ class Client(BrokerMethods):
             raise BrokerConnectionError(f"cannot connect to sharebroker at {self.path}: {e}") from e
         self._sock = s
         self._eof = False
-        self._decoder = _framing.FrameDecoder(self.framing)
+        self._dropped = None
+        self._decoder = _framing.FrameDecoder(self.framing, self.max_frame)
         if self._hello is not None:
             role, bundle_id, token = self._hello
             try:
@@ -169,6 +174,8 @@ class Client(BrokerMethods):
 
     def _write(self, data: bytes) -> None:
         sock = self._require()
+        if self._dropped is not None:
+            raise self._closed()
         try:
             sock.settimeout(self.timeout)
             sock.sendall(data)
@@ -197,7 +204,14 @@ class Client(BrokerMethods):
         if not data:
             self._eof = True
             raise self._closed()
-        for msg in self._decoder.feed(data):
+        try:
+            msgs = self._decoder.feed(data)
+        except ProtocolError as e:
+            # Not the broker's protocol (a message over max_frame, invalid JSON): nothing after
+            # it can be trusted.
+            self._drop(str(e))
+            raise
+        for msg in msgs:
             self._last_message = msg
             if _is_notification(msg):
                 self._notifications.append(Notification(msg["method"], msg.get("params")))
@@ -210,9 +224,21 @@ class Client(BrokerMethods):
             else:
                 self._replies.append(msg)
 
+    def _drop(self, why: str) -> None:
+        """Drop a connection the client cannot go on using: later calls raise ConnectionClosed."""
+        self._eof = True
+        self._dropped = why
+        if self._sock is not None:
+            try:
+                self._sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
     def _closed(self) -> ConnectionClosed:
         """The closed connection's error, with the broker's reason when the last thing it sent was
         an error without an id (a message over its limit, a session a manifest reload ended)."""
+        if self._dropped is not None:
+            return ConnectionClosed(f"dropped the connection to sharebroker at {self.path}: {self._dropped}")
         msg = getattr(self, "_last_message", None)
         if isinstance(msg, dict) and msg.get("id") is None and isinstance(msg.get("error"), dict):
             e = msg["error"]

@@ -7,7 +7,7 @@ Two framings exist; the broker picks one per connection from its first bytes:
 """
 
 import json
-from typing import Any, List
+from typing import Any, List, Optional
 
 from .errors import ProtocolError
 
@@ -16,6 +16,11 @@ CONTENT_LENGTH = "content-length"
 FRAMINGS = (NEWLINE, CONTENT_LENGTH)
 
 _MAX_HEADER = 8192
+
+DEFAULT_MAX_FRAME = 64 << 20
+"""The default largest message a client reads from the broker (64 MiB): 16 times the broker's
+default ``--max-message`` (4 MiB), room for its largest replies (a 4-MiB ``share.read`` as base64,
+a 16-MiB defaults suite, a long ``share.list``)."""
 
 
 def dumps(value: Any) -> bytes:
@@ -39,18 +44,28 @@ def encode(value: Any, framing: str = NEWLINE) -> bytes:
 
 
 class FrameDecoder:
-    """Incremental decoder: ``feed(bytes)`` returns the complete messages (parsed JSON) so far."""
+    """Incremental decoder: ``feed(bytes)`` returns the complete messages (parsed JSON) so far.
 
-    def __init__(self, framing: str = NEWLINE):
+    ``max_frame``: the largest message accepted, in bytes (``None``: no limit). A longer one is a
+    :class:`ProtocolError` as soon as it is known: a line once that many bytes are buffered without
+    its newline, a header-framed one as soon as its ``Content-Length`` is read (its body is never
+    buffered).
+    """
+
+    def __init__(self, framing: str = NEWLINE, max_frame: Optional[int] = DEFAULT_MAX_FRAME):
         if framing not in FRAMINGS:
             raise ValueError(f"unknown framing {framing!r}; use one of {FRAMINGS}")
         self.framing = framing
+        self.max_frame = max_frame
         self._buf = bytearray()
+        self._scanned = 0  # bytes of the buffer already searched for the end of a line or header
+        self._need = -1  # body length of the header-framed message being read; -1: reading headers
+        self._header = 0  # header bytes of that message
 
     @property
     def pending_bytes(self) -> int:
         """Bytes received that do not form a complete frame yet."""
-        return len(self._buf)
+        return len(self._buf) + (self._header if self._need >= 0 else 0)
 
     def feed(self, data: bytes) -> List[Any]:
         self._buf += data
@@ -66,32 +81,50 @@ class FrameDecoder:
             except (UnicodeDecodeError, ValueError) as e:
                 raise ProtocolError(f"broker sent invalid JSON: {e}: {bytes(body[:200])!r}") from e
 
+    def _too_long(self, size: int) -> bool:
+        return self.max_frame is not None and size > self.max_frame
+
     def _next_body(self):
         if self.framing == NEWLINE:
-            i = self._buf.find(b"\n")
+            # Only the bytes not searched yet: a long line costs its length once, not per read.
+            i = self._buf.find(b"\n", self._scanned)
             if i < 0:
+                self._scanned = len(self._buf)
+                if self._too_long(len(self._buf)):
+                    raise ProtocolError(f"a message from the broker is over {self.max_frame} bytes (no newline yet)")
                 return None
+            self._scanned = 0
+            if self._too_long(i):
+                raise ProtocolError(f"a message from the broker is over {self.max_frame} bytes ({i} bytes)")
             body = bytes(self._buf[:i])
             del self._buf[: i + 1]
             return body.rstrip(b"\r")
-        end = self._buf.find(b"\r\n\r\n")
-        if end < 0:
-            if len(self._buf) > _MAX_HEADER:
-                raise ProtocolError("header section over 8 KiB")
+        if self._need < 0:
+            end = self._buf.find(b"\r\n\r\n", max(0, self._scanned - 3))
+            if end < 0:
+                self._scanned = len(self._buf)
+                if len(self._buf) > _MAX_HEADER:
+                    raise ProtocolError("header section over 8 KiB")
+                return None
+            self._scanned = 0
+            length = None
+            for line in bytes(self._buf[:end]).split(b"\r\n"):
+                name, _, value = line.partition(b":")
+                if name.strip().lower() == b"content-length":
+                    try:
+                        length = int(value.strip())
+                    except ValueError:
+                        raise ProtocolError(f"bad Content-Length header: {line!r}") from None
+            if length is None or length < 0:
+                raise ProtocolError("header section without Content-Length")
+            if self._too_long(length):
+                raise ProtocolError(f"a message from the broker is over {self.max_frame} bytes "
+                                    f"(Content-Length: {length})")
+            del self._buf[: end + 4]
+            self._need, self._header = length, end + 4
+        if len(self._buf) < self._need:
             return None
-        length = None
-        for line in bytes(self._buf[:end]).split(b"\r\n"):
-            name, _, value = line.partition(b":")
-            if name.strip().lower() == b"content-length":
-                try:
-                    length = int(value.strip())
-                except ValueError:
-                    raise ProtocolError(f"bad Content-Length header: {line!r}") from None
-        if length is None or length < 0:
-            raise ProtocolError("header section without Content-Length")
-        start = end + 4
-        if len(self._buf) < start + length:
-            return None
-        body = bytes(self._buf[start : start + length])
-        del self._buf[: start + length]
+        body = bytes(self._buf[: self._need])
+        del self._buf[: self._need]
+        self._need = -1
         return body

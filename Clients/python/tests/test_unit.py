@@ -77,6 +77,41 @@ class FramingTests(unittest.TestCase):
         with self.assertRaises(ValueError):
             framing.encode("{\n}")
 
+    def test_a_line_over_max_frame_fails_once_the_buffer_passes_it(self):
+        self.assertEqual(framing.FrameDecoder().max_frame, 64 << 20)
+        d = framing.FrameDecoder(max_frame=1000)
+        self.assertEqual(d.feed(b'{"a":"' + b"x" * 990 + b'"}\n'), [{"a": "x" * 990}])  # 1000 bytes: fine
+        self.assertEqual(d.feed(b'"' + b"y" * 900), [])
+        with self.assertRaises(sharebroker.ProtocolError):
+            d.feed(b"y" * 200)  # 1101 bytes and no newline yet
+        with self.assertRaises(sharebroker.ProtocolError):  # a whole line over it, in one read
+            framing.FrameDecoder(max_frame=10).feed(b'"' + b"z" * 20 + b'"\n')
+
+    def test_a_content_length_over_max_frame_fails_after_the_header(self):
+        d = framing.FrameDecoder(framing.CONTENT_LENGTH, max_frame=1000)
+        self.assertEqual(d.feed(b"Content-Length: 1000\r\n\r\n" + b" " * 998 + b"{}"), [{}])
+        with self.assertRaises(sharebroker.ProtocolError) as cm:
+            d.feed(b"Content-Length: 999999999999\r\n\r\n")  # no body byte needed to know
+        self.assertIn("999999999999", str(cm.exception))
+        # A header split anywhere, and a body split anywhere, still parse.
+        d = framing.FrameDecoder(framing.CONTENT_LENGTH, max_frame=1000)
+        wire = framing.encode({"k": "v" * 50}, framing.CONTENT_LENGTH) * 2
+        out = []
+        for b in wire:
+            out += d.feed(bytes([b]))
+        self.assertEqual(out, [{"k": "v" * 50}] * 2)
+        self.assertEqual(d.pending_bytes, 0)
+
+    def test_a_long_line_is_searched_once_not_per_read(self):
+        d = framing.FrameDecoder()
+        chunk = b"x" * 1024
+        start = time.monotonic()
+        d.feed(b'"')
+        for _ in range((32 << 20) // len(chunk)):  # 32 MiB in 1-KiB reads: rescanning is 512 GiB
+            d.feed(chunk)
+        self.assertEqual(d.feed(b'"\n'), ["x" * (32 << 20)])
+        self.assertLess(time.monotonic() - start, 4)  # about 0.3 s; 20 s when every read rescans
+
 
 class ItemTests(unittest.TestCase):
     def test_items(self):
@@ -146,6 +181,86 @@ class FakeBroker:
     def close(self):
         self.server.close()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class RawPeer:
+    """A one-connection server that runs ``script(conn)`` (in a thread) on the connection it
+    accepts; ``result`` is what the script returned, or the OSError that ended it."""
+
+    def __init__(self, script):
+        self.dir = tempfile.mkdtemp(prefix="sbpy-raw-", dir="/tmp" if os.path.isdir("/tmp") else None)
+        self.path = os.path.join(self.dir, "s.sock")
+        self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.server.bind(self.path)
+        self.server.listen(1)
+        self.result = None
+        self.done = threading.Event()
+
+        def run():
+            try:
+                conn, _ = self.server.accept()
+            except OSError:
+                return
+            with conn:
+                try:
+                    self.result = script(conn)
+                except OSError as e:
+                    self.result = e
+                finally:
+                    self.done.set()
+        threading.Thread(target=run, daemon=True).start()
+
+    def close(self):
+        self.server.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def endless_line(conn):
+    """Sends the start of a message and then never its end (until the client hangs up)."""
+    conn.sendall(b'{"jsonrpc":"2.0","method":"x","params":"')
+    while True:
+        conn.sendall(b"A" * (1 << 16))
+
+
+def huge_content_length(conn):
+    conn.sendall(b"Content-Length: 999999999999\r\n\r\n")
+    while True:
+        conn.sendall(b" " * (1 << 16))
+
+
+class MaxFrameTests(unittest.TestCase):
+    def test_sync_client_an_endless_line_raises_and_drops_the_connection(self):
+        for script, framing_ in ((endless_line, framing.NEWLINE), (huge_content_length, framing.CONTENT_LENGTH)):
+            with self.subTest(framing_):
+                peer = RawPeer(script)
+                self.addCleanup(peer.close)
+                c = sharebroker.Client(peer.path, timeout=2, framing=framing_, max_frame=1 << 20)
+                self.addCleanup(c.close)
+                with self.assertRaises(sharebroker.ProtocolError):
+                    c.call("broker.status")
+                self.assertTrue(c.closed)
+                self.assertTrue(peer.done.wait(5), "the peer can still write: the connection was not closed")
+                self.assertIsInstance(peer.result, OSError)
+                with self.assertRaises(sharebroker.ConnectionClosed):
+                    c.call("broker.status")
+
+    def test_async_client_an_endless_line_fails_the_call_and_closes(self):
+        import asyncio
+        from sharebroker.aio import AsyncClient
+        for script, framing_ in ((endless_line, framing.NEWLINE), (huge_content_length, framing.CONTENT_LENGTH)):
+            with self.subTest(framing_):
+                peer = RawPeer(script)
+                self.addCleanup(peer.close)
+
+                async def flow():
+                    async with AsyncClient(peer.path, timeout=2, framing=framing_, max_frame=1 << 20) as c:
+                        with self.assertRaises(sharebroker.ProtocolError):
+                            await c.call("broker.status")
+                        self.assertTrue(peer.done.wait(5), "the peer can still write: the connection was not closed")
+                        with self.assertRaises(sharebroker.ConnectionClosed):
+                            await c.call("broker.status")
+                asyncio.run(flow())
+                self.assertIsInstance(peer.result, OSError)
 
 
 class ClientWithFakeBrokerTests(unittest.TestCase):
