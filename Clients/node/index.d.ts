@@ -360,6 +360,13 @@ export interface ConnectOptions {
    * ConnectionClosed, its `cause` the ProtocolError.
    */
   maxFrame?: number | null;
+  /**
+   * Back-pressure (default 1000; `null`, `0` or `Infinity`: none): once the pull API has been
+   * used, while this many notifications wait in its queue and nothing waits for a message (no
+   * call, batch, `receive()` or `nextNotification()` waiting), the client stops reading the
+   * socket, until fewer than half that many wait.
+   */
+  maxQueuedNotifications?: number | null;
 }
 
 export interface CallOptions {
@@ -410,6 +417,8 @@ export declare class Client extends EventEmitter {
   closeTimeout: number | null;
   /** The largest message read from the broker, in bytes (`Infinity`: no limit). */
   readonly maxFrame: number;
+  /** Queued notifications at which the client stops reading (`Infinity`: never). */
+  readonly maxQueuedNotifications: number;
   /** The result of the last successful `hello`. */
   helloResult: HelloResult | undefined;
   readonly session: number | undefined;

@@ -26,6 +26,11 @@ import { defaultSocketPath } from './paths.js';
  * @property {number | null} [maxFrame] the largest message read from the broker, in bytes (default
  *   DEFAULT_MAX_FRAME, 64 MiB; `null` or `Infinity`: no limit); a longer one drops the connection
  *   (calls fail with ConnectionClosed, its `cause` the ProtocolError)
+ * @property {number | null} [maxQueuedNotifications] back-pressure (default 1000; `null`, `0` or
+ *   `Infinity`: none): once the pull API has been used, while this many notifications wait in
+ *   its queue and nothing waits for a message (no call, batch, `receive()` or
+ *   `nextNotification()` waiting), the client stops reading the socket, until fewer than half
+ *   that many wait
  *
  * @typedef {object} CallOptions
  * @property {number | null} [timeout] this call's timeout in ms (default: the client's; `0`,
@@ -45,6 +50,8 @@ export const MAX_TIMEOUT = 2 ** 31 - 1;
 const MAX_BATCH = 10000;
 /** Queued notifications at which a client nothing pulls from warns (once) that its queue grows. */
 const QUEUE_WARNING = 10000;
+/** The default of `maxQueuedNotifications`. */
+const MAX_QUEUED_NOTIFICATIONS = 1000;
 
 /**
  * A timeout in ms, or `null` for none: `0`, `null`, `undefined`, `Infinity`, NaN, a negative
@@ -114,6 +121,11 @@ export class Client extends EventEmitter {
     this._decoder = new FrameDecoder(this.framing, options.maxFrame === undefined ? DEFAULT_MAX_FRAME : options.maxFrame);
     /** The largest message read from the broker, in bytes (`Infinity`: no limit). @type {number} */
     this.maxFrame = this._decoder.maxFrame;
+    const mq = options.maxQueuedNotifications === undefined ? MAX_QUEUED_NOTIFICATIONS : options.maxQueuedNotifications;
+    /** Queued notifications at which the client stops reading (`Infinity`: never). @type {number} */
+    this.maxQueuedNotifications = typeof mq === 'number' && mq > 0 ? mq : Infinity;
+    /** Has the client stopped reading the socket (back-pressure)? */
+    this._paused = false;
     /** The result of the last successful `hello`. @type {Record<string, any> | undefined} */
     this.helloResult = undefined;
     /** @type {{role: string, bundleID?: string, token?: string} | undefined} */
@@ -285,6 +297,10 @@ export class Client extends EventEmitter {
       this._blocked = false;
       for (const w of queued) sock.write(w.buf, (err) => (err ? w.reject(this._closedError(err)) : w.resolve()));
       sock.end();
+      if (this._paused) {
+        this._paused = false;
+        sock.resume(); // read to the broker's end
+      }
       const ct = this.closeTimeout;
       const limit = typeof ct === 'number' && ct <= 0 ? 0 : limitOf(ct);
       /** @type {NodeJS.Timeout | undefined} */
@@ -406,7 +422,34 @@ export class Client extends EventEmitter {
       this._socketError ??= e;
       this._socket?.destroy();
     }
+    this._flowControl();
     for (const e of thrown) process.nextTick(() => { throw e; });
+  }
+
+  /**
+   * Back-pressure on notifications: once something has pulled (`nextNotification()`, `events()`,
+   * ...), the client stops reading the socket while `maxQueuedNotifications` or more wait in the
+   * queue and nothing waits for a message, and reads on once fewer than half wait, or as soon as
+   * something waits for a message: a call, a batch or a raw request waiting for its answer,
+   * `receive()`, or `nextNotification()` waiting for one not queued (so awaiting a call while
+   * notifications wait unconsumed never deadlocks; the queue may then pass the mark). While it
+   * does not read, the broker holds what it has for the client (and drops a subscriber that does
+   * not read for long, as it drops any slow client).
+   */
+  _flowControl() {
+    const sock = this._socket;
+    if (!sock || this._closed) return;
+    const queued = this._notifications.length;
+    const mustRead = !this._order.empty || this._replyWaiters.length > 0 || this._notificationWaiters.length > 0;
+    if (this._paused) {
+      if (mustRead || this._closedByUs || queued < Math.max(1, Math.floor(this.maxQueuedNotifications / 2))) {
+        this._paused = false;
+        sock.resume();
+      }
+    } else if (this._pulled && !mustRead && !this._closedByUs && queued >= this.maxQueuedNotifications) {
+      this._paused = true;
+      sock.pause();
+    }
   }
 
   /** @param {unknown} msg */
@@ -585,6 +628,7 @@ export class Client extends EventEmitter {
         if (!this._rawListener(r.event, r.listener)) continue;
         items = this._notifications.filter(accepts);
         this._notifications = this._notifications.filter((n) => !accepts(n));
+        this._flowControl();
       }
       for (const n of items) {
         const l = this._rawListener(r.event, r.listener); // gone (or a once() listener called): stop
@@ -721,6 +765,7 @@ export class Client extends EventEmitter {
   _send(frame, entry) {
     if (!entry) return this._write(frame);
     this._order.push(entry);
+    this._flowControl(); // its answer may be behind notifications nothing has taken yet
     return this._write(frame).catch((e) => {
       this._order.remove(entry); // never sent
       throw e;
@@ -885,6 +930,7 @@ export class Client extends EventEmitter {
         () => removeFrom(this._replyWaiters, w), options.signal,
         () => new TimeoutError(`no message from sharebroker at ${this.socketPath} in time`));
       this._replyWaiters.push(w);
+      this._flowControl();
     });
   }
 
@@ -920,13 +966,18 @@ export class Client extends EventEmitter {
     const { method } = options;
     const accepts = (/** @type {Notification} */ n) => method === undefined || n.method === method;
     const i = this._notifications.findIndex(accepts);
-    if (i >= 0) return Promise.resolve(this._notifications.splice(i, 1)[0]);
+    if (i >= 0) {
+      const n = this._notifications.splice(i, 1)[0];
+      this._flowControl();
+      return Promise.resolve(n);
+    }
     if (this.closed) return Promise.reject(this._closedError());
     if (options.timeout === 0) return Promise.resolve(null);
     return new Promise((resolve, reject) => {
       const w = new Waiter(resolve, reject, accepts, limitOf(options.timeout),
         () => removeFrom(this._notificationWaiters, w), options.signal, () => null);
       this._notificationWaiters.push(w);
+      this._flowControl();
     });
   }
 
@@ -1343,6 +1394,11 @@ class OrderQueue {
   clear() {
     this._items = [];
     this._head = 0;
+  }
+
+  /** Does no request wait for its answer? */
+  get empty() {
+    return this._head >= this._items.length;
   }
 
   _compact() {

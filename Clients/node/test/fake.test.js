@@ -239,3 +239,70 @@ for (const framing of ['line', 'header']) {
     assert.ok(c._decoder.pendingBytes <= (1 << 20) + (1 << 16), `${c._decoder.pendingBytes} bytes buffered`);
   });
 }
+
+/**
+ * Writes `count` app.event notifications (from `from`) as fast as the client takes them; resolves
+ * with how many were written. `progress.written` counts them as they go.
+ */
+async function flood(peer, count, progress = { written: 0 }, from = 0, method = 'app.event') {
+  for (let i = from; i < from + count; i++) {
+    if (peer.socket.destroyed) break;
+    const ok = peer.send({ jsonrpc: '2.0', method, params: { id: `ev-${i}`, pad: 'p'.repeat(40) } });
+    progress.written++;
+    if (!ok) await new Promise((res) => { peer.socket.once('drain', res); peer.socket.once('close', res); });
+  }
+  return progress.written;
+}
+
+test('back-pressure: a flood nobody takes stays with the peer; taken, it all arrives in order', async (t) => {
+  const total = 50000;
+  const progress = { written: 0 };
+  const { path } = await fakeBroker(t, 'line', (peer) => { flood(peer, total, progress); });
+  const c = await new Client({ socket: path, timeout: WAIT, maxQueuedNotifications: 100 }).connect();
+  t.after(() => c.destroy());
+  assert.equal(c.maxQueuedNotifications, 100);
+  assert.equal((await c.nextNotification()).params.id, 'ev-0'); // the pull API is in use
+  await sleep(500);
+  assert.ok(c.pendingNotifications < 1000, `${c.pendingNotifications} notifications queued`);
+  assert.ok(progress.written < total, 'the peer could write all it had');
+  for (let i = 1; i < total; i++) {
+    const n = await c.nextNotification({ timeout: 5000 });
+    assert.equal(n?.params.id, `ev-${i}`);
+  }
+});
+
+test('back-pressure: whatever waits for a message keeps the client reading (no deadlock)', async (t) => {
+  const { path } = await fakeBroker(t, 'line', async (peer) => {
+    await flood(peer, 5000); // far past the mark, and past the sockets' buffers
+    await flood(peer, 1, undefined, 0, 'defaults.changed');
+    const req = await peer.next();
+    peer.send({ jsonrpc: '2.0', id: req.id, result: { acked: 1 } });
+    await flood(peer, 3000, undefined, 5000);
+    peer.send({ jsonrpc: '2.0', id: 'raw', result: 'for receive()' });
+  });
+  const c = await new Client({ socket: path, timeout: 5000, maxQueuedNotifications: 10 }).connect();
+  t.after(() => c.destroy());
+  // An app that acks each event before it takes the next one: its call gets its answer although
+  // thousands of notifications wait unconsumed before it.
+  for await (const ev of c.events()) {
+    assert.equal(ev.id, 'ev-0');
+    assert.deepEqual(await c.appAck(ev.id), { acked: 1 });
+    break;
+  }
+  // A notification of another method behind them, and a raw reply behind more.
+  assert.equal((await c.nextNotification({ method: 'defaults.changed', timeout: 5000 }))?.method, 'defaults.changed');
+  assert.deepEqual(await c.receive({ timeout: 5000 }), { jsonrpc: '2.0', id: 'raw', result: 'for receive()' });
+  assert.equal((await c.nextEvent({ timeout: 5000 }))?.id, 'ev-1');
+});
+
+test('back-pressure: a client that only observes (never pulls) is not paused', async (t) => {
+  const total = 5000;
+  const { path } = await fakeBroker(t, 'line', (peer) => { flood(peer, total); });
+  const c = await new Client({ socket: path, timeout: WAIT, maxQueuedNotifications: 10 }).connect();
+  t.after(() => c.destroy());
+  let seen = 0;
+  c.on('app.event', () => seen++);
+  for (let i = 0; seen < total && i < 1000; i++) await sleep(10);
+  assert.equal(seen, total);
+  assert.equal(c.pendingNotifications, total);
+});

@@ -24,16 +24,26 @@ class AsyncClient(BrokerMethods):
     Concurrent calls from several tasks are fine.
 
     ``max_frame``: the largest message read from the broker, in bytes (default 64 MiB; ``None``: no
-    limit); a longer one drops the connection, and calls fail with :class:`ProtocolError`."""
+    limit); a longer one drops the connection, and calls fail with :class:`ProtocolError`.
+
+    ``max_queued_notifications`` (default 1,000; ``None``: no limit): back-pressure. While that
+    many notifications wait unconsumed and nothing waits for a message (no call, batch,
+    :meth:`receive` or :meth:`next_notification` waiting), the client stops reading the socket,
+    until fewer than half that many wait: the broker then holds the rest (and drops a subscriber
+    that does not read, as it drops any slow client). Whatever waits for a message keeps the
+    client reading, so a call made while notifications wait unconsumed (an ``app_ack`` inside an
+    ``async for`` over :meth:`events`) always gets its answer; the queue may then pass the mark."""
 
     def __init__(self, path: Optional[str] = None, *, timeout: Optional[float] = 30.0,
                  framing: str = _framing.NEWLINE, role: Optional[str] = None,
                  bundle_id: Optional[str] = None, token: Optional[str] = None,
-                 max_frame: Optional[int] = _framing.DEFAULT_MAX_FRAME):
+                 max_frame: Optional[int] = _framing.DEFAULT_MAX_FRAME,
+                 max_queued_notifications: Optional[int] = 1000):
         self.path = path or default_socket_path()
         self.timeout = timeout
         self.framing = framing
         self.max_frame = max_frame
+        self.max_queued_notifications = max_queued_notifications
         self.hello_result: Optional[Dict[str, Any]] = None
         self._hello = (role, bundle_id, token) if role is not None else None
         self._reader: Optional[asyncio.StreamReader] = None
@@ -53,6 +63,8 @@ class AsyncClient(BrokerMethods):
         # Created in connect(): before Python 3.10 they bind to the loop current at creation.
         self._replies: "Optional[asyncio.Queue[Any]]" = None
         self._changed: Optional[asyncio.Event] = None
+        self._resume: Optional[asyncio.Event] = None  # set when the paused read loop should look again
+        self._waiting = 0  # receive() and next_notification() calls waiting for a message
         self._next_id = 0
         self._closed_error: Optional[BaseException] = None
 
@@ -68,6 +80,7 @@ class AsyncClient(BrokerMethods):
         self._closed_error = None
         self._replies = asyncio.Queue()
         self._changed = asyncio.Event()
+        self._resume = asyncio.Event()
         self._task = asyncio.ensure_future(self._read_loop())
         if self._hello is not None:
             try:
@@ -112,6 +125,7 @@ class AsyncClient(BrokerMethods):
         last: Any = None
         try:
             while True:
+                await self._backpressure()
                 data = await self._reader.read(1 << 16)
                 if not data:
                     if isinstance(last, dict) and last.get("id") is None and isinstance(last.get("error"), dict):
@@ -174,6 +188,26 @@ class AsyncClient(BrokerMethods):
             self._abandoned.clear()
             self._changed.set()
 
+    def _must_read(self) -> bool:
+        """Does something wait for a message from the socket (a call, a batch, receive(),
+        next_notification())? Then the client reads, however many notifications wait."""
+        return bool(self._order) or self._waiting > 0
+
+    async def _backpressure(self) -> None:
+        """Waits, before the next read, while at least ``max_queued_notifications`` notifications
+        wait unconsumed and nothing waits for a message; reads on once fewer than half wait."""
+        high = self.max_queued_notifications
+        if not high or len(self._notifications) < high:
+            return
+        assert self._resume is not None
+        while len(self._notifications) >= max(1, high // 2) and not self._must_read():
+            self._resume.clear()
+            await self._resume.wait()
+
+    def _wake_reader(self) -> None:
+        if self._resume is not None:
+            self._resume.set()
+
     def _answered(self, fut: "asyncio.Future[Any]") -> None:
         """``fut``'s request has its answer: it, and every request written before it (answered
         before it, in order), leave the order of answers."""
@@ -202,10 +236,14 @@ class AsyncClient(BrokerMethods):
         """The next message that answers no pending call (e.g. a batch's list)."""
         if self._replies is None:
             raise BrokerConnectionError(f"not connected to sharebroker at {self.path}")
+        self._waiting += 1
+        self._wake_reader()
         try:
             return await asyncio.wait_for(self._replies.get(), self.timeout if timeout is _DEFAULT else timeout)
         except asyncio.TimeoutError as e:  # (not the built-in TimeoutError before Python 3.11)
             raise TimeoutError(f"no message from sharebroker at {self.path} in time") from e
+        finally:
+            self._waiting -= 1
 
     async def call(self, method: str, params: Optional[Dict[str, Any]] = None, *, timeout: Any = _DEFAULT) -> Any:
         """Call any method and return its result; raise :class:`BrokerError` for an error."""
@@ -267,6 +305,7 @@ class AsyncClient(BrokerMethods):
         deadline = None if limit is None else loop.time() + limit
         try:
             self._order.append(fut)
+            self._wake_reader()  # its answer may be behind notifications nobody consumed yet
             try:
                 self._send(message)  # the whole frame is in the transport's buffer from here on
                 assert self._writer is not None
@@ -307,6 +346,7 @@ class AsyncClient(BrokerMethods):
             for i, n in enumerate(self._notifications):
                 if method is None or n.method == method:
                     del self._notifications[i]
+                    self._wake_reader()  # (it reads on once few enough wait)
                     return n
             if self._closed_error is not None:
                 raise ConnectionClosed(str(self._closed_error))
@@ -314,10 +354,14 @@ class AsyncClient(BrokerMethods):
             remaining = None if deadline is None else deadline - loop.time()
             if remaining is not None and remaining <= 0:
                 return None
+            self._waiting += 1  # none queued is one it takes: the client reads until one comes
+            self._wake_reader()
             try:
                 await asyncio.wait_for(self._changed.wait(), remaining)
             except asyncio.TimeoutError:
                 return None
+            finally:
+                self._waiting -= 1
 
     async def next_event(self, timeout: Optional[float] = None) -> Optional[Dict[str, Any]]:
         """The params of the next ``app.event``, or ``None`` on timeout."""

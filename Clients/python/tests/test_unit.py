@@ -298,6 +298,83 @@ class ClientWithFakeBrokerTests(unittest.TestCase):
 
 
 
+def notification(i, method="app.event"):
+    return framing.encode({"jsonrpc": "2.0", "method": method, "params": {"id": "ev-%d" % i, "pad": "p" * 40}})
+
+
+def read_request(conn, buf=b""):
+    while b"\n" not in buf:
+        data = conn.recv(65536)
+        if not data:
+            return None, buf
+        buf += data
+    line, _, rest = buf.partition(b"\n")
+    return json.loads(line), rest
+
+
+class AsyncBackpressureTests(unittest.TestCase):
+    def test_a_flood_nobody_consumes_stays_with_the_peer(self):
+        import asyncio
+        from sharebroker.aio import AsyncClient
+        total = 50000
+
+        def flood(conn):
+            for i in range(total):
+                conn.sendall(notification(i))
+            return "sent all"
+        peer = RawPeer(flood)
+        self.addCleanup(peer.close)
+
+        async def flow():
+            async with AsyncClient(peer.path, timeout=10, max_queued_notifications=100) as c:
+                await asyncio.sleep(0.5)
+                self.assertLess(len(c._notifications), 1000, "the client read on although nobody consumed")
+                self.assertFalse(peer.done.is_set(), "the peer could write all it had")
+                got = []
+                while len(got) < total:
+                    n = await c.next_notification(timeout=5)
+                    self.assertIsNotNone(n)
+                    got.append(n.params["id"])
+                self.assertEqual(got, ["ev-%d" % i for i in range(total)])
+        asyncio.run(flow())
+        self.assertEqual(peer.result, "sent all")
+
+    def test_what_waits_for_a_message_keeps_the_client_reading(self):
+        import asyncio
+        from sharebroker.aio import AsyncClient
+
+        def script(conn):
+            for i in range(5000):  # far past the mark, and past the socket's buffers
+                conn.sendall(notification(i))
+            conn.sendall(notification(0, "defaults.changed"))
+            req, buf = read_request(conn)
+            conn.sendall(framing.encode({"jsonrpc": "2.0", "id": req["id"], "result": {"acked": 1}}))
+            conn.sendall(notification(5000))
+            for i in range(5001, 8000):
+                conn.sendall(notification(i))
+            conn.sendall(framing.encode({"jsonrpc": "2.0", "id": "raw", "result": "for receive()"}))
+            req, buf = read_request(conn, buf)
+            return "done"
+        peer = RawPeer(script)
+        self.addCleanup(peer.close)
+
+        async def flow():
+            async with AsyncClient(peer.path, timeout=5, max_queued_notifications=10) as c:
+                # An app that acks each event before it takes the next one: its call gets its
+                # answer although thousands of notifications wait unconsumed before it.
+                async for n in c.events(method="app.event"):
+                    self.assertEqual(n.params["id"], "ev-0")
+                    self.assertEqual(await c.app_ack([n.params["id"]]), {"acked": 1})
+                    break
+                # A notification of another method behind them, and a raw reply behind more.
+                n = await c.next_notification(timeout=5, method="defaults.changed")
+                self.assertEqual(n.method, "defaults.changed")
+                self.assertEqual(await c.receive(timeout=5), {"jsonrpc": "2.0", "id": "raw", "result": "for receive()"})
+                await c.notify("bye")
+                self.assertEqual((await c.next_notification(timeout=5)).params["id"], "ev-1")
+        asyncio.run(flow())
+
+
 class CloseFromAnotherThreadTests(unittest.TestCase):
     def test_close_wakes_a_thread_waiting_for_notifications(self):
         fake = FakeBroker(lambda req: [])
