@@ -395,6 +395,11 @@ export interface ClientEvents {
   'defaults.changed': [DefaultsChanged];
   'defaults.watchEnded': [{ group: string; reason: string }];
   brokerError: [RpcError];
+  /**
+   * A promise a listener returned rejected (`event`: the listener's event). Without a listener
+   * for it the client warns once; the process goes on.
+   */
+  listenerError: [error: unknown, event: string | symbol];
   close: [ConnectionClosed | undefined];
 }
 

@@ -43,7 +43,7 @@ import { defaultSocketPath } from './paths.js';
  */
 
 const DEFAULT_TIMEOUT = 30000;
-const RESERVED_EVENTS = new Set(['error', 'close', 'notification', 'brokerError', 'newListener', 'removeListener']);
+const RESERVED_EVENTS = new Set(['error', 'close', 'notification', 'brokerError', 'listenerError', 'newListener', 'removeListener']);
 /** The longest delay `setTimeout` honours, in ms (2^31 - 1, about 24.8 days; it fires a longer one after 1 ms). */
 export const MAX_TIMEOUT = 2 ** 31 - 1;
 /** The broker's default limit on the members of one batch (`--max-batch`). */
@@ -104,12 +104,17 @@ export function resultOrError(response, method) {
  * Events: `'notification'`, `'app.event'`, `'defaults.changed'`, `'defaults.watchEnded'`,
  * `'brokerError'` (an error without an id when no request waits, e.g. the reason the broker gives
  * before it closes the connection), `'close'` (a `ConnectionClosed` when the broker or the
- * system ended the connection, `undefined` after `close()`).
+ * system ended the connection, `undefined` after `close()`), `'listenerError'` (`(error, event)`:
+ * a promise a listener returned rejected, e.g. an async `app.event` listener whose `appAck()`
+ * failed as the connection closed; with no `'listenerError'` listener the client warns once
+ * and the process goes on).
  */
 export class Client extends EventEmitter {
   /** @param {ConnectOptions} [options] */
   constructor(options = {}) {
-    super();
+    // A promise a listener returns that rejects comes to [EventEmitter.captureRejectionSymbol]
+    // (an unhandled rejection would end the process).
+    super({ captureRejections: true });
     /** The socket path. @type {string} */
     this.socketPath = options.socket ?? defaultSocketPath();
     /** @type {Framing} */
@@ -152,6 +157,7 @@ export class Client extends EventEmitter {
     /** Has anything pulled notifications (nextNotification, events, ...)? */
     this._pulled = false;
     this._warnedQueue = false;
+    this._warnedListenerError = false;
     /** @type {Waiter<Notification | null>[]} */
     this._notificationWaiters = [];
     /** Replies no call waits for (raw requests' answers, errors without an id). @type {unknown[]} */
@@ -637,13 +643,41 @@ export class Client extends EventEmitter {
           break;
         }
         try {
-          l.call(this, r.event === 'notification' ? n : n.params);
+          const result = l.call(this, r.event === 'notification' ? n : n.params);
+          if (result && typeof result.then === 'function') result.then(undefined, (/** @type {unknown} */ e) => this._listenerError(e, r.event));
         } catch (e) {
           thrown.push(e);
         }
       }
     }
     for (const e of thrown) process.nextTick(() => { throw e; });
+  }
+
+  /**
+   * A promise a listener of `event` returned rejected (EventEmitter's captureRejections): emitted
+   * as `'listenerError'` `(error, event)`; with no listener for that (or when a `'listenerError'`
+   * listener's own promise rejected), a warning, once: it does not end the process.
+   * @param {unknown} error
+   * @param {string | symbol} event
+   */
+  [EventEmitter.captureRejectionSymbol](error, event) {
+    this._listenerError(error, event);
+  }
+
+  /**
+   * @param {unknown} error
+   * @param {string | symbol} event
+   */
+  _listenerError(error, event) {
+    if (event !== 'listenerError' && this.listenerCount('listenerError')) {
+      this.emit('listenerError', error, event);
+      return;
+    }
+    if (this._warnedListenerError) return;
+    this._warnedListenerError = true;
+    process.emitWarning(`a promise a sharebroker client's ${String(event)} listener returned rejected: ${error instanceof Error ? error.message : String(error)} ` +
+      "(handle it in the listener, or listen for 'listenerError'; further ones are not reported)",
+    { code: 'SHAREBROKER_LISTENER_ERROR' });
   }
 
   /**

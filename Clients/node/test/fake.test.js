@@ -306,3 +306,50 @@ test('back-pressure: a client that only observes (never pulls) is not paused', a
   assert.equal(seen, total);
   assert.equal(c.pendingNotifications, total);
 });
+
+test('an async listener whose promise rejects: \'listenerError\', not an unhandled rejection', async (t) => {
+  const { path } = await fakeBroker(t, 'line', async (peer) => {
+    // An event, then the broker goes away before the app acks it.
+    peer.socket.end(encode({ jsonrpc: '2.0', method: 'app.event', params: { id: 'ev-1' } }, 'line'));
+  });
+  // A listener added before the event (emitted as it arrives) ...
+  const c = await new Client({ socket: path, timeout: WAIT }).connect();
+  t.after(() => c.destroy());
+  const failed = new Promise((res) => c.on('listenerError', (e, event) => res([e, event])));
+  c.consume('app.event', async (ev) => { await c.appAck(ev.id); });
+  const [e, event] = await failed;
+  assert.ok(e instanceof ConnectionClosed, String(e));
+  assert.equal(event, 'app.event');
+  // ... and one added after it was queued (handed the queue in a microtask).
+  const c2 = await new Client({ socket: path, timeout: WAIT }).connect();
+  t.after(() => c2.destroy());
+  await new Promise((res) => c2.once('close', res));
+  assert.equal(c2.pendingNotifications, 1);
+  const failed2 = new Promise((res) => c2.on('listenerError', (e2, event2) => res([e2, event2])));
+  c2.consume('app.event', async (ev) => { await c2.appAck(ev.id); });
+  const [e2, event2] = await failed2;
+  assert.ok(e2 instanceof ConnectionClosed, String(e2));
+  assert.equal(event2, 'app.event');
+});
+
+test('the README\'s async consume() listener does not crash the process when the broker goes away', async (t) => {
+  const { path } = await fakeBroker(t, 'line', async (peer) => {
+    peer.socket.end(encode({ jsonrpc: '2.0', method: 'app.event', params: { id: 'ev-1' } }, 'line'));
+  });
+  const { spawn } = await import('node:child_process');
+  const script = `
+    import { Client } from ${JSON.stringify(new URL('../src/index.js', import.meta.url).href)};
+    const app = await new Client({ socket: ${JSON.stringify(path)} }).connect();
+    app.consume('app.event', async (ev) => { await app.appAck(ev.id); });
+    app.on('close', () => setTimeout(() => console.log('still running'), 100));
+  `;
+  const child = spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (d) => { stdout += d; });
+  child.stderr.on('data', (d) => { stderr += d; });
+  const [status] = await new Promise((res) => child.once('exit', (code, signal) => res([code, signal])));
+  assert.equal(status, 0, stderr);
+  assert.match(stdout, /still running/);
+  assert.match(stderr, /SHAREBROKER_LISTENER_ERROR/);
+});
