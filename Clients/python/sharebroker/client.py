@@ -180,7 +180,10 @@ class Client(BrokerMethods):
             sock.settimeout(self.timeout)
             sock.sendall(data)
         except socket.timeout as e:
-            raise TimeoutError(f"sharebroker at {self.path} did not take our message in time") from e
+            # Part of the message may be on the wire: whatever followed would be glued to it.
+            self._drop("a message was left half written (the broker did not take it in time)")
+            raise TimeoutError(f"sharebroker at {self.path} did not take our message in time "
+                               f"(the connection is dropped)") from e
         except OSError as e:
             self._eof = True
             raise ConnectionClosed(f"lost the connection to sharebroker at {self.path}: {e}") from e

@@ -375,6 +375,33 @@ class AsyncBackpressureTests(unittest.TestCase):
         asyncio.run(flow())
 
 
+class SendTimeoutTests(unittest.TestCase):
+    def test_a_send_that_times_out_drops_the_connection(self):
+        def slow_reader(conn):
+            time.sleep(1.5)  # takes nothing while the client sends, then reads all until the end
+            data = b""
+            while True:
+                chunk = conn.recv(1 << 20)
+                if not chunk:
+                    return data
+                data += chunk
+        peer = RawPeer(slow_reader)
+        self.addCleanup(peer.close)
+        c = sharebroker.Client(peer.path, timeout=0.5)
+        self.addCleanup(c.close)
+        with self.assertRaises(TimeoutError):
+            c.share_send([sharebroker.data_item(b"x" * (8 << 20))])
+        self.assertTrue(c.closed)
+        with self.assertRaises(sharebroker.ConnectionClosed) as cm:
+            c.call("broker.status")
+        self.assertIn("half written", str(cm.exception))
+        self.assertTrue(peer.done.wait(10), "the peer never saw the connection end")
+        data = peer.result
+        self.assertIsInstance(data, bytes)
+        self.assertLess(len(data), (8 << 20) * 4 // 3)  # only part of the message went out
+        self.assertNotIn(b"broker.status", data)  # and nothing was glued to it
+
+
 class CloseFromAnotherThreadTests(unittest.TestCase):
     def test_close_wakes_a_thread_waiting_for_notifications(self):
         fake = FakeBroker(lambda req: [])
