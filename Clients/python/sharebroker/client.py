@@ -90,6 +90,8 @@ class Client(BrokerMethods):
         self._abandoned: set = set()  # ids of calls that timed out: their late answers are dropped
         self._eof = False
         self._dropped: Optional[str] = None  # why the client dropped the connection
+        # A protocol error found after messages it still had to hand over: the next read raises it.
+        self._protocol_error: Optional[ProtocolError] = None
         self._hello = (role, bundle_id, token) if role is not None else None
         if connect:
             self.connect()
@@ -110,6 +112,7 @@ class Client(BrokerMethods):
         self._sock = s
         self._eof = False
         self._dropped = None
+        self._protocol_error = None
         self._decoder = _framing.FrameDecoder(self.framing, self.max_frame)
         if self._hello is not None:
             role, bundle_id, token = self._hello
@@ -191,6 +194,9 @@ class Client(BrokerMethods):
     def _fill(self, deadline: Optional[float]) -> None:
         """Read once from the socket (waiting until ``deadline``) and sort what arrived."""
         sock = self._require()
+        if self._protocol_error is not None:
+            e, self._protocol_error = self._protocol_error, None
+            raise e
         if self._eof:
             raise self._closed()
         remaining = None if deadline is None else deadline - time.monotonic()
@@ -211,9 +217,11 @@ class Client(BrokerMethods):
             msgs = self._decoder.feed(data)
         except ProtocolError as e:
             # Not the broker's protocol (a message over max_frame, invalid JSON): nothing after
-            # it can be trusted.
+            # it can be trusted. What came before it is handed over first; the next read raises.
             self._drop(str(e))
-            raise
+            if not e.messages:
+                raise
+            msgs, self._protocol_error = e.messages, e
         for msg in msgs:
             self._last_message = msg
             if _is_notification(msg):

@@ -1,6 +1,6 @@
 """Errors raised by the sharebroker clients, and the contract's error codes."""
 
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 # Standard JSON-RPC 2.0 codes.
 PARSE_ERROR = -32700
@@ -99,4 +99,13 @@ class ConnectionClosed(BrokerConnectionError):
 
 
 class ProtocolError(Exception):
-    """The broker sent something that is not valid JSON-RPC framing or JSON."""
+    """The broker sent something that is not valid JSON-RPC framing or JSON.
+
+    Attributes:
+        messages: from :meth:`FrameDecoder.feed`, the messages decoded before the bad frame in
+            the same call (the clients hand them over before they raise).
+    """
+
+    def __init__(self, *args: Any):
+        super().__init__(*args)
+        self.messages: List[Any] = []

@@ -68,18 +68,24 @@ class FrameDecoder:
         return len(self._buf) + (self._header if self._need >= 0 else 0)
 
     def feed(self, data: bytes) -> List[Any]:
+        """The messages completed by ``data``. Raises :class:`ProtocolError` at the first frame
+        that is not valid (its ``messages``: the ones completed before it, in this call)."""
         self._buf += data
         out: List[Any] = []
-        while True:
-            body = self._next_body()
-            if body is None:
-                return out
-            if not body.strip():
-                continue  # blank line: ignored, as the broker does
-            try:
-                out.append(json.loads(body.decode("utf-8")))
-            except (UnicodeDecodeError, ValueError) as e:
-                raise ProtocolError(f"broker sent invalid JSON: {e}: {bytes(body[:200])!r}") from e
+        try:
+            while True:
+                body = self._next_body()
+                if body is None:
+                    return out
+                if not body.strip():
+                    continue  # blank line: ignored, as the broker does
+                try:
+                    out.append(json.loads(body.decode("utf-8")))
+                except (UnicodeDecodeError, ValueError) as e:
+                    raise ProtocolError(f"broker sent invalid JSON: {e}: {bytes(body[:200])!r}") from e
+        except ProtocolError as e:
+            e.messages = out
+            raise
 
     def _too_long(self, size: int) -> bool:
         return self.max_frame is not None and size > self.max_frame

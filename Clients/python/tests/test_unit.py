@@ -375,6 +375,32 @@ class AsyncBackpressureTests(unittest.TestCase):
         asyncio.run(flow())
 
 
+class ProtocolErrorTests(unittest.TestCase):
+    def test_decoder_gives_the_messages_before_the_bad_frame(self):
+        with self.assertRaises(sharebroker.ProtocolError) as cm:
+            framing.FrameDecoder().feed(b'{"a":1}\n[2]\n{nope\n{"b":3}\n')
+        self.assertEqual(cm.exception.messages, [{"a": 1}, [2]])
+
+    def test_sync_client_hands_over_what_came_before_a_bad_line_then_raises(self):
+        def script(conn):
+            req, _ = read_request(conn)
+            # The answer, a notification and garbage in one write: one read gets them all.
+            conn.sendall(framing.encode({"jsonrpc": "2.0", "id": req["id"], "result": "mine"})
+                         + notification(1) + b"{this is not json\n" + notification(2))
+            time.sleep(2)
+        peer = RawPeer(script)
+        self.addCleanup(peer.close)
+        c = sharebroker.Client(peer.path, timeout=5)
+        self.addCleanup(c.close)
+        self.assertEqual(c.call("x"), "mine")
+        self.assertEqual(c.next_event(0)["id"], "ev-1")
+        with self.assertRaises(sharebroker.ProtocolError):
+            c.next_notification(1)
+        self.assertTrue(c.closed)
+        with self.assertRaises(sharebroker.ConnectionClosed):
+            c.call("y")
+
+
 class SendTimeoutTests(unittest.TestCase):
     def test_a_send_that_times_out_drops_the_connection(self):
         def slow_reader(conn):
