@@ -50,6 +50,11 @@ export const MAX_TIMEOUT = 2 ** 31 - 1;
 const MAX_BATCH = 10000;
 /** Queued notifications at which a client nothing pulls from warns (once) that its queue grows. */
 const QUEUE_WARNING = 10000;
+/**
+ * Abandoned calls (timed out or aborted) whose late answers the client keeps watch for, at most;
+ * past that the oldest is forgotten (see `_limitAbandoned`).
+ */
+export const MAX_ABANDONED = 1000;
 /** The default of `maxQueuedNotifications`. */
 const MAX_QUEUED_NOTIFICATIONS = 1000;
 
@@ -142,6 +147,8 @@ export class Client extends EventEmitter {
     this._pending = new Map();
     /** Calls that timed out or were aborted, by id: their late answers are dropped. @type {Map<number, Pending>} */
     this._abandoned = new Map();
+    /** The highest id of an abandoned call forgotten (MAX_ABANDONED): a late answer up to it that no call waits for is dropped. */
+    this._forgottenId = 0;
     /**
      * The requests written and not yet answered, in the order they were written (the broker
      * answers in the order it reads): calls and batches (Pending, abandoned ones included), and
@@ -476,6 +483,7 @@ export class Client extends EventEmitter {
             this._dropAbandoned(a);
             return;
           }
+          if (r.id <= this._forgottenId) return; // a forgotten abandoned batch's late reply
         }
       }
       this._rawAnswer(msg);
@@ -501,6 +509,7 @@ export class Client extends EventEmitter {
         this._dropAbandoned(a);
         return;
       }
+      if (msg.id <= this._forgottenId) return; // a forgotten abandoned call's late answer
     }
     if (isObject(msg) && msg.id === null && 'error' in msg) {
       this._idNullError(msg);
@@ -532,6 +541,22 @@ export class Client extends EventEmitter {
     if (oldest && !oldest.notice) return; // a raw request's answer, for receive()
     if (!oldest) this._closeReason = msg;
     if (this.listenerCount('brokerError')) this.emit('brokerError', RpcError.from(msg.error));
+  }
+
+  /**
+   * Bounds what abandoned calls hold: past MAX_ABANDONED ids of calls that timed out or were
+   * aborted and still wait for their late answers (a peer that never answers), the oldest are
+   * forgotten: out of the order of answers, their late answers dropped by id (ids count up).
+   */
+  _limitAbandoned() {
+    while (this._abandoned.size > MAX_ABANDONED) {
+      const p = /** @type {Pending} */ (this._abandoned.values().next().value);
+      for (const id of p.ids) {
+        if (this._abandoned.get(id) === p) this._abandoned.delete(id);
+        if (id > this._forgottenId) this._forgottenId = id;
+      }
+      this._order.remove(p);
+    }
   }
 
   /**
@@ -1480,6 +1505,7 @@ class Pending {
     const abandon = () => {
       this.abandoned = true;
       for (const id of ids) client._abandoned.set(id, this);
+      client._limitAbandoned();
     };
     this.resolve = (/** @type {any} */ v) => {
       if (this.done) return;

@@ -353,3 +353,36 @@ test('the README\'s async consume() listener does not crash the process when the
   assert.match(stdout, /still running/);
   assert.match(stderr, /SHAREBROKER_LISTENER_ERROR/);
 });
+
+test('calls abandoned against a peer that never answers are bounded; late answers are still dropped', async (t) => {
+  const { MAX_ABANDONED } = await import('../src/client.js');
+  const requests = [];
+  let answerLate;
+  const answered = new Promise((res) => { answerLate = res; });
+  const { path } = await fakeBroker(t, 'line', async (peer) => {
+    for (;;) {
+      const m = await peer.next();
+      if (m.method === 'fast') {
+        await answered;
+        for (const id of requests) peer.send({ jsonrpc: '2.0', id, result: 'late' });
+        peer.send({ jsonrpc: '2.0', id: m.id, result: 'fast' });
+      } else {
+        requests.push(m.id);
+      }
+    }
+  });
+  const c = await new Client({ socket: path, timeout: WAIT }).connect();
+  t.after(() => c.destroy());
+  const n = MAX_ABANDONED + 500;
+  const calls = [];
+  for (let i = 0; i < n; i++) calls.push(c.call('never', undefined, { timeout: 20 }).catch((e) => e));
+  for (const e of await Promise.all(calls)) assert.ok(e instanceof TimeoutError);
+  assert.ok(c._abandoned.size <= MAX_ABANDONED, `${c._abandoned.size} abandoned calls kept`);
+  assert.ok(c._order._items.length - c._order._head <= MAX_ABANDONED, 'the order of answers keeps them all');
+  while (requests.length < n) await sleep(10);
+  const fast = c.call('fast');
+  answerLate();
+  assert.equal(await fast, 'fast');
+  assert.equal(c.pendingReplies, 0, 'late answers were kept for receive()');
+  assert.equal(c._abandoned.size, 0);
+});
