@@ -69,9 +69,13 @@ class AsyncClient(BrokerMethods):
         self._closed_error: Optional[BaseException] = None
 
     async def connect(self) -> "AsyncClient":
-        """Connect (and say ``hello`` when a role was given)."""
+        """Connect (and say ``hello`` when a role was given). Does nothing while connected; once
+        the connection has ended (the broker closed it, or it failed), connects again, on a new
+        session (subscribe or watch again). Queued notifications stay readable."""
         if self._writer is not None:
-            return self
+            if self._closed_error is None:
+                return self
+            await self.close()
         try:
             self._reader, self._writer = await asyncio.wait_for(
                 asyncio.open_unix_connection(self.path), self.timeout)

@@ -99,9 +99,14 @@ class Client(BrokerMethods):
     # -- connection ----------------------------------------------------------------------------
 
     def connect(self) -> "Client":
-        """Connect (and say ``hello`` when a role was given to the constructor)."""
+        """Connect (and say ``hello`` when a role was given to the constructor). Does nothing while
+        connected; once the connection has ended (the broker closed it, or the client dropped it
+        after an error: :attr:`closed` is true), connects again, on a new session (subscribe or
+        watch again). Queued notifications stay readable."""
         if self._sock is not None:
-            return self
+            if not self._eof:
+                return self
+            self.close()
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             s.settimeout(self.timeout)
@@ -111,6 +116,7 @@ class Client(BrokerMethods):
             raise BrokerConnectionError(f"cannot connect to sharebroker at {self.path}: {e}") from e
         self._sock = s
         self._eof = False
+        self._last_message = None
         self._dropped = None
         self._protocol_error = None
         self._decoder = _framing.FrameDecoder(self.framing, self.max_frame)

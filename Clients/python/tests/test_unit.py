@@ -401,6 +401,80 @@ class ProtocolErrorTests(unittest.TestCase):
             c.call("y")
 
 
+class HangUpThenAnswer:
+    """A server that hangs up its first connection at once, and answers on the next ones."""
+
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="sbpy-re-", dir="/tmp" if os.path.isdir("/tmp") else None)
+        self.path = os.path.join(self.dir, "s.sock")
+        self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.server.bind(self.path)
+        self.server.listen(4)
+        self.connections = 0
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def _run(self):
+        while True:
+            try:
+                conn, _ = self.server.accept()
+            except OSError:
+                return
+            self.connections += 1
+            if self.connections == 1:
+                conn.close()
+                continue
+            threading.Thread(target=self._answer, args=(conn,), daemon=True).start()
+
+    @staticmethod
+    def _answer(conn):
+        with conn:
+            buf = b""
+            while True:
+                try:
+                    req, buf = read_request(conn, buf)
+                except OSError:
+                    return
+                if req is None:
+                    return
+                conn.sendall(framing.encode({"jsonrpc": "2.0", "id": req["id"], "result": req["method"]}))
+
+    def close(self):
+        self.server.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class ReconnectTests(unittest.TestCase):
+    def test_sync_connect_after_the_broker_closed_the_connection_reconnects(self):
+        server = HangUpThenAnswer()
+        self.addCleanup(server.close)
+        c = sharebroker.Client(server.path, timeout=5)
+        self.addCleanup(c.close)
+        with self.assertRaises(ConnectionError):  # ConnectionClosed, or the reset itself
+            c.call("x")
+        self.assertTrue(c.closed)
+        self.assertIs(c.connect(), c)
+        self.assertFalse(c.closed)
+        self.assertEqual(c.call("again"), "again")
+        self.assertIs(c.connect(), c)  # connected: nothing to do
+        self.assertEqual(server.connections, 2)
+
+    def test_async_connect_after_the_broker_closed_the_connection_reconnects(self):
+        import asyncio
+        from sharebroker.aio import AsyncClient
+        server = HangUpThenAnswer()
+        self.addCleanup(server.close)
+
+        async def flow():
+            async with AsyncClient(server.path, timeout=5) as c:
+                with self.assertRaises(ConnectionError):  # ConnectionClosed, or the reset itself
+                    await c.call("x")
+                self.assertIs(await c.connect(), c)
+                self.assertEqual(await c.call("again"), "again")
+                self.assertIs(await c.connect(), c)
+        asyncio.run(flow())
+        self.assertEqual(server.connections, 2)
+
+
 class SendTimeoutTests(unittest.TestCase):
     def test_a_send_that_times_out_drops_the_connection(self):
         def slow_reader(conn):
