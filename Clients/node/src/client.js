@@ -430,6 +430,14 @@ export class Client extends EventEmitter {
         }
       }
     } catch (e) {
+      // The frames completed before a frame over maxFrame still count (their answers, events).
+      for (const body of /** @type {any} */ (e)?.frames ?? []) {
+        try {
+          this._dispatch(this._decoder.parse(body));
+        } catch (e2) {
+          thrown.push(e2);
+        }
+      }
       // The broker sent something that is not the protocol: nothing after it can be trusted.
       this._closeReason = undefined;
       this._socketError ??= e;
@@ -459,10 +467,22 @@ export class Client extends EventEmitter {
         this._paused = false;
         sock.resume();
       }
-    } else if (this._pulled && !mustRead && !this._closedByUs && queued >= this.maxQueuedNotifications) {
+    } else if (this._pulled && !mustRead && !this._closedByUs && queued >= this.maxQueuedNotifications && !this._listened()) {
       this._paused = true;
       sock.pause();
     }
+  }
+
+  /**
+   * Whether a listener for notifications is registered (`on('notification')`, `on(METHOD)`,
+   * `consume()`): such a client is never paused, its listeners would starve (what they observe
+   * stays queued for the pull API, so the queue alone cannot say whether they keep up).
+   */
+  _listened() {
+    for (const name of this.eventNames()) {
+      if (typeof name === 'string' && (name === 'notification' || !RESERVED_EVENTS.has(name)) && this.listenerCount(name) > 0) return true;
+    }
+    return false;
   }
 
   /** @param {unknown} msg */

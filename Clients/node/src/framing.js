@@ -176,13 +176,16 @@ export class FrameDecoder {
       for (;;) {
         const i = data.indexOf(0x0a);
         if (i < 0) break;
-        if (this._buffered + i > this.maxFrame) throw this._tooLong(this._buffered + i);
+        // (a line's size leaves out the '\r' of a CRLF ending)
+        const cr = (i > 0 ? data[i - 1] : this._lastByte()) === 0x0d ? 1 : 0;
+        if (this._buffered + i - cr > this.maxFrame) throw this._tooLong(this._buffered + i - cr, undefined, out);
         let line = this._take(data.subarray(0, i));
         data = data.subarray(i + 1);
         if (line.length && line[line.length - 1] === 0x0d) line = line.subarray(0, line.length - 1);
         if (!isBlank(line)) out.push(line);
       }
-      if (this._buffered + data.length > this.maxFrame) throw this._tooLong(this._buffered + data.length, ' (no newline yet)');
+      const waiting = this._buffered + data.length - (data.length && data[data.length - 1] === 0x0d ? 1 : 0);
+      if (waiting > this.maxFrame) throw this._tooLong(waiting, ' (no newline yet)', out);
       if (data.length) this._keep(data);
       return out;
     }
@@ -195,8 +198,9 @@ export class FrameDecoder {
           if (all.length > MAX_HEADER_BYTES) throw new ProtocolError(`header section over ${MAX_HEADER_BYTES} bytes`);
           return out;
         }
-        this._need = contentLength(all.subarray(0, end.headers));
-        if (this._need > this.maxFrame) throw this._tooLong(this._need, ` (Content-Length: ${this._need})`);
+        const need = contentLength(all.subarray(0, end.headers));
+        if (need > this.maxFrame) throw this._tooLong(need, ` (Content-Length: ${need})`, out);
+        this._need = need;
         this._headerBytes = end.body;
         this._reset(all.subarray(end.body));
         if (this._need === -2) { this._need = -1; continue; } // an empty header section: skipped
@@ -237,11 +241,21 @@ export class FrameDecoder {
   }
 
   /**
+   * The error for a frame over `maxFrame`; `frames`: those completed before it in the same chunk
+   * (the client still hands them over: a call answered just before it gets its answer).
    * @param {number} size
    * @param {string} [how]
+   * @param {Buffer[]} [frames]
    */
-  _tooLong(size, how = ` (${size} bytes)`) {
-    return new ProtocolError(`a message from the broker is over ${this.maxFrame} bytes${how}`);
+  _tooLong(size, how = ` (${size} bytes)`, frames = []) {
+    const e = new ProtocolError(`a message from the broker is over ${this.maxFrame} bytes${how}`);
+    return Object.assign(e, { frames });
+  }
+
+  /** The last byte kept from earlier chunks (-1 when none). */
+  _lastByte() {
+    const c = this._chunks[this._chunks.length - 1];
+    return c && c.length ? c[c.length - 1] : -1;
   }
 
   /** @param {Buffer} data */

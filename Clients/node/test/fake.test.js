@@ -307,6 +307,18 @@ test('back-pressure: a client that only observes (never pulls) is not paused', a
   assert.equal(c.pendingNotifications, total);
 });
 
+test('back-pressure: a client with a listener is not paused even once it has pulled (the review)', async (t) => {
+  const total = 5000;
+  const { path } = await fakeBroker(t, 'line', (peer) => { flood(peer, total); });
+  const c = await new Client({ socket: path, timeout: WAIT, maxQueuedNotifications: 10 }).connect();
+  t.after(() => c.destroy());
+  let seen = 0;
+  c.on('app.event', () => seen++);
+  await c.nextNotification({ timeout: 0 }); // one pull (e.g. a backlog drained at start)
+  for (let i = 0; seen < total && i < 1000; i++) await sleep(10);
+  assert.equal(seen, total, 'the listener starved');
+});
+
 test('an async listener whose promise rejects: \'listenerError\', not an unhandled rejection', async (t) => {
   const { path } = await fakeBroker(t, 'line', async (peer) => {
     // An event, then the broker goes away before the app acks it.
@@ -385,4 +397,14 @@ test('calls abandoned against a peer that never answers are bounded; late answer
   assert.equal(await fast, 'fast');
   assert.equal(c.pendingReplies, 0, 'late answers were kept for receive()');
   assert.equal(c._abandoned.size, 0);
+});
+
+test('maxFrame: an answer in the same chunk before a frame over it still answers its call (the review)', async (t) => {
+  const { path } = await fakeBroker(t, 'line', async (peer) => {
+    const req = await peer.next();
+    peer.socket.write(JSON.stringify({ jsonrpc: '2.0', id: req.id, result: 'early' }) + '\n' + 'y'.repeat(300));
+  });
+  const c = await new Client({ socket: path, timeout: WAIT, maxFrame: 200 }).connect();
+  t.after(() => c.destroy());
+  assert.equal(await c.call('broker.status'), 'early');
 });

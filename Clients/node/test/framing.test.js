@@ -145,3 +145,18 @@ test('maxFrame: a line over it fails once the buffer passes it, a Content-Length
   });
   assert.equal(new FrameDecoder('line', null).maxFrame, Infinity);
 });
+
+test('maxFrame: a line exactly at it is taken with either ending; frames before one over it are kept (the review)', () => {
+  const L = 64;
+  const body = Buffer.from('"' + 'x'.repeat(L - 2) + '"');
+  for (const chunks of [[body, '\n'], [Buffer.concat([body, Buffer.from('\r\n')])], [body, '\r\n'],
+    [Buffer.concat([body, Buffer.from('\r')]), '\n']]) {
+    const d = new FrameDecoder('line', L);
+    const out = chunks.flatMap((c) => d.feed(Buffer.from(c)));
+    assert.equal(out.length, 1, JSON.stringify(chunks.map(String)));
+  }
+  const d = new FrameDecoder('line', L);
+  const wire = Buffer.from('{"id":1,"result":"early"}\n' + 'y'.repeat(L + 10));
+  assert.throws(() => d.feed(wire), (e) => e instanceof ProtocolError && e.frames.length === 1 &&
+    d.parse(e.frames[0]).result === 'early');
+});

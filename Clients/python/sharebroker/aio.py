@@ -139,42 +139,17 @@ class AsyncClient(BrokerMethods):
                         error = ConnectionClosed(f"sharebroker at {self.path} closed the connection: "
                                                  f"{e.get('message')} ({e.get('code')})", e)
                     break
-                for msg in decoder.feed(data):
+                try:
+                    messages = decoder.feed(data)
+                except ProtocolError as e:
+                    # (the messages completed before the bad frame, in this read, still count: a
+                    # call's answer among them is its answer)
+                    for msg in e.messages:
+                        self._dispatch(msg)
+                    raise
+                for msg in messages:
                     last = msg
-                    # Only integer ids are ours (not true, 1.0, or an unhashable list/object).
-                    rid = msg.get("id") if isinstance(msg, dict) and type(msg.get("id")) is int else None
-                    batch = self._batch_of(msg) if isinstance(msg, list) and self._batches else None
-                    if _is_notification(msg):
-                        self._notifications.append(Notification(msg["method"], msg.get("params")))
-                        self._changed.set()
-                    elif rid is not None and rid in self._futures:
-                        fut = self._futures.pop(rid)
-                        self._answered(fut)
-                        if not fut.done():
-                            fut.set_result(msg)
-                    elif rid is not None and rid in self._abandoned:
-                        self._answered(self._abandoned[rid])  # a late answer: dropped
-                    elif batch is not None:
-                        for k in [k for k, f in self._batches.items() if f is batch]:
-                            del self._batches[k]
-                        self._answered(batch)
-                        if not batch.done():
-                            batch.set_result(msg)
-                    elif isinstance(msg, list) and any(isinstance(r, dict) and type(r.get("id")) is int
-                                                       and r["id"] in self._abandoned for r in msg):
-                        self._answered(next(self._abandoned[r["id"]] for r in msg if isinstance(r, dict)
-                                            and type(r.get("id")) is int and r["id"] in self._abandoned))
-                    elif isinstance(msg, dict) and msg.get("id") is None and "error" in msg and self._order:
-                        # An error the broker could not tie to a request (one it could not parse,
-                        # a batch over its member limit, a message over its size limit): it
-                        # answers the oldest request still waiting, and only that one.
-                        fut = self._order[0]
-                        self._answered(fut)
-                        if not fut.done():
-                            fut.set_exception(BrokerError.from_error_object(msg["error"]))
-                        # (else the call timed out or was cancelled: its answer is dropped)
-                    else:
-                        self._replies.put_nowait(msg)
+                    self._dispatch(msg)
         except asyncio.CancelledError:
             raise
         except Exception as e:  # connection reset, protocol error
@@ -191,6 +166,45 @@ class AsyncClient(BrokerMethods):
             self._order.clear()
             self._abandoned.clear()
             self._changed.set()
+
+    def _dispatch(self, msg: Any) -> None:
+        """Hands one message from the broker to whoever waits for it (a call, a batch), or queues
+        it (a notification; anything else for :meth:`receive`)."""
+        assert self._replies is not None and self._changed is not None
+        # Only integer ids are ours (not true, 1.0, or an unhashable list/object).
+        rid = msg.get("id") if isinstance(msg, dict) and type(msg.get("id")) is int else None
+        batch = self._batch_of(msg) if isinstance(msg, list) and self._batches else None
+        if _is_notification(msg):
+            self._notifications.append(Notification(msg["method"], msg.get("params")))
+            self._changed.set()
+        elif rid is not None and rid in self._futures:
+            fut = self._futures.pop(rid)
+            self._answered(fut)
+            if not fut.done():
+                fut.set_result(msg)
+        elif rid is not None and rid in self._abandoned:
+            self._answered(self._abandoned[rid])  # a late answer: dropped
+        elif batch is not None:
+            for k in [k for k, f in self._batches.items() if f is batch]:
+                del self._batches[k]
+            self._answered(batch)
+            if not batch.done():
+                batch.set_result(msg)
+        elif isinstance(msg, list) and any(isinstance(r, dict) and type(r.get("id")) is int
+                                           and r["id"] in self._abandoned for r in msg):
+            self._answered(next(self._abandoned[r["id"]] for r in msg if isinstance(r, dict)
+                                and type(r.get("id")) is int and r["id"] in self._abandoned))
+        elif isinstance(msg, dict) and msg.get("id") is None and "error" in msg and self._order:
+            # An error the broker could not tie to a request (one it could not parse,
+            # a batch over its member limit, a message over its size limit): it
+            # answers the oldest request still waiting, and only that one.
+            fut = self._order[0]
+            self._answered(fut)
+            if not fut.done():
+                fut.set_exception(BrokerError.from_error_object(msg["error"]))
+            # (else the call timed out or was cancelled: its answer is dropped)
+        else:
+            self._replies.put_nowait(msg)
 
     def _must_read(self) -> bool:
         """Does something wait for a message from the socket (a call, a batch, receive(),
@@ -311,7 +325,14 @@ class AsyncClient(BrokerMethods):
             self._order.append(fut)
             self._wake_reader()  # its answer may be behind notifications nobody consumed yet
             try:
-                self._send(message)  # the whole frame is in the transport's buffer from here on
+                try:
+                    self._send(message)  # the whole frame is in the transport's buffer from here on
+                except (BrokerConnectionError, ConnectionClosed):
+                    # (nothing was written: it waits for no answer; left in the order, it would
+                    # take the next error without an id, and keep back-pressure off, for good)
+                    if fut in self._order:
+                        self._order.remove(fut)
+                    raise
                 assert self._writer is not None
                 await asyncio.wait_for(self._writer.drain(), limit)
             except asyncio.TimeoutError:

@@ -107,6 +107,11 @@ class Client(BrokerMethods):
             if not self._eof:
                 return self
             self.close()
+        # What the old connection left: its errors without an id (why it closed) would be taken
+        # by the next call (hello) as its answer, and its abandoned calls' answers never come.
+        self._replies = collections.deque(m for m in self._replies
+                                          if not (isinstance(m, dict) and m.get("id") is None and "error" in m))
+        self._abandoned.clear()
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             s.settimeout(self.timeout)

@@ -94,14 +94,16 @@ class FrameDecoder:
         if self.framing == NEWLINE:
             # Only the bytes not searched yet: a long line costs its length once, not per read.
             i = self._buf.find(b"\n", self._scanned)
+            # (a line's size leaves out the '\r' of a CRLF ending)
             if i < 0:
                 self._scanned = len(self._buf)
-                if self._too_long(len(self._buf)):
+                if self._too_long(len(self._buf) - (1 if self._buf.endswith(b"\r") else 0)):
                     raise ProtocolError(f"a message from the broker is over {self.max_frame} bytes (no newline yet)")
                 return None
             self._scanned = 0
-            if self._too_long(i):
-                raise ProtocolError(f"a message from the broker is over {self.max_frame} bytes ({i} bytes)")
+            size = i - (1 if i and self._buf[i - 1] == 0x0D else 0)
+            if self._too_long(size):
+                raise ProtocolError(f"a message from the broker is over {self.max_frame} bytes ({size} bytes)")
             body = bytes(self._buf[:i])
             del self._buf[: i + 1]
             return body.rstrip(b"\r")

@@ -1,6 +1,7 @@
 """The asyncio client against a real broker: the seed share flow, errors, notifications."""
 
 import asyncio
+import json
 import os
 import socket
 import tempfile
@@ -193,6 +194,54 @@ class AsyncClientTests(support.BrokerTestCase):
                     self.assertLess(loop.time() - start, 3)
                 finally:
                     deaf.close()
+
+        self.run_async(flow())
+
+
+    def test_a_call_on_an_ended_connection_leaves_nothing_waiting(self):
+        # (the review: its future stayed first in the order of answers, took the next error
+        # without an id after a reconnect, and kept back-pressure off)
+        from test_unit import HangUpThenAnswer
+        server = HangUpThenAnswer()
+        self.addCleanup(server.close)
+
+        async def flow():
+            c = AsyncClient(server.path, timeout=5)
+            await c.connect()
+            await asyncio.sleep(0.3)  # the first connection hangs up
+            with self.assertRaises(ConnectionError):
+                await c.call("x")
+            with self.assertRaises(ConnectionError):
+                await c.call("y")  # on the ended connection: nothing written
+            self.assertFalse(c._must_read(), "a call that was never sent still waits")
+            await c.connect()
+            self.assertEqual(await c.call("again"), "again")
+            await c.close()
+
+        self.run_async(flow())
+
+    def test_messages_before_a_bad_frame_in_the_same_read_still_count(self):
+        from test_unit import RawPeer
+
+        def script(conn):
+            f = conn.makefile("rb")
+            req = json.loads(f.readline())
+            conn.sendall(json.dumps({"jsonrpc": "2.0", "method": "app.event", "params": {"id": "e1"}}).encode()
+                         + b"\n" + json.dumps({"jsonrpc": "2.0", "id": req["id"], "result": "answer"}).encode()
+                         + b"\n{garbage\n")
+            f.read()
+        peer = RawPeer(script)
+        self.addCleanup(peer.close)
+
+        async def flow():
+            c = AsyncClient(peer.path, timeout=5)
+            await c.connect()
+            self.assertEqual(await c.call("broker.status"), "answer")
+            n = await c.next_notification(timeout=1)
+            self.assertEqual(n.params, {"id": "e1"})
+            with self.assertRaises((sb.ProtocolError, sb.ConnectionClosed)):  # (the connection is dropped)
+                await c.call("broker.status")
+            await c.close()
 
         self.run_async(flow())
 

@@ -45,6 +45,16 @@ class DefaultSocketPathTests(unittest.TestCase):
 
 
 class FramingTests(unittest.TestCase):
+    def test_a_line_exactly_at_max_frame_is_taken_with_either_ending(self):
+        # (the review: the '\r' of a CRLF ending was counted)
+        limit = 64
+        body = b'"' + b"x" * (limit - 2) + b'"'
+        for chunks in ([body, b"\n"], [body + b"\r\n"], [body, b"\r\n"], [body + b"\r", b"\n"]):
+            d = framing.FrameDecoder(framing.NEWLINE, limit)
+            self.assertEqual(len([m for c in chunks for m in d.feed(c)]), 1, chunks)
+        with self.assertRaises(sharebroker.ProtocolError):
+            framing.FrameDecoder(framing.NEWLINE, limit).feed(b'"' + b"x" * (limit - 1) + b'"\r\n')
+
     def test_newline_round_trip_split_anywhere(self):
         msgs = [{"a": "line\nbreak", "n": 1}, [1, 2], {"u": "ünï"}]
         wire = b"".join(framing.encode(m) for m in msgs) + b"\r\n"
@@ -404,7 +414,10 @@ class ProtocolErrorTests(unittest.TestCase):
 class HangUpThenAnswer:
     """A server that hangs up its first connection at once, and answers on the next ones."""
 
-    def __init__(self):
+    def __init__(self, reason=None):
+        # reason: the first connection answers one request, then sends this error without an id
+        # (why it closes, as the broker does when a reload ends a session) and hangs up
+        self.reason = reason
         self.dir = tempfile.mkdtemp(prefix="sbpy-re-", dir="/tmp" if os.path.isdir("/tmp") else None)
         self.path = os.path.join(self.dir, "s.sock")
         self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -421,6 +434,11 @@ class HangUpThenAnswer:
                 return
             self.connections += 1
             if self.connections == 1:
+                if self.reason is not None:
+                    req, _ = read_request(conn, b"")
+                    conn.sendall(framing.encode({"jsonrpc": "2.0", "id": req["id"], "result": {"session": 1}}))
+                    conn.sendall(framing.encode({"jsonrpc": "2.0", "id": None,
+                                                 "error": {"code": -32001, "message": self.reason}}))
                 conn.close()
                 continue
             threading.Thread(target=self._answer, args=(conn,), daemon=True).start()
@@ -457,6 +475,18 @@ class ReconnectTests(unittest.TestCase):
         self.assertEqual(c.call("again"), "again")
         self.assertIs(c.connect(), c)  # connected: nothing to do
         self.assertEqual(server.connections, 2)
+
+    def test_connect_after_the_broker_closed_with_a_reason_reconnects(self):
+        # (the review: the reason stayed queued, and hello took it as its answer)
+        server = HangUpThenAnswer(reason="a manifest reload ended the session")
+        self.addCleanup(server.close)
+        c = sharebroker.Client(server.path, role="app", bundle_id="com.example.app", timeout=5)
+        self.addCleanup(c.close)
+        with self.assertRaises(ConnectionError):
+            c.next_notification(timeout=2)
+        self.assertTrue(c.closed)
+        self.assertIs(c.connect(), c)
+        self.assertEqual(c.call("again"), "again")
 
     def test_async_connect_after_the_broker_closed_the_connection_reconnects(self):
         import asyncio
