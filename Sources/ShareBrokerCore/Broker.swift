@@ -189,14 +189,13 @@ public final class Broker {
     /// Off-loop work finished and taken up by its request / dropped (its connection gone).
     var offLoopFinished: UInt64 = 0
     var offLoopAbandoned: UInt64 = 0
-    /// Stores' work handed to `workers` (defaults snapshots), by id: what the loop runs when it is done.
-    var storeWork: [UInt64: () -> Void] = [:]
+    /// Work handed to a pool outside any request (defaults snapshots on `workers`, launch starts
+    /// on `launchWorkers`), by id: what the loop runs when it is done (`runPoolWork`).
+    var poolWork: [UInt64: () -> Void] = [:]
     /// Threads of their own for starting launches (`startLaunch`): file work hung on a network
     /// file system holds `workers`, not launches, and a directory service that does not answer
     /// holds launches, not file work.
     let launchWorkers: WorkerPool
-    /// Launch starts handed to `launchWorkers`, by id: what the loop runs when one is done.
-    var launchWork: [UInt64: () -> Void] = [:]
     /// Set by a handler that continues off the loop (`suspendRequest`), taken by the caller.
     var suspension: OffLoopTask? = nil
     /// Requests whose work is done but whose batch has members in the commit being written
@@ -745,10 +744,14 @@ public final class Broker {
     /// Each app's `LaunchSpec` (apps with a launch command).
     static func launchSpecs(_ registry: AppRegistry) -> [String: LaunchSpec] {
         var out: [String: LaunchSpec] = [:]
-        for app in registry.apps {
-            if let launch = app.launch { out[app.bundleID] = LaunchSpec(launch: launch, launchUser: app.launchUser, uids: app.uids) }
-        }
+        for app in registry.apps { out[app.bundleID] = launchSpec(of: app) }
         return out
+    }
+
+    /// The `LaunchSpec` of `app` (nil: no app, or one without a launch command).
+    static func launchSpec(of app: AppManifest?) -> LaunchSpec? {
+        guard let app, let launch = app.launch else { return nil }
+        return LaunchSpec(launch: launch, launchUser: app.launchUser, uids: app.uids)
     }
 
     /// Lists (and logs) what is wrong with every app's launch (`launchWarnings`).
@@ -838,7 +841,6 @@ public final class Broker {
         // detached, as every launched app is when the broker stops.
         for (_, l) in launches { l.ticket?.callOff() }
         launchWorkers.stop()
-        launchWork.removeAll()
         for c in Array(connections.values) { closeNow(c, reason: "broker stopped") }
         closeListener()
         syncWorker.stop()

@@ -167,7 +167,7 @@ extension Broker {
                 directory: directory, group: group, segmentLimit: config.journalSegmentLimit, turn: turn)
             if let inject = config.storeFaults { s.journal.faultInjector = inject }
             // Its snapshots are written on the worker pool, not on the loop.
-            s.backgroundRunner = { [unowned self] work, done in self.runStoreWork(work, then: done) }
+            s.backgroundRunner = { [unowned self] work, done in self.runPoolWork(work, then: done) }
             s.compactionFailingChanged = { [unowned self] failing in
                 self.defaults.compactionErrors += failing ? 1 : -1
             }

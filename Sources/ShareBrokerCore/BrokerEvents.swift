@@ -355,28 +355,18 @@ extension Broker {
             stateDirectory: config.stateDirectory, ticket: ticket)
         let job = LaunchJob()
         let (gate, spawned) = (config.launchGate, config.launchSpawnedGate)
-        let id = nextOffLoopID
-        nextOffLoopID += 1
-        guard
-            launchWorkers.submit(
-                (
-                    id,
-                    {
-                        gate?()
-                        job.outcome = Broker.startLaunch(plan)
-                        spawned?()
-                    }
-                ))
-        else {
-            finishLaunch(plan, .failure(LaunchFailure("no thread to start it on")))
-            return
-        }
-        launchWork[id] = { [unowned self] in finishLaunch(plan, job.outcome) }
+        let submitted = runPoolWork(
+            {
+                gate?()
+                job.outcome = Broker.startLaunch(plan)
+                spawned?()
+            }, on: launchWorkers, then: { [unowned self] in finishLaunch(plan, job.outcome) })
+        if !submitted { finishLaunch(plan, .failure(LaunchFailure("no thread to start it on"))) }
     }
 
     /// The launch pool reported starts done: each is recorded.
     func handleLaunchesDone() {
-        for id in launchWorkers.takeFinished() { launchWork.removeValue(forKey: id)?() }
+        for id in launchWorkers.takeFinished() { poolWork.removeValue(forKey: id)?() }
     }
 
     /// Threads for starting launches (`launchWorkers`).
@@ -396,7 +386,7 @@ extension Broker {
         state.starting = false
         state.ticket = nil
         let now = Clock.monotonicNanos()
-        let replaced = plan.ticket.isCalledOff || Broker.launchSpecs(registry)[app] != plan.spec
+        let replaced = plan.ticket.isCalledOff || Broker.launchSpec(of: registry.app(app)) != plan.spec
         switch outcome {
         case nil:
             break

@@ -149,13 +149,14 @@ extension Broker {
     /// The error a request gets when its work could not be handed to a thread.
     static let noWorkerError = RPCError(.internalError, "Internal error: no thread to do this request's file work; nothing was stored")
 
-    /// Runs a store's work on the pool (a defaults snapshot: see `DefaultsStore.backgroundRunner`);
+    /// Runs work that belongs to no request on `pool` (the file pool by default: a defaults
+    /// snapshot, see `DefaultsStore.backgroundRunner`; `launchWorkers`: a launch's start);
     /// `done` runs on the loop once it has. False when the pool cannot take it.
-    func runStoreWork(_ work: @escaping @Sendable () -> Void, then done: @escaping () -> Void) -> Bool {
+    func runPoolWork(_ work: @escaping @Sendable () -> Void, on pool: WorkerPool? = nil, then done: @escaping () -> Void) -> Bool {
         let id = nextOffLoopID
         nextOffLoopID += 1
-        guard workers.submit((id, work)) else { return false }
-        storeWork[id] = done
+        guard (pool ?? workers).submit((id, work)) else { return false }
+        poolWork[id] = done
         return true
     }
 
@@ -163,19 +164,19 @@ extension Broker {
     /// is tried again after the next start), and the compactions running are waited for, so none
     /// writes or deletes segments once the broker has stopped (and let go of its state directory).
     func finishStoreWork() {
-        for (id, done) in storeWork where workers.cancel(id) {
-            storeWork[id] = nil
+        for (id, done) in poolWork where workers.cancel(id) {
+            poolWork[id] = nil
             done()
         }
         for s in defaults.stores.values { s.waitForCompaction() }
-        storeWork.removeAll()
+        poolWork.removeAll()  // (launch starts' too: a stopped broker records none)
     }
 
     /// The pool reported finished work: each request finishes on the loop, and its connection
     /// reads on.
     func handleOffLoopDone() {
         for id in workers.takeFinished() {
-            if let done = storeWork.removeValue(forKey: id) {
+            if let done = poolWork.removeValue(forKey: id) {
                 done()
                 continue
             }
