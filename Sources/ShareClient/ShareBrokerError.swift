@@ -74,7 +74,7 @@ public enum ShareBrokerError: Error, Sendable, Equatable, CustomStringConvertibl
     /// Maps an error of the blocking `BrokerConnection`.
     public init(_ e: ClientError) {
         switch e {
-        case .unreachable(let path, let cause): self = .unreachable(path: path, reason: "\(cause)")
+        case .unreachable(let path, let cause): self = .unreachable(path: path, cause: cause)
         case .rpc(let r): self = ShareBrokerError(r)
         case .connection(let why): self = .connectionLost(reason: why)
         case .protocolError(let why): self = .connectionLost(reason: "the peer does not speak sharebroker's protocol: \(why)")
@@ -102,6 +102,12 @@ public enum ShareBrokerError: Error, Sendable, Equatable, CustomStringConvertibl
         }
     }
 
+    /// `.unreachable` for a connect that failed with `cause`: its reason names the cause and what
+    /// to check (permission, or whether a broker runs there), decided by the cause's errno.
+    static func unreachable(path: String, cause: SystemError) -> ShareBrokerError {
+        .unreachable(path: path, reason: "\(cause) \(ClientError.unreachableHint(errno: cause.errno))")
+    }
+
     /// The message: the broker's (which names the cause), or one naming the local failure.
     public var message: String {
         switch self {
@@ -111,9 +117,7 @@ public enum ShareBrokerError: Error, Sendable, Equatable, CustomStringConvertibl
             return m
         case .notAccepted(let m, _), .versionConflict(_, let m), .rpc(_, let m, _): return m
         case .connectionLost(let why): return "the connection to the broker was lost: \(why)"
-        case .unreachable(let path, let why):
-            let hint = ClientError.unreachableHint(errno: why.contains("(errno 13)") ? 13 : 0)  // (EACCES)
-            return "cannot reach the broker at \(path): \(why) \(hint)"
+        case .unreachable(let path, let why): return "cannot reach the broker at \(path): \(why)"
         case .notConnected: return "not connected to the broker: call connect() first"
         case .closed: return "the client was closed"
         case .cancelled: return "the call was cancelled"

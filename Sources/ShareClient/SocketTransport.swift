@@ -36,7 +36,7 @@ final class SocketTransport: @unchecked Sendable {
     init(path: String) throws(ShareBrokerError) {
         let fd: Int32
         do { fd = try UnixSocket.connect(path: path) } catch {
-            throw .unreachable(path: path, reason: "\(error)")
+            throw .unreachable(path: path, cause: error)
         }
         #if canImport(Darwin)
             var one: Int32 = 1
