@@ -44,6 +44,8 @@ import { defaultSocketPath } from './paths.js';
 
 const DEFAULT_TIMEOUT = 30000;
 const RESERVED_EVENTS = new Set(['error', 'close', 'notification', 'brokerError', 'listenerError', 'newListener', 'removeListener']);
+/** Whether listeners of `event` get notifications (`'notification'`, or a method's name). @param {string | symbol} event */
+const isNotificationEvent = (event) => typeof event === 'string' && (event === 'notification' || !RESERVED_EVENTS.has(event));
 /** The longest delay `setTimeout` honours, in ms (2^31 - 1, about 24.8 days; it fires a longer one after 1 ms). */
 export const MAX_TIMEOUT = 2 ** 31 - 1;
 /** The broker's default limit on the members of one batch (`--max-batch`). */
@@ -188,8 +190,11 @@ export class Client extends EventEmitter {
     this._connecting = null;
     /** Gives up a connection attempt under way (close() / destroy() before it connected). @type {(() => void) | null} */
     this._abortConnect = null;
+    /** Listeners registered for notifications (`_listened`). */
+    this._notificationListeners = 0;
     this.on('newListener', (event, listener) => this._listenerAdded(event, listener));
     this.on('removeListener', (event, listener) => {
+      if (isNotificationEvent(event)) this._notificationListeners--;
       const consumers = this._consumers.get(event);
       if (consumers && !this.listeners(event).includes(listener)) consumers.delete(listener);
     });
@@ -479,10 +484,21 @@ export class Client extends EventEmitter {
    * stays queued for the pull API, so the queue alone cannot say whether they keep up).
    */
   _listened() {
-    for (const name of this.eventNames()) {
-      if (typeof name === 'string' && (name === 'notification' || !RESERVED_EVENTS.has(name)) && this.listenerCount(name) > 0) return true;
+    return this._notificationListeners > 0;
+  }
+
+  /**
+   * Drops the late answer of an abandoned call or batch (one that timed out or was cancelled,
+   * also one forgotten past the bound on them): true when `id` is such a one's.
+   * @param {number} id
+   */
+  _dropLate(id) {
+    const a = this._abandoned.get(id);
+    if (a) {
+      this._dropAbandoned(a);
+      return true;
     }
-    return false;
+    return id <= this._forgottenId;
   }
 
   /** @param {unknown} msg */
@@ -498,12 +514,7 @@ export class Client extends EventEmitter {
             p.batch.settle(msg);
             return;
           }
-          const a = this._abandoned.get(r.id);
-          if (a) {
-            this._dropAbandoned(a);
-            return;
-          }
-          if (r.id <= this._forgottenId) return; // a forgotten abandoned batch's late reply
+          if (this._dropLate(r.id)) return;
         }
       }
       this._rawAnswer(msg);
@@ -524,12 +535,7 @@ export class Client extends EventEmitter {
         }
         return;
       }
-      const a = this._abandoned.get(msg.id);
-      if (a) {
-        this._dropAbandoned(a);
-        return;
-      }
-      if (msg.id <= this._forgottenId) return; // a forgotten abandoned call's late answer
+      if (this._dropLate(msg.id)) return;
     }
     if (isObject(msg) && msg.id === null && 'error' in msg) {
       this._idNullError(msg);
@@ -652,7 +658,8 @@ export class Client extends EventEmitter {
    * @param {Function} listener
    */
   _listenerAdded(event, listener) {
-    if (typeof event !== 'string' || (event !== 'notification' && RESERVED_EVENTS.has(event))) return;
+    if (!isNotificationEvent(event)) return;
+    this._notificationListeners++;
     const consuming = !!this._consumers.get(event)?.has(listener);
     /** @type {Notification[] | null} */
     let items = null;

@@ -181,7 +181,7 @@ export class FrameDecoder {
         if (this._buffered + i - cr > this.maxFrame) throw this._tooLong(this._buffered + i - cr, undefined, out);
         let line = this._take(data.subarray(0, i));
         data = data.subarray(i + 1);
-        if (line.length && line[line.length - 1] === 0x0d) line = line.subarray(0, line.length - 1);
+        if (cr) line = line.subarray(0, line.length - 1);
         if (!isBlank(line)) out.push(line);
       }
       const waiting = this._buffered + data.length - (data.length && data[data.length - 1] === 0x0d ? 1 : 0);

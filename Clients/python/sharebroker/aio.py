@@ -11,7 +11,7 @@ import collections
 from typing import Any, AsyncIterator, Deque, Dict, List, Optional, Sequence, Tuple, Union
 
 from . import framing as _framing
-from .client import Notification, _is_notification, batch_results, default_socket_path, result_or_error
+from .client import Notification, _is_idless_error, _is_notification, batch_results, default_socket_path, result_or_error
 from .errors import BrokerConnectionError, BrokerError, ConnectionClosed, ProtocolError
 from .methods import BrokerMethods
 
@@ -139,17 +139,18 @@ class AsyncClient(BrokerMethods):
                         error = ConnectionClosed(f"sharebroker at {self.path} closed the connection: "
                                                  f"{e.get('message')} ({e.get('code')})", e)
                     break
+                # (the messages completed before a bad frame, in this read, still count: a
+                # call's answer among them is its answer)
+                bad = None
                 try:
                     messages = decoder.feed(data)
                 except ProtocolError as e:
-                    # (the messages completed before the bad frame, in this read, still count: a
-                    # call's answer among them is its answer)
-                    for msg in e.messages:
-                        self._dispatch(msg)
-                    raise
+                    messages, bad = e.messages, e
                 for msg in messages:
                     last = msg
                     self._dispatch(msg)
+                if bad is not None:
+                    raise bad
         except asyncio.CancelledError:
             raise
         except Exception as e:  # connection reset, protocol error
@@ -194,7 +195,7 @@ class AsyncClient(BrokerMethods):
                                            and r["id"] in self._abandoned for r in msg):
             self._answered(next(self._abandoned[r["id"]] for r in msg if isinstance(r, dict)
                                 and type(r.get("id")) is int and r["id"] in self._abandoned))
-        elif isinstance(msg, dict) and msg.get("id") is None and "error" in msg and self._order:
+        elif _is_idless_error(msg) and self._order:
             # An error the broker could not tie to a request (one it could not parse,
             # a batch over its member limit, a message over its size limit): it
             # answers the oldest request still waiting, and only that one.
@@ -329,9 +330,9 @@ class AsyncClient(BrokerMethods):
                     self._send(message)  # the whole frame is in the transport's buffer from here on
                 except (BrokerConnectionError, ConnectionClosed):
                     # (nothing was written: it waits for no answer; left in the order, it would
-                    # take the next error without an id, and keep back-pressure off, for good)
-                    if fut in self._order:
-                        self._order.remove(fut)
+                    # take the next error without an id, and keep back-pressure off, for good.
+                    # It was appended last, with no await since)
+                    self._order.pop()
                     raise
                 assert self._writer is not None
                 await asyncio.wait_for(self._writer.drain(), limit)

@@ -43,6 +43,11 @@ def _is_notification(msg: Any) -> bool:
     return isinstance(msg, dict) and "method" in msg and "id" not in msg
 
 
+def _is_idless_error(msg: Any) -> bool:
+    """An error the broker could not tie to a request (``"id": null``)."""
+    return isinstance(msg, dict) and msg.get("id") is None and "error" in msg
+
+
 def result_or_error(response: Any, method: Optional[str] = None) -> Any:
     """The ``result`` of a response object, or raise its ``error`` as :class:`BrokerError`."""
     if not isinstance(response, dict):
@@ -110,7 +115,7 @@ class Client(BrokerMethods):
         # What the old connection left: its errors without an id (why it closed) would be taken
         # by the next call (hello) as its answer, and its abandoned calls' answers never come.
         self._replies = collections.deque(m for m in self._replies
-                                          if not (isinstance(m, dict) and m.get("id") is None and "error" in m))
+                                          if not _is_idless_error(m))
         self._abandoned.clear()
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
@@ -306,7 +311,7 @@ class Client(BrokerMethods):
         while True:
             for i, msg in enumerate(self._replies):
                 if isinstance(msg, dict) and (msg.get("id") == rid and not isinstance(msg.get("id"), bool)
-                                              or (msg.get("id") is None and "error" in msg)):
+                                              or _is_idless_error(msg)):
                     del self._replies[i]
                     result = result_or_error(msg, method)
                     if method == "hello" and isinstance(result, dict):
@@ -346,7 +351,7 @@ class Client(BrokerMethods):
                 if isinstance(msg, list) and any(isinstance(r, dict) and r.get("id") in ids for r in msg):
                     del self._replies[i]
                     return batch_results(calls, ids, msg)
-                if isinstance(msg, dict) and msg.get("id") is None and "error" in msg:
+                if _is_idless_error(msg):
                     # The broker refused the whole batch (over --max-batch: -32600; one it cannot
                     # parse: -32700) with one error without an id, as the asyncio client raises.
                     del self._replies[i]
