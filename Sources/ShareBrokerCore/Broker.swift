@@ -932,9 +932,11 @@ public final class Broker {
         // pacer's). Handing it to the worker and being woken again would add two thread switches
         // to every request's latency and leave the loop idle meanwhile all the same. Not while
         // commits take longer than the pacer's longest wait: then other clients would wait for
-        // every flush.
+        // every flush. Nor a commit of compaction's copies alone (up to 4,096 records, which no
+        // request waits for): the loop goes on serving meanwhile.
         startCommit(
-            inline: pacer.inlineAllowed && (totalRequests - requestsAtCommitStart <= 1 || pacer.batchComplete))
+            inline: pacer.inlineAllowed && (totalRequests - requestsAtCommitStart <= 1 || pacer.batchComplete)
+                && !turn.onlyMaintenance)
     }
 
     func flushDirty() {
@@ -962,6 +964,7 @@ public final class Broker {
         // What is ready to go out (replies a commit just released) does not wait for a commit the
         // loop writes itself, nor counts in its measured duration.
         if inline { flushDirty() }
+        config.commitStarted?(inline, turn.onlyMaintenance)
         let begun = turn.beginAll()
         pacer.commitStarted(at: Clock.monotonicNanos())
         let ticket = CommitTicket(

@@ -321,7 +321,9 @@ public final class EventStore: TurnParticipant {
     /// Live events and records per journal segment (compaction).
     var ledger = SegmentLedger()
     var undo: [Undo] = []
-    var segmentsToDelete: Int? = nil
+    /// Events compaction copied forward, pending (joining the next commit), then in flight.
+    var carryPending: CarriedCopies<StoredEvent>? = nil
+    var carryInflight: CarriedCopies<StoredEvent>? = nil
     /// What recovery found.
     public private(set) var recovery = RecoveryReport()
     /// Events recovered at start.
@@ -555,15 +557,9 @@ public final class EventStore: TurnParticipant {
     /// Makes this turn's changes durable (one write, one fdatasync). On failure they are undone.
     public func commit() throws(StoreError) { try commitTurn() }
 
-    /// Segment clean-up once everything is durable: only then may a segment whose events were
-    /// all acked go (the acks must be on disk first).
-    func afterDurable() {
-        if let through = segmentsToDelete {
-            forgetSegments(through: through)
-            segmentsToDelete = nil
-        }
-        compactIfUseful()
-    }
+    /// True when the only changes waiting for a commit are compaction's copies (no request waits
+    /// for them: the broker hands such a commit to its sync worker rather than writing it itself).
+    public var pendingIsMaintenance: Bool { carryPending != nil && undo.isEmpty }
 
     /// The changes handed to the sync worker and not yet durable (pipelined commit).
     var inflightUndo: [Undo] = []
@@ -575,6 +571,8 @@ public final class EventStore: TurnParticipant {
             throw error
         }
         swap(&inflightUndo, &undo)  // (inflightUndo is empty: no buffer is copied or allocated)
+        carryInflight = carryPending  // (pending copies are in the batch taken)
+        carryPending = nil
         return batch.map { SyncJob(batch: $0) }
     }
 
@@ -583,12 +581,19 @@ public final class EventStore: TurnParticipant {
             rollback()  // the changes made since, then the job's own
             undoAll(inflightUndo)
             inflightUndo.removeAll(keepingCapacity: true)
+            carryInflight = nil  // (the originals stay where they are)
             if let b = job?.batch { journal.finishBatch(b, failed: true) }
             return
         }
         inflightUndo.removeAll(keepingCapacity: true)
         if let b = job?.batch { journal.finishBatch(b, failed: false) }
-        if !journal.hasPending && undo.isEmpty { afterDurable() }
+        if let c = carryInflight {
+            carryInflight = nil
+            rehome(c)
+        }
+        // Segment clean-up once everything is durable: only then may a segment whose events
+        // were all acked go (the acks must be on disk first).
+        if !journal.hasPending && undo.isEmpty { compactIfUseful() }
     }
 
     /// Undoes this turn's changes in memory and drops its journal records.
@@ -596,7 +601,7 @@ public final class EventStore: TurnParticipant {
         journal.discardPending()
         undoAll(undo)
         undo.removeAll(keepingCapacity: true)
-        segmentsToDelete = nil
+        carryPending = nil  // (its copies were pending: discarded above)
     }
 
     func undoAll(_ list: [Undo]) {
@@ -633,14 +638,15 @@ public final class EventStore: TurnParticipant {
     }
 
     /// Drops sealed segments (oldest first) that hold no live event; while the sealed segments are
-    /// mostly dead, copies the oldest one's live events forward (a chunk per call) and drops it
-    /// once they all are.
+    /// mostly dead, copies the oldest one's live events forward (a chunk per call) to go to disk
+    /// with the next commit, off the loop like any other (`rehome` then moves them), and drops
+    /// the segment once they all are. Called when every change is durable.
     func compactIfUseful() {
         switch ledger.nextStep(sealed: journal.segments.dropLast()) {
         case .none: return
         case .delete(let through): forgetSegments(through: through)
         case .carry(let oldest):
-            // At most `carryChunk` per call (the loop writes them), in sequence order.
+            // At most `carryChunk` per commit, in sequence order.
             var carried: [StoredEvent] = []
             scan: for (_, q) in queues {
                 for slot in q.slots[q.head...] {
@@ -650,13 +656,27 @@ public final class EventStore: TurnParticipant {
                 }
             }
             carried.sort { $0.seq < $1.seq }
-            let written = journal.commitCopies(carried, type: RecordType.event.rawValue) { e, out in
+            let copies = journal.appendCopies(carried, from: oldest, type: RecordType.event.rawValue) { e, out in
                 EventStore.writeEventRecord(app: e.app, id: e.id, seq: e.seq, body: e.body, to: &out)
             }
-            guard let target = written else { return }
-            // The copies are durable: re-home them, then the old segment can go.
-            for e in carried { e.segment = target }  // (the queues hold these very objects)
-            if ledger.moved(carried.count, from: oldest, to: target) { forgetSegments(through: oldest) }
+            guard let copies else { return }
+            carryPending = copies
+            turn?.touch(self)
+        }
+    }
+
+    /// Compaction's copies are durable: each carried event lives in their segment now, acked
+    /// meanwhile or not (an ack of the same commit is on disk too; one of a later commit that
+    /// fails puts the event back, and then in its new segment, where it is counted). The old
+    /// segment goes once no live event is left in it.
+    func rehome(_ c: CarriedCopies<StoredEvent>) {
+        var live = 0
+        for e in c.items where e.segment == c.from {
+            e.segment = c.to  // (the queues hold these very objects)
+            if let p = queues[e.app]?.position(of: e.id), queues[e.app]?.slots[p] === e { live += 1 }
+        }
+        if ledger.carried(written: c.items.count, live: live, from: c.from, to: c.to) {
+            forgetSegments(through: c.from)
         }
     }
 

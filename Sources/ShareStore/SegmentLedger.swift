@@ -32,12 +32,14 @@ struct SegmentLedger {
         return .carry(from: oldest)
     }
 
-    /// `count` live records of segment `from` now have durable copies in segment `to`. Returns
-    /// true when `from` holds no live record any more (it can go).
-    mutating func moved(_ count: Int, from: Int, to: Int) -> Bool {
-        live.add(count, to: to)
-        records.add(count, to: to)
-        live.add(-count, to: from)
+    /// `written` copies of records of segment `from` are durable in segment `to`, `live` of them
+    /// copies of records still live (the others were removed while the copies were on their way;
+    /// their `from` count went down then). Returns true when `from` holds no live record any more
+    /// (it can go).
+    mutating func carried(written: Int, live moved: Int, from: Int, to: Int) -> Bool {
+        live.add(moved, to: to)
+        records.add(written, to: to)
+        live.add(-moved, to: from)
         return (live[from] ?? 0) <= 0
     }
 
@@ -48,19 +50,31 @@ struct SegmentLedger {
     }
 }
 
+/// Copies of live records compaction appended to its journal, on their way to disk with the next
+/// commit (pending, then in flight). Once durable, the records live in `to`; if that commit fails
+/// the copies are gone with it and nothing changed (the originals in `from` stay).
+struct CarriedCopies<Item> {
+    let items: [Item]
+    let from: Int
+    let to: Int
+}
+
 extension Journal {
-    /// Appends a copy of each item (`write` makes its payload) and commits them on the calling
-    /// thread; returns the segment they landed in, or nil when they could not be made durable (then
-    /// nothing of them is pending). Compaction only: nothing else may be pending.
-    func commitCopies<T>(_ items: [T], type: UInt8, _ write: (T, inout [UInt8]) -> Void) -> Int? {
+    /// Appends a copy of each item (`write` makes its payload) to the pending batch, for the next
+    /// commit to make durable (written and fdatasync'd like any other, off the loop); returns the
+    /// copies, or nil when they could not all be appended (then none of them is pending) or other
+    /// records are pending or in flight (then none is appended).
+    /// Compaction only: called when nothing is pending or in flight, so the copies come before
+    /// any record of the requests of the same commit (an ack or completion of a carried record
+    /// always follows its copy), and the journal cannot roll before they are written.
+    func appendCopies<T>(_ items: [T], from: Int, type: UInt8, _ write: (T, inout [UInt8]) -> Void) -> CarriedCopies<T>? {
+        guard !items.isEmpty, !hasPending, !batchInFlight else { return nil }
         for item in items {
             do { try append(type: type) { out in write(item, &out) } } catch {
                 discardPending()
                 return nil
             }
         }
-        let target = activeSegment  // (the journal rolls only after the commit)
-        do { try commit() } catch { return nil }  // the old segment stays (replay keeps the newest copy)
-        return target
+        return CarriedCopies(items: items, from: from, to: activeSegment)  // (a journal rolls only with nothing pending)
     }
 }

@@ -198,6 +198,15 @@ public final class ShareRecordStore: TurnParticipant {
     var lastAdded: (id: String, mark: Int, hasFiles: Bool)? = nil
     /// Set by `failTurn`: the reason this turn's commit fails.
     var failedTurn: String? = nil
+    /// Shares compaction copied forward, pending (joining the next commit), then in flight.
+    var carryPending: CarriedCopies<StoredShare>? = nil
+    var carryInflight: CarriedCopies<StoredShare>? = nil
+
+    /// True when the only changes waiting for a commit are compaction's copies (no request waits
+    /// for them: the broker hands such a commit to its sync worker rather than writing it itself).
+    public var pendingIsMaintenance: Bool {
+        carryPending != nil && undo.isEmpty && createdDirs.isEmpty && completedDirs.isEmpty && failedTurn == nil
+    }
     var createdDirs: [String] = []
     var completedDirs: [String] = []
     /// What recovery found.
@@ -590,6 +599,7 @@ public final class ShareRecordStore: TurnParticipant {
         completedDirs.removeAll()
         undo.removeAll()
         lastAdded = nil
+        carryPending = nil  // (its copies were pending: discarded above)
     }
 
     func undoAll(_ list: [Undo]) {
@@ -628,6 +638,8 @@ public final class ShareRecordStore: TurnParticipant {
         swap(&inflightUndo, &undo)
         swap(&inflightCreatedDirs, &createdDirs)
         swap(&inflightCompletedDirs, &completedDirs)
+        carryInflight = carryPending  // (pending copies are in the batch taken)
+        carryPending = nil
         lastAdded = nil
         let job = SyncJob(directories: inflightCreatedDirs.isEmpty ? [] : [directory + "/files"], batch: batch)
         return job.isEmpty ? nil : job
@@ -639,8 +651,13 @@ public final class ShareRecordStore: TurnParticipant {
             undoAll(inflightUndo)
             for d in inflightCreatedDirs { ShareRecordStore.removeTree(d) }
             if let b = job?.batch { journal.finishBatch(b, failed: true) }
+            carryInflight = nil  // (the originals stay where they are)
         } else {
             if let b = job?.batch { journal.finishBatch(b, failed: false) }
+            if let c = carryInflight {
+                carryInflight = nil
+                rehome(c)
+            }
             // Their completions are durable: the files go, unless `files/` or the group's own
             // directory was replaced by a symlink meanwhile (deleting through it would reach
             // outside the state directory).
@@ -657,28 +674,43 @@ public final class ShareRecordStore: TurnParticipant {
     }
 
     /// Deletes the sealed segments (oldest first) that hold no pending share; while the sealed
-    /// segments are mostly dead, copies the oldest one's pending shares forward into the active
-    /// segment (record type 3, same ids; a chunk per call) and deletes it once they all are.
-    /// Called only when nothing is pending and every completion is durable, so a deleted segment's
-    /// shares can never come back through a rollback.
+    /// segments are mostly dead, copies the oldest one's pending shares forward (record type 3,
+    /// same ids; a chunk per call) to go to disk with the next commit, off the loop like any
+    /// other (`rehome` then moves them), and deletes the segment once they all are. Called only
+    /// when nothing is pending and every completion is durable, so a deleted segment's shares can
+    /// never come back through a rollback.
     func compactIfUseful() {
         switch ledger.nextStep(sealed: journal.segments.dropLast()) {
         case .none: return
         case .delete(let through): forgetSegments(through: through)
         case .carry(let oldest):
-            // At most `carryChunk` per call (the loop writes them), oldest first.
+            // At most `carryChunk` per commit, oldest first.
             var carried: [StoredShare] = []
             for id in order {
                 guard let s = shares[id], s.segment == oldest else { continue }
                 carried.append(s)
                 if carried.count == carryChunk { break }
             }
-            let written = journal.commitCopies(carried, type: RecordType.carried.rawValue) { s, out in
+            let copies = journal.appendCopies(carried, from: oldest, type: RecordType.carried.rawValue) { s, out in
                 ShareRecordStore.writeRecord(s, carried: true, to: &out)
             }
-            guard let target = written else { return }
-            for s in carried { s.segment = target }
-            if ledger.moved(carried.count, from: oldest, to: target) { forgetSegments(through: oldest) }
+            guard let copies else { return }
+            carryPending = copies
+            turn?.touch(self)
+        }
+    }
+
+    /// Compaction's copies are durable: each carried share lives in their segment now, completed
+    /// meanwhile or not (a completion of a later commit that fails puts the share back, and then
+    /// in its new segment, where it is counted). The old segment goes once no live share is left.
+    func rehome(_ c: CarriedCopies<StoredShare>) {
+        var live = 0
+        for s in c.items where s.segment == c.from {
+            s.segment = c.to
+            if shares[s.id] === s { live += 1 }
+        }
+        if ledger.carried(written: c.items.count, live: live, from: c.from, to: c.to) {
+            forgetSegments(through: c.from)
         }
     }
 

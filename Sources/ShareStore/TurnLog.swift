@@ -20,11 +20,17 @@ public protocol TurnParticipant: AnyObject {
     /// Pipelined commit, second half: the job is durable (error nil), or it failed, and then every
     /// change not yet durable (the job's and any made since) is undone and the journal cut back.
     func finishCommit(_ job: SyncJob?, error: StoreError?)
+    /// True when nothing but the store's own upkeep (compaction's copies) waits for a commit: no
+    /// request waits for it.
+    var pendingIsMaintenance: Bool { get }
 }
 
 extension TurnParticipant {
     /// Group stores commit first.
     public var commitOrder: Int { 0 }
+
+    /// Changes are requests' unless a store says otherwise.
+    public var pendingIsMaintenance: Bool { false }
 
     /// Makes the changes since the last commit durable on the calling thread (both halves of the
     /// pipelined commit, the job run in between); on failure they are undone and the error thrown.
@@ -125,6 +131,10 @@ public final class TurnLog {
 
     /// True when some store waits for a commit.
     public var hasDirty: Bool { !dirty.isEmpty }
+
+    /// True when stores wait for a commit and all they wait with is their own upkeep (no request's
+    /// change): nobody waits for that commit.
+    public var onlyMaintenance: Bool { !dirty.isEmpty && dirty.allSatisfy(\.pendingIsMaintenance) }
 
     /// Pipelined commit: `beginCommit` of every dirty store, in commit order. Returns the stores
     /// with their jobs (nil: nothing to write) and those that failed to begin (already rolled back).
