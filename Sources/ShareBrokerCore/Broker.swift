@@ -118,6 +118,10 @@ public final class Broker {
     /// What is wrong with apps' launches, found when the manifests were loaded (`launchWarnings`):
     /// listed with the manifests' warnings in `apps.list`.
     var launchIssues: [ManifestIssue] = []
+    /// Counts manifest loads: launch checks of an older load are dropped.
+    var manifestLoads = 0
+    /// True while the launch checks of the manifests loaded last run (off the loop).
+    var launchChecksRunning = false
     /// The live subscriber of each app.
     var subscribers: [String: Connection] = [:]
     /// Connections with replies held for this turn's commit.
@@ -648,8 +652,12 @@ public final class Broker {
     }
 
     /// Re-reads STATE/apps/*.json and STATE/associations/*.json and rebuilds the routing tables.
+    /// Loads the manifests and association documents again. The launch checks of the apps (for
+    /// `apps.list`'s warnings) are the caller's: `checkLaunches` at start, before any client is
+    /// served; `startLaunchChecks` or `launchChecksTask` off the loop once they are.
     func reloadManifests(reason: String) {
         let loaded = StateFiles.load(stateDirectory: config.stateDirectory)
+        manifestLoads += 1
         let launchesBefore = Broker.launchSpecs(registry)
         registry = loaded.registry
         for issue in registry.issues {
@@ -717,9 +725,8 @@ public final class Broker {
         }
         // Watches of groups a bundle no longer lists end now, and their sessions are told.
         if !defaults.watchers.isEmpty { endUnlistedWatches() }
-        // Launches are checked now, not first when one is due; a reload that changed an app's
-        // launch (it may have fixed it) ends its backoff: its next launch is due at once.
-        if listenerFD >= 0 { checkLaunches() }  // (at start: once the socket is there)
+        // A reload that changed an app's launch (it may have fixed it) ends its backoff: its
+        // next launch is due at once.
         let launchesNow = Broker.launchSpecs(registry)
         for (app, state) in launches where launchesBefore[app] != launchesNow[app] {
             if state.pid == nil && state.retryAt != nil {
@@ -754,14 +761,68 @@ public final class Broker {
         return LaunchSpec(launch: launch, launchUser: app.launchUser, uids: app.uids)
     }
 
-    /// Lists (and logs) what is wrong with every app's launch (`launchWarnings`).
-    func checkLaunches() {
-        launchIssues = []
-        for app in registry.apps {
-            for warning in launchWarnings(app) {
-                launchIssues.append(ManifestIssue(file: app.file, field: "launch", message: "\(app.bundleID): \(warning)", fatal: false))
-                log.log(.warning, "manifest \(app.file): \(app.bundleID): \(warning)")
+    /// What is wrong with the launches of `apps` (`launchWarnings`; looks users up and walks the
+    /// file system: any thread).
+    static func launchIssues(_ apps: [AppManifest], socketPath: String) -> [ManifestIssue] {
+        var out: [ManifestIssue] = []
+        for app in apps {
+            for warning in launchWarnings(app, socketPath: socketPath) {
+                out.append(ManifestIssue(file: app.file, field: "launch", message: "\(app.bundleID): \(warning)", fatal: false))
             }
+        }
+        return out
+    }
+
+    /// Lists (and logs) what is wrong with every app's launch, on the loop: at start, once the
+    /// socket is there and before any client is served.
+    func checkLaunches() {
+        applyLaunchChecks(Broker.launchIssues(registry.apps, socketPath: config.socketPath), load: manifestLoads)
+    }
+
+    /// Records (and logs) the launch checks of manifest load `load`; those of an older load are
+    /// dropped (a later reload's checks follow).
+    func applyLaunchChecks(_ issues: [ManifestIssue], load: Int) {
+        guard load == manifestLoads else { return }
+        launchChecksRunning = false
+        launchIssues = issues
+        for issue in issues { log.log(.warning, "manifest \(issue.file): \(issue.message)") }
+    }
+
+    /// The launch checks of the manifests just loaded, as work for a launch thread (a user's
+    /// lookup may wait for a directory service that does not answer: every client is served
+    /// meanwhile) and what the loop does once it is done. `apps.list` shows the previous
+    /// checks' warnings until then (`apps.reload` answers once they are done).
+    func launchChecksTask() -> (work: @Sendable () -> Void, done: () -> Void) {
+        final class Found: @unchecked Sendable {  // written by the launch thread, read on the loop after it
+            var issues: [ManifestIssue] = []
+            var ran = false
+        }
+        let found = Found()
+        let apps = registry.apps.filter { $0.launch != nil }
+        let socketPath = config.socketPath
+        let load = manifestLoads
+        launchChecksRunning = true
+        let gate = config.launchCheckGate
+        return (
+            { [found] in
+                gate?()
+                found.issues = Broker.launchIssues(apps, socketPath: socketPath)
+                found.ran = true
+            },
+            { [unowned self] in
+                // (work taken back before it ran: the request that wanted it closed)
+                if found.ran { applyLaunchChecks(found.issues, load: load) } else if load == manifestLoads { startLaunchChecks() }
+            }
+        )
+    }
+
+    /// Starts the launch checks of the manifests just loaded on a launch thread (a reload by
+    /// SIGHUP or `BrokerControl`); on the loop when no thread can take them.
+    func startLaunchChecks() {
+        let task = launchChecksTask()
+        if !runPoolWork(task.work, on: launchWorkers, then: task.done) {
+            task.work()
+            task.done()
         }
     }
 
@@ -1727,6 +1788,7 @@ public final class Broker {
             case SIGHUP:
                 log.log(.info, "SIGHUP: reloading manifests")
                 reloadManifests(reason: "SIGHUP")
+                startLaunchChecks()
             case SIGTERM, SIGINT:
                 beginShutdown(reason: sig == SIGTERM ? "SIGTERM" : "SIGINT")
             default: break
@@ -1740,7 +1802,10 @@ public final class Broker {
         guard n > 0 else { return }
         for b in buf[0..<n] {
             if b == 1 { beginShutdown(reason: "stop requested") }
-            if b == 2 { reloadManifests(reason: "reload requested") }
+            if b == 2 {
+                reloadManifests(reason: "reload requested")
+                startLaunchChecks()
+            }
         }
     }
 

@@ -364,10 +364,8 @@ extension Broker {
         if !submitted { finishLaunch(plan, .failure(LaunchFailure("no thread to start it on"))) }
     }
 
-    /// The launch pool reported starts done: each is recorded.
-    func handleLaunchesDone() {
-        for id in launchWorkers.takeFinished() { poolWork.removeValue(forKey: id)?() }
-    }
+    /// The launch pool reported work done: each start is recorded, each launch check taken up.
+    func handleLaunchesDone() { finishPoolWork(launchWorkers.takeFinished()) }
 
     /// Threads for starting launches (`launchWorkers`).
     static let launchThreads = 2

@@ -28,14 +28,17 @@ final class OffLoopTask: @unchecked Sendable {  // `work` runs on a pool thread,
     /// Runs on the loop instead of `finish` when the request will not be finished (its connection
     /// closed): releases what the work made (files written, descriptors opened).
     let cancel: (Broker) -> Void
+    /// The threads it runs on (nil: the file-work pool, `workers`).
+    let pool: WorkerPool?
 
     init(
         work: @escaping @Sendable () -> Void, finish: @escaping (Broker, Connection) throws(RPCError) -> MethodResult,
-        cancel: @escaping (Broker) -> Void
+        cancel: @escaping (Broker) -> Void, pool: WorkerPool? = nil
     ) {
         self.work = work
         self.finish = finish
         self.cancel = cancel
+        self.pool = pool
     }
 }
 
@@ -99,13 +102,14 @@ extension Broker {
     /// network or FUSE file system blocks one of them (until it returns), not the others.
     static let offLoopThreads = 8
 
-    /// Called by a handler: the request continues off the loop with `work`, then with `finish`
-    /// on the loop (which may hand over again). Returns the placeholder the handler returns.
+    /// Called by a handler: the request continues off the loop with `work` (on `pool`, the
+    /// file-work threads by default), then with `finish` on the loop (which may hand over again).
+    /// Returns the placeholder the handler returns.
     func suspendRequest(
         work: @escaping @Sendable () -> Void, finish: @escaping (Broker, Connection) throws(RPCError) -> MethodResult,
-        cancel: @escaping (Broker) -> Void
+        cancel: @escaping (Broker) -> Void, on pool: WorkerPool? = nil
     ) -> MethodResult {
-        suspension = OffLoopTask(work: work, finish: finish, cancel: cancel)
+        suspension = OffLoopTask(work: work, finish: finish, cancel: cancel, pool: pool)
         return .value(.null)
     }
 
@@ -114,14 +118,14 @@ extension Broker {
         task.id = nextOffLoopID
         nextOffLoopID += 1
         var work = task.work
-        if let gate = config.offLoopGate {
+        if let gate = config.offLoopGate, task.pool == nil {  // (file work's: a launch check has its own)
             let run = work
             work = {
                 gate()
                 run()
             }
         }
-        guard workers.submit((task.id, work)) else {
+        guard (task.pool ?? workers).submit((task.id, work)) else {
             task.cancel(self)
             return false
         }
@@ -174,8 +178,11 @@ extension Broker {
 
     /// The pool reported finished work: each request finishes on the loop, and its connection
     /// reads on.
-    func handleOffLoopDone() {
-        for id in workers.takeFinished() {
+    func handleOffLoopDone() { finishPoolWork(workers.takeFinished()) }
+
+    /// Work of a pool finished (`runPoolWork`'s, or a suspended request's).
+    func finishPoolWork(_ ids: [UInt64]) {
+        for id in ids {
             if let done = poolWork.removeValue(forKey: id) {
                 done()
                 continue
@@ -226,7 +233,7 @@ extension Broker {
     /// A suspended connection closed: its work is dropped if it has not started (what started
     /// runs to its end and is taken back then).
     func dropQueuedWork(_ conn: Connection) {
-        guard let task = conn.suspended?.task, offLoop[task.id] === task, workers.cancel(task.id) else { return }
+        guard let task = conn.suspended?.task, offLoop[task.id] === task, (task.pool ?? workers).cancel(task.id) else { return }
         offLoop[task.id] = nil
         task.cancel(self)
         offLoopAbandoned += 1

@@ -91,6 +91,9 @@ public struct BrokerConfiguration: Sendable {
     /// Test seam: runs on the worker thread that starts a launch, before it looks the user up,
     /// so a test can hold a launch back (and see the loop go on meanwhile).
     public var launchGate: (@Sendable () -> Void)? = nil
+    /// Test seam: runs on the launch thread that checks every app's launch after a reload, before
+    /// it starts (so a test can hold the checks back and see the loop go on meanwhile).
+    public var launchCheckGate: (@Sendable () -> Void)? = nil
     /// Test seam: runs on that thread after the launch's process was spawned (or failed to be),
     /// before the loop records it.
     public var launchSpawnedGate: (@Sendable () -> Void)? = nil

@@ -337,10 +337,12 @@ extension Broker {
     /// it also clears the launch's backoff): a launch user the system does not know (or another
     /// user for a broker that is not root), one the app's `uids` do not admit (it could never
     /// say hello), one who cannot reach the socket, a program someone else could change.
-    func launchWarnings(_ app: AppManifest) -> [String] {
+    /// Looks users up and walks the file system: run off the loop (`startLaunchChecks`) once
+    /// clients are served. `socketPath`: the broker's socket.
+    static func launchWarnings(_ app: AppManifest, socketPath: String) -> [String] {
         guard let argv = app.launch, !argv.isEmpty else { return [] }
         let account: LaunchAccount?
-        do { account = try launchAccount(for: app.bundleID) } catch { return [error.message] }
+        do { account = try launchAccount(launchUser: app.launchUser, uids: app.uids) } catch { return [error.message] }
         var out: [String] = []
         let uid = account?.uid ?? getuid()
         // (without uids, the broker's user and root are admitted)
@@ -351,7 +353,7 @@ extension Broker {
             out.append(
                 "it is launched as \(account?.name ?? "uid \(uid)") (uid \(uid)), whom the manifest does not admit (without uids, only the broker's user may act as the app): the app could never say hello (list \(uid) in its uids)")
         }
-        if let account, let problem = account.socketProblem(config.socketPath) {
+        if let account, let problem = account.socketProblem(socketPath) {
             out.append("it is launched as \(account.name), who cannot reach the socket: \(problem) (see sharebroker serve --socket-mode and --socket-group)")
         }
         if let why = Broker.launchProgramProblem(argv, account: account) {

@@ -166,7 +166,15 @@ extension Broker {
                     throw RPCError(.unauthorized, "Unauthorized: apps.reload is for the broker's own user (uid \(ProcessInfoLite.uid)), not \(Broker.callerUID(c))")
                 }
                 b.reloadManifests(reason: "apps.reload")
-                return b.appsListJSON
+                // Answered once the new manifests' launches are checked, off the loop (their
+                // warnings are part of the answer).
+                let checks = b.launchChecksTask()
+                return b.suspendRequest(
+                    work: checks.work,
+                    finish: { b, _ throws(RPCError) in
+                        checks.done()
+                        return .value(b.appsListJSON)
+                    }, cancel: { _ in checks.done() }, on: b.launchWorkers)  // (its connection closed)
             },
         ]
         var table: [String: MethodSpec] = [:]
@@ -178,6 +186,8 @@ extension Broker {
     var appsListJSON: JSONValue {
         guard case .object(var o) = registry.listJSON else { return registry.listJSON }
         if !launchIssues.isEmpty { o["warnings"] = .array((o["warnings"]?.arrayValue ?? []) + launchIssues.map(\.json)) }
+        // (after a reload by SIGHUP: the launch warnings above are the previous manifests' until then)
+        if launchChecksRunning { o["launchChecksRunning"] = true }
         o["associationErrors"] = .array(
             associationErrors.sorted(by: { $0.key < $1.key }).map { host, message in
                 ["host": .string(host), "message": .string(message)]

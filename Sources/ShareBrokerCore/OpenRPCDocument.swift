@@ -1491,6 +1491,10 @@ let openRPCDocumentText = ####"""
             },
             "description": "URL schemes claimed by several apps, with the winner."
           },
+          "launchChecksRunning": {
+            "type": "boolean",
+            "description": "Present (true) while the launch checks of manifests reloaded by SIGHUP still run (off the loop): the launch warnings listed are the previous manifests' until then. apps.reload answers once its checks are done."
+          },
           "associationErrors": {
             "type": "array",
             "description": "Association documents that failed to load (they match nothing): host and a message naming the file and the key.",

@@ -535,6 +535,9 @@ public struct AppsReport: Sendable, Equatable {
     public let warnings: [JSONValue]
     /// URL-scheme conflicts and who won.
     public let conflicts: [JSONValue]
+    /// True right after a reload by SIGHUP while the new manifests' launches are still being
+    /// checked (off the broker's loop): the launch warnings are the previous manifests' until then.
+    public let launchChecksRunning: Bool
     /// The whole answer.
     public let raw: JSONValue
 
@@ -543,6 +546,7 @@ public struct AppsReport: Sendable, Equatable {
         errors = json["errors"]?.arrayValue ?? []
         warnings = json["warnings"]?.arrayValue ?? []
         conflicts = json["conflicts"]?.arrayValue ?? []
+        launchChecksRunning = json["launchChecksRunning"] == true
         raw = json
     }
 }

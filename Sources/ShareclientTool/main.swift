@@ -600,6 +600,9 @@ func describeApps(_ result: JSONValue) -> String {
     }
     for e in result["errors"]?.arrayValue ?? [] { out += "error: \(issue(e))\n" }
     for e in result["warnings"]?.arrayValue ?? [] { out += "warning: \(issue(e))\n" }
+    if result["launchChecksRunning"] == true {
+        out += "note: the launches of the manifests just reloaded are still being checked (launch warnings above may be the previous manifests')\n"
+    }
     for e in result["associationErrors"]?.arrayValue ?? [] {
         out += "association error: \(e["host"]?.stringValue ?? "?"): \(e["message"]?.stringValue ?? "")\n"
     }

@@ -285,3 +285,136 @@ final class GroupAloneTests: XCTestCase {
         }
     }
 }
+
+/// A reload's checks of every launch (for `apps.list`'s warnings) run on the launch threads too.
+final class LaunchCheckOffLoopTests: XCTestCase {
+    let bundle = "com.mycompany.myapp"
+
+    func manifest(_ launch: [String]) -> String {
+        JSONValue.object(["bundleID": .string(bundle), "urlSchemes": ["deeplinkmyapp"], "launch": .array(launch.map { .string($0) })]).compactText
+    }
+
+    func launchWarnings(_ list: JSONValue) -> [String] {
+        (list["warnings"]?.arrayValue ?? []).filter { $0["field"] == "launch" }.compactMap { $0["message"]?.stringValue }
+    }
+
+    /// `apps.reload` answers once the new manifests' launches are checked (off the loop: a user
+    /// lookup may wait for a directory service), with their warnings; every other client is
+    /// served meanwhile.
+    func testAppsReloadAnswersOnceItsLaunchChecksAreDoneAndHoldsNoOneUp() throws {
+        let checks = WorkGate()
+        let h = BrokerHarness(manifests: ["10-myapp.json": manifest(["/bin/true"])])
+        try h.start { $0.launchCheckGate = checks.gate }
+        defer { h.stop() }
+        let tool = try h.tool()
+        XCTAssertEqual(launchWarnings(try tool.call("apps.list")), [], "checked at start, on the loop")
+        h.dir.write("state/apps/10-myapp.json", manifest(["/nonexistent/prog"]))
+        let reloader = try h.rawSession()
+        reloader.send(rpcRequest(7, "apps.reload", .object([:])).compactText + "\n")
+        checks.waitForWork("the launch checks")
+        // Held: others are answered, the reload is not (yet).
+        XCTAssertNotNil(try tool.call("broker.status")["connections"])
+        XCTAssertEqual(try tool.call("apps.list")["launchChecksRunning"], true)
+        XCTAssertNil(reloader.readJSON(timeout: 0.3), "apps.reload answered before its checks were done")
+        checks.release()
+        let answer = try XCTUnwrap(reloader.readJSON(timeout: 10))
+        XCTAssertEqual(answer["id"], 7)
+        let warnings = launchWarnings(try XCTUnwrap(answer["result"]))
+        XCTAssertEqual(warnings.count, 1, "\(warnings)")
+        XCTAssertTrue(warnings.first?.contains("/nonexistent/prog") == true, "\(warnings)")
+        XCTAssertNil(answer["result"]?["launchChecksRunning"])
+        XCTAssertEqual(launchWarnings(try tool.call("apps.list")), warnings)
+        XCTAssertNil(try tool.call("apps.list")["launchChecksRunning"])
+    }
+
+    /// A reload by SIGHUP (or `BrokerControl.reload`) answers no one: `apps.list` says the checks
+    /// run (with the previous manifests' warnings) until they are done. Checks of a reload that a
+    /// later one overtook are dropped.
+    func testASignalledReloadChecksLaunchesOffTheLoopAndTheNewestChecksWin() throws {
+        // Holds the first checks and the second ones, each until let go by its own semaphore.
+        final class Gates: @unchecked Sendable {
+            let lock = NSLock()
+            var calls = 0
+            let entered = DispatchSemaphore(value: 0)
+            let first = DispatchSemaphore(value: 0)
+            let second = DispatchSemaphore(value: 0)
+            var gate: @Sendable () -> Void {
+                { [self] in
+                    lock.lock()
+                    calls += 1
+                    let n = calls
+                    lock.unlock()
+                    entered.signal()
+                    _ = (n == 1 ? first : second).wait(timeout: .now() + 20)
+                }
+            }
+        }
+        let gates = Gates()
+        defer {
+            gates.first.signal()
+            gates.second.signal()
+        }
+        let h = BrokerHarness(manifests: ["10-myapp.json": manifest(["/nonexistent/first"])])
+        try h.start { $0.launchCheckGate = gates.gate }
+        defer { h.stop() }
+        let tool = try h.tool()
+        let atStart = launchWarnings(try tool.call("apps.list"))
+        XCTAssertTrue(atStart.first?.contains("/nonexistent/first") == true, "\(atStart)")
+        h.dir.write("state/apps/10-myapp.json", manifest(["/nonexistent/second"]))
+        h.control?.reload()
+        XCTAssertEqual(gates.entered.wait(timeout: .now() + 10), .success, "the first reload's checks never started")
+        let list = try tool.call("apps.list")
+        XCTAssertEqual(list["launchChecksRunning"], true)
+        XCTAssertEqual(launchWarnings(list), atStart, "the previous checks' warnings until the new ones are done")
+        XCTAssertEqual(list["apps"]?.arrayValue?.first?["launch"], ["/nonexistent/second"], "the manifests themselves are reloaded at once")
+        // A second reload while the first one's checks are held; its checks end first.
+        h.dir.write("state/apps/10-myapp.json", manifest(["/nonexistent/third"]))
+        h.control?.reload()
+        XCTAssertEqual(gates.entered.wait(timeout: .now() + 10), .success, "the second reload's checks never started")
+        gates.second.signal()
+        XCTAssertTrue(waitUntil(timeout: 10) { (try? tool.call("apps.list"))?["launchChecksRunning"] == nil })
+        func third() throws {
+            let warnings = launchWarnings(try tool.call("apps.list"))
+            XCTAssertEqual(warnings.count, 1, "\(warnings)")
+            XCTAssertTrue(warnings.first?.contains("/nonexistent/third") == true, "the newest reload's checks: \(warnings)")
+        }
+        try third()
+        // The first reload's checks end last: dropped (they are of manifests no longer loaded).
+        gates.first.signal()
+        Thread.sleep(forTimeInterval: 0.3)
+        try third()
+        XCTAssertNil(try tool.call("apps.list")["launchChecksRunning"])
+    }
+
+    /// An `apps.reload` whose client hangs up before its checks are done still has them done
+    /// (whether they had started or were still waiting for a launch thread).
+    func testAReloadersHangUpDoesNotLoseTheChecks() throws {
+        let checks = WorkGate()
+        defer { for _ in 0..<4 { checks.release() } }
+        let h = BrokerHarness(manifests: ["10-myapp.json": manifest(["/bin/true"])])
+        try h.start { $0.launchCheckGate = checks.gate }
+        defer { h.stop() }
+        let tool = try h.tool()
+        h.dir.write("state/apps/10-myapp.json", manifest(["/nonexistent/prog"]))
+        // Two signalled reloads hold both launch threads; the request's checks wait for one.
+        h.control?.reload()
+        h.control?.reload()
+        checks.waitForWork("the first reload's checks")
+        checks.waitForWork("the second reload's checks")
+        do {
+            let reloader = try h.rawSession()
+            reloader.send(rpcRequest(7, "apps.reload", .object([:])).compactText + "\n")
+            XCTAssertTrue(waitUntil(timeout: 5) { (try? tool.call("broker.status"))?["connections"]?.intValue == 2 })
+            Thread.sleep(forTimeInterval: 0.2)  // (the request read and suspended)
+        }  // (hangs up: its checks, not started, are taken back)
+        XCTAssertTrue(waitUntil(timeout: 5) { (try? tool.call("broker.status"))?["connections"]?.intValue == 1 }, "the reloader's hang-up was seen")
+        checks.release()
+        checks.release()
+        checks.release()  // (the checks started again for the manifests loaded last)
+        XCTAssertTrue(
+            waitUntil(timeout: 10) { (try? tool.call("apps.list"))?["launchChecksRunning"] == nil }, "the checks were done after all")
+        let warnings = launchWarnings(try tool.call("apps.list"))
+        XCTAssertEqual(warnings.count, 1, "\(warnings)")
+        XCTAssertTrue(warnings.first?.contains("/nonexistent/prog") == true, "\(warnings)")
+    }
+}
