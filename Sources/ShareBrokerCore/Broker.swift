@@ -486,8 +486,8 @@ public final class Broker {
             let myName = LaunchAccount.lookUp(uid: me, name: nil)?.name
             if members.contains(where: { $0 != myName }) { return false }
         }
-        pthread_mutex_lock(userDatabaseWalk)
-        defer { pthread_mutex_unlock(userDatabaseWalk) }
+        userDatabaseWalk.lock()
+        defer { userDatabaseWalk.unlock() }
         setpwent()
         defer { endpwent() }
         while let pw = getpwent() {
@@ -499,38 +499,27 @@ public final class Broker {
     /// The supplementary members of group `gid` (empty for a group the system does not know);
     /// nil when its entry cannot be read (then the group is not taken to be anyone's alone).
     static func groupMembers(_ gid: gid_t) -> [String]? {
-        for size in [16 * 1024, 1 << 20] {
-            var buffer = [CChar](repeating: 0, count: size)
-            var rangeError = false
-            let found = buffer.withUnsafeMutableBufferPointer { buf -> [String]? in
-                var grp = group()
-                var result: UnsafeMutablePointer<group>? = nil
-                let rc = getgrgid_r(gid, &grp, buf.baseAddress!, buf.count, &result)
-                rangeError = rc == ERANGE
-                // (a group the system does not know: no error, or one of these, as getgrgid_r(3)
-                // says some systems answer "not found")
-                if rc == ENOENT || rc == ESRCH || rc == EBADF || rc == EPERM { return [] }
-                guard rc == 0 else { return nil }
-                guard let g = result?.pointee, var member = g.gr_mem else { return [] }
-                var out: [String] = []
-                while let m = member.pointee {
-                    out.append(String(cString: m))
-                    member += 1
-                }
-                return out
+        let found = LaunchAccount.withEntryBuffer { buf, size -> (Int32, [String]?) in
+            var grp = group()
+            var result: UnsafeMutablePointer<group>? = nil
+            let rc = getgrgid_r(gid, &grp, buf, size, &result)
+            // (a group the system does not know: no error, or one of these, as getgrgid_r(3)
+            // says some systems answer "not found")
+            if rc == ENOENT || rc == ESRCH || rc == EBADF || rc == EPERM { return (rc, []) }
+            guard rc == 0 else { return (rc, nil) }
+            guard let g = result?.pointee, var member = g.gr_mem else { return (rc, []) }
+            var out: [String] = []
+            while let m = member.pointee {
+                out.append(String(cString: m))
+                member += 1
             }
-            if !rangeError { return found }
+            return (rc, out)
         }
-        return nil
+        return found ?? nil
     }
 
     /// Held while the user database is walked (`getpwent`: one position for the whole process).
-    nonisolated(unsafe) static let userDatabaseWalk: UnsafeMutablePointer<pthread_mutex_t> = {
-        let m = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
-        m.initialize(to: pthread_mutex_t())
-        pthread_mutex_init(m, nil)
-        return m
-    }()
+    static let userDatabaseWalk = Lock()
 
     /// Takes `STATE/broker.lock` (an exclusive flock, held for the broker's life and released by
     /// the kernel when it dies, even by SIGKILL): two brokers on one state directory would both

@@ -32,24 +32,29 @@ struct LaunchAccount: Equatable {
 
     /// The account of `uid`, or else of `name`.
     static func lookUp(uid: uid_t?, name spec: String?) -> LaunchAccount? {
-        // (an entry longer than the buffer is ERANGE: tried again with a larger one)
+        let found = withEntryBuffer { buf, size -> (Int32, LaunchAccount?) in
+            var pwd = passwd()
+            var result: UnsafeMutablePointer<passwd>? = nil
+            let rc: Int32
+            if let uid {
+                rc = getpwuid_r(uid, &pwd, buf, size, &result)
+            } else {
+                rc = getpwnam_r(spec ?? "", &pwd, buf, size, &result)
+            }
+            return (rc, result.map { account($0.pointee) })
+        }
+        return found ?? nil
+    }
+
+    /// Runs a reentrant lookup in the user or group database (`getpwnam_r`, `getgrgid_r`, ...)
+    /// with a buffer for the entry's strings: 16 KiB, and 1 MiB when the entry does not fit
+    /// (ERANGE). `lookup` gets the buffer and its size and returns the call's result code and
+    /// what it made of the entry; nil when even 1 MiB was too small.
+    static func withEntryBuffer<T>(_ lookup: (UnsafeMutablePointer<CChar>, Int) -> (Int32, T)) -> T? {
         for size in [16 * 1024, 1 << 20] {
             var buffer = [CChar](repeating: 0, count: size)
-            var rangeError = false
-            let found = buffer.withUnsafeMutableBufferPointer { buf -> LaunchAccount? in
-                var pwd = passwd()
-                var result: UnsafeMutablePointer<passwd>? = nil
-                let rc: Int32
-                if let uid {
-                    rc = getpwuid_r(uid, &pwd, buf.baseAddress!, buf.count, &result)
-                } else {
-                    rc = getpwnam_r(spec ?? "", &pwd, buf.baseAddress!, buf.count, &result)
-                }
-                rangeError = rc == ERANGE
-                guard let p = result?.pointee else { return nil }
-                return account(p)
-            }
-            if !rangeError { return found }
+            let (rc, value) = buffer.withUnsafeMutableBufferPointer { lookup($0.baseAddress!, $0.count) }
+            if rc != ERANGE { return value }
         }
         return nil
     }
@@ -148,31 +153,12 @@ struct LaunchPlan: Sendable {
 /// spawns, so a reload that changed the launch, or the broker stopping, starts nothing (a spawn
 /// already under way goes on: `finishLaunch` stops what a reload replaced).
 final class LaunchTicket: @unchecked Sendable {  // `calledOff` guarded by `lock`
-    private let lock: UnsafeMutablePointer<pthread_mutex_t>
+    private let lock = Lock()
     private var calledOff = false
 
-    init() {
-        lock = .allocate(capacity: 1)
-        lock.initialize(to: pthread_mutex_t())
-        pthread_mutex_init(lock, nil)
-    }
+    func callOff() { lock.withLock { calledOff = true } }
 
-    deinit {
-        pthread_mutex_destroy(lock)
-        lock.deallocate()
-    }
-
-    func callOff() {
-        pthread_mutex_lock(lock)
-        calledOff = true
-        pthread_mutex_unlock(lock)
-    }
-
-    var isCalledOff: Bool {
-        pthread_mutex_lock(lock)
-        defer { pthread_mutex_unlock(lock) }
-        return calledOff
-    }
+    var isCalledOff: Bool { lock.withLock { calledOff } }
 }
 
 /// A launch that started: the child, the account it runs as (nil: the broker's user), and what

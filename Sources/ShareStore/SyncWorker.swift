@@ -37,21 +37,16 @@ public struct SyncJob: @unchecked Sendable {  // owned by whoever holds it: the 
 
 /// One worker thread that runs commits handed to it, in order, and reports each through a pipe
 /// the loop polls (`wakeDescriptor`).
-public final class SyncWorker: @unchecked Sendable {  // state guarded by `mutex`
+public final class SyncWorker: @unchecked Sendable {  // state guarded by `lock`
     /// One commit: the jobs of the stores in commit order. A failed job stops the rest (a later
     /// store's records are never durable without an earlier one's: a share before its event).
     public typealias Commit = (id: UInt64, jobs: [SyncJob])
     /// What happened to a commit: one error (or nil) per job, in order.
     public typealias Outcome = (id: UInt64, errors: [StoreError?])
 
-    /// On the heap, as `cond`: a C lock must not move, and `&property` would be an inout access
-    /// lasting the whole call (a lock call waiting while the next one begins: see WorkerPool).
-    private let mutex: UnsafeMutablePointer<pthread_mutex_t> = {
-        let m = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
-        m.initialize(to: pthread_mutex_t())
-        return m
-    }()
-    /// Signalled for waitForOutcomes (shutdown) when an outcome is ready.
+    private let lock = Lock()
+    /// Signalled for waitForOutcomes (shutdown) when an outcome is ready. On the heap, as the
+    /// lock's mutex: a C condition variable must not move either.
     private let cond: UnsafeMutablePointer<pthread_cond_t> = {
         let c = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
         c.initialize(to: pthread_cond_t())
@@ -74,7 +69,6 @@ public final class SyncWorker: @unchecked Sendable {  // state guarded by `mutex
     /// Starts the worker thread.
     public init() throws(SystemError) {
         (wakeRead, wakeWrite) = try FD.pipe()  // non-blocking, close-on-exec
-        pthread_mutex_init(mutex, nil)
         pthread_cond_init(cond, nil)
         let unmanaged = Unmanaged.passRetained(self)
         #if canImport(Darwin)
@@ -107,9 +101,9 @@ public final class SyncWorker: @unchecked Sendable {  // state guarded by `mutex
 
     /// Hands a commit to the worker.
     public func submit(_ commit: Commit) {
-        pthread_mutex_lock(mutex)
+        lock.lock()
         queue.append(commit)
-        pthread_mutex_unlock(mutex)
+        lock.unlock()
         work.signal()
     }
 
@@ -118,18 +112,18 @@ public final class SyncWorker: @unchecked Sendable {  // state guarded by `mutex
         // One byte per finished commit, and one commit is in flight at a time: one read (into
         // the stack) drains it; a byte left over only causes a wake that finds no outcome.
         withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 64) { _ = read(wakeRead, $0.baseAddress, $0.count) }
-        pthread_mutex_lock(mutex)
+        lock.lock()
         let out = done
         done.removeAll()
-        pthread_mutex_unlock(mutex)
+        lock.unlock()
         return out
     }
 
     /// Blocks until the worker has an outcome ready (used at shutdown), then returns them.
     public func waitForOutcomes() -> [Outcome] {
-        pthread_mutex_lock(mutex)
-        while done.isEmpty && !(queue.isEmpty && !busy) { pthread_cond_wait(cond, mutex) }
-        pthread_mutex_unlock(mutex)
+        lock.lock()
+        while done.isEmpty && !(queue.isEmpty && !busy) { pthread_cond_wait(cond, lock.mutex) }
+        lock.unlock()
         return takeOutcomes()
     }
 
@@ -165,30 +159,28 @@ public final class SyncWorker: @unchecked Sendable {  // state guarded by `mutex
         FD.close(wakeRead)
         FD.close(wakeWrite)
         pthread_cond_destroy(cond)
-        pthread_mutex_destroy(mutex)
         cond.deallocate()
-        mutex.deallocate()
     }
 
     private func loop() {
         while true {
             work.wait()
-            pthread_mutex_lock(mutex)
+            lock.lock()
             if queue.isEmpty {  // stop()
-                pthread_mutex_unlock(mutex)
+                lock.unlock()
                 return
             }
             let commit = queue.removeFirst()
             busy = true
-            pthread_mutex_unlock(mutex)
+            lock.unlock()
 
             let errors = SyncWorker.run(commit.jobs)
 
-            pthread_mutex_lock(mutex)
+            lock.lock()
             done.append((commit.id, errors))
             busy = false
             pthread_cond_broadcast(cond)  // for waitForOutcomes (without a waiter, no system call)
-            pthread_mutex_unlock(mutex)
+            lock.unlock()
             var b: UInt8 = 1
             _ = write(wakeWrite, &b, 1)
         }

@@ -11,14 +11,12 @@ import Dispatch
 
 /// A fixed number of threads running jobs in submission order (a job may block: on a slow or
 /// hung file system it blocks only its own thread). The threads start with the first job.
-public final class WorkerPool: @unchecked Sendable {  // state guarded by `mutex`
+public final class WorkerPool: @unchecked Sendable {  // state guarded by `lock`
     /// One job: an id the loop knows it by, and the work (run on a pool thread; it hands its
     /// result over through objects it captured, read by the loop after the id is reported).
     public typealias Job = (id: UInt64, work: @Sendable () -> Void)
 
-    /// On the heap: a C lock must not move, and must not be passed as `&property` (an inout
-    /// access that lasts as long as the call, so a waiting lock call would overlap the next one).
-    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    private let lock = Lock()
     private let work = DispatchSemaphore(value: 0)
     private var queue: [Job] = []
     private var queueHead = 0
@@ -37,36 +35,33 @@ public final class WorkerPool: @unchecked Sendable {  // state guarded by `mutex
     public init(threads: Int) throws(SystemError) {
         self.threads = max(1, threads)
         (wakeRead, wakeWrite) = try FD.pipe()  // non-blocking, close-on-exec
-        mutex = .allocate(capacity: 1)
-        mutex.initialize(to: pthread_mutex_t())
-        pthread_mutex_init(mutex, nil)
     }
 
     /// Jobs handed over and not yet reported finished.
     public var outstanding: Int {
-        pthread_mutex_lock(mutex)
-        defer { pthread_mutex_unlock(mutex) }
+        lock.lock()
+        defer { lock.unlock() }
         return queue.count - queueHead + running + done.count
     }
 
     /// Hands a job over. Returns false when no thread could be started (the job is not run).
     public func submit(_ job: Job) -> Bool {
-        pthread_mutex_lock(mutex)
+        lock.lock()
         if stopped {
-            pthread_mutex_unlock(mutex)
+            lock.unlock()
             return false
         }
         queue.append(job)
         // A thread more when every started one is busy (up to the limit).
         let needThread = started < threads && running + (queue.count - queueHead) > started
         if needThread { started += 1 }
-        pthread_mutex_unlock(mutex)
+        lock.unlock()
         if needThread, !startThread() {
-            pthread_mutex_lock(mutex)
+            lock.lock()
             started -= 1
             let none = started == 0
             if none { queue.removeLast() }
-            pthread_mutex_unlock(mutex)
+            lock.unlock()
             if none { return false }
         }
         work.signal()
@@ -75,8 +70,8 @@ public final class WorkerPool: @unchecked Sendable {  // state guarded by `mutex
 
     /// Takes back a job that has not started; false when it has (it runs to its end).
     public func cancel(_ id: UInt64) -> Bool {
-        pthread_mutex_lock(mutex)
-        defer { pthread_mutex_unlock(mutex) }
+        lock.lock()
+        defer { lock.unlock() }
         guard let i = queue[queueHead...].firstIndex(where: { $0.id == id }) else { return false }
         queue.remove(at: i)
         return true
@@ -87,10 +82,10 @@ public final class WorkerPool: @unchecked Sendable {  // state guarded by `mutex
         withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 256) { buf in
             while read(wakeRead, buf.baseAddress, buf.count) == buf.count {}
         }
-        pthread_mutex_lock(mutex)
+        lock.lock()
         let out = done
         done.removeAll()
-        pthread_mutex_unlock(mutex)
+        lock.unlock()
         return out
     }
 
@@ -99,13 +94,13 @@ public final class WorkerPool: @unchecked Sendable {  // state guarded by `mutex
     /// after it. The pool object lives until its last thread has ended.
     @discardableResult
     public func stop() -> [UInt64] {
-        pthread_mutex_lock(mutex)
+        lock.lock()
         stopped = true
         let unrun = queue[queueHead...].map(\.id)
         queue.removeAll()
         queueHead = 0
         let n = started
-        pthread_mutex_unlock(mutex)
+        lock.unlock()
         for _ in 0..<n { work.signal() }
         return unrun
     }
@@ -113,8 +108,6 @@ public final class WorkerPool: @unchecked Sendable {  // state guarded by `mutex
     deinit {
         FD.close(wakeRead)
         FD.close(wakeWrite)
-        pthread_mutex_destroy(mutex)
-        mutex.deallocate()
     }
 
     private func startThread() -> Bool {
@@ -147,10 +140,10 @@ public final class WorkerPool: @unchecked Sendable {  // state guarded by `mutex
     private func loop() {
         while true {
             work.wait()
-            pthread_mutex_lock(mutex)
+            lock.lock()
             if stopped || queueHead == queue.count {
                 let end = stopped  // (read under the lock)
-                pthread_mutex_unlock(mutex)
+                lock.unlock()
                 if end { return }
                 continue
             }
@@ -161,14 +154,14 @@ public final class WorkerPool: @unchecked Sendable {  // state guarded by `mutex
                 queueHead = 0
             }
             running += 1
-            pthread_mutex_unlock(mutex)
+            lock.unlock()
 
             job.work()
 
-            pthread_mutex_lock(mutex)
+            lock.lock()
             running -= 1
             done.append(job.id)
-            pthread_mutex_unlock(mutex)
+            lock.unlock()
             var one: UInt8 = 1
             _ = write(wakeWrite, &one, 1)  // (a full pipe already wakes the loop)
         }
