@@ -48,6 +48,18 @@ def _is_idless_error(msg: Any) -> bool:
     return isinstance(msg, dict) and msg.get("id") is None and "error" in msg
 
 
+class _Entry:
+    """A request written and not yet answered, in the order of answers: a call or a batch (its
+    ``ids``), or a raw message the broker answers (no ids; its answer goes to ``receive()``)."""
+
+    __slots__ = ("ids", "answer", "abandoned")
+
+    def __init__(self, ids: Tuple[int, ...] = ()):
+        self.ids = ids
+        self.answer: Any = None  # the message that answered a call or batch
+        self.abandoned = False  # its caller gave up (timed out): its answer, when it comes, is dropped
+
+
 def result_or_error(response: Any, method: Optional[str] = None) -> Any:
     """The ``result`` of a response object, or raise its ``error`` as :class:`BrokerError`."""
     if not isinstance(response, dict):
@@ -92,7 +104,12 @@ class Client(BrokerMethods):
         self._notifications: Deque[Notification] = collections.deque()
         self._replies: Deque[Any] = collections.deque()
         self._next_id = 0
-        self._abandoned: set = set()  # ids of calls that timed out: their late answers are dropped
+        # The requests written and not yet answered, oldest first: calls and batches (abandoned
+        # ones included) and raw messages that get an answer. The broker answers a connection's
+        # messages in the order it read them, so an error without an id (a request it could not
+        # parse, a batch over its member limit) answers the oldest of these.
+        self._order: Deque[_Entry] = collections.deque()
+        self._by_id: Dict[int, _Entry] = {}  # the calls and batches in the order, by request id
         self._eof = False
         self._dropped: Optional[str] = None  # why the client dropped the connection
         # A protocol error found after messages it still had to hand over: the next read raises it.
@@ -112,11 +129,12 @@ class Client(BrokerMethods):
             if not self._eof:
                 return self
             self.close()
-        # What the old connection left: its errors without an id (why it closed) would be taken
-        # by the next call (hello) as its answer, and its abandoned calls' answers never come.
+        # What the old connection left: its errors without an id (why it closed), and the
+        # requests it never answered (their answers never come).
         self._replies = collections.deque(m for m in self._replies
                                           if not _is_idless_error(m))
-        self._abandoned.clear()
+        self._order.clear()
+        self._by_id.clear()
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             s.settimeout(self.timeout)
@@ -240,16 +258,56 @@ class Client(BrokerMethods):
             msgs, self._protocol_error = e.messages, e
         for msg in msgs:
             self._last_message = msg
-            if _is_notification(msg):
-                self._notifications.append(Notification(msg["method"], msg.get("params")))
-            elif isinstance(msg, dict) and type(msg.get("id")) in (int, str) and msg["id"] in self._abandoned:
-                self._abandoned.discard(msg.get("id"))
-            elif isinstance(msg, list) and any(isinstance(r, dict) and type(r.get("id")) is int
-                                               and r["id"] in self._abandoned for r in msg):
-                self._abandoned.difference_update(r["id"] for r in msg
-                                                  if isinstance(r, dict) and type(r.get("id")) is int)
-            else:
-                self._replies.append(msg)
+            self._dispatch(msg)
+
+    def _dispatch(self, msg: Any) -> None:
+        """Hands one message to the request it answers (a call, a batch), or queues it (a
+        notification; anything else for :meth:`receive`)."""
+        if _is_notification(msg):
+            self._notifications.append(Notification(msg["method"], msg.get("params")))
+            return
+        # Only integer ids are ours (not true, 1.0, or an unhashable list/object).
+        if isinstance(msg, list):
+            ids = [r["id"] for r in msg if isinstance(r, dict) and type(r.get("id")) is int]
+        else:
+            ids = [msg["id"]] if isinstance(msg, dict) and type(msg.get("id")) is int else []
+        entry = next((self._by_id[i] for i in ids if i in self._by_id), None)
+        if entry is not None:
+            self._answered(entry)
+            if not entry.abandoned:
+                entry.answer = msg
+            return  # (an abandoned one's late answer is dropped)
+        if _is_idless_error(msg) and self._order:
+            # An error the broker could not tie to a request: it answers the oldest request
+            # still waiting, and only that one (dropped when its caller gave up).
+            oldest = self._order[0]
+            self._answered(oldest)
+            if oldest.ids:
+                if not oldest.abandoned:
+                    oldest.answer = msg
+                return
+        else:
+            # A message no call waits for: the oldest raw request's answer.
+            raw = next((e for e in self._order if not e.ids), None)
+            if raw is not None:
+                self._answered(raw)
+        self._replies.append(msg)
+
+    def _answered(self, entry: _Entry) -> None:
+        """``entry`` has its answer: it, and every request written before it (answered before it,
+        in order), leave the order of answers."""
+        if entry not in self._order:
+            return
+        while self._order:
+            done = self._order.popleft()
+            for i in done.ids:
+                self._by_id.pop(i, None)
+            if done is entry:
+                return
+
+    def _abandon(self, entry: _Entry) -> None:
+        """Its caller gave up: its answer, when it comes, is dropped (it keeps its place)."""
+        entry.abandoned = True
 
     def _drop(self, why: str) -> None:
         """Drop a connection the client cannot go on using: later calls raise ConnectionClosed."""
@@ -272,11 +330,27 @@ class Client(BrokerMethods):
             return ConnectionClosed(f"sharebroker at {self.path} closed the connection: {e.get('message')} ({e.get('code')})", e)
         return ConnectionClosed(f"sharebroker at {self.path} closed the connection")
 
+    def _send(self, message: Any, entry: Optional[_Entry]) -> None:
+        """Writes a message (or its frame); ``entry``, for one the broker answers, takes its place
+        in the order of answers once it is written (the client reads only in its own calls, so
+        no answer can come before)."""
+        self._write(message if isinstance(message, bytes) else _framing.encode(message, self.framing))
+        if entry is not None:
+            self._order.append(entry)
+            for i in entry.ids:
+                self._by_id[i] = entry
+
     def send_raw(self, message: Union[Any, str, bytes]) -> None:
         """Send one message as is: a JSON value (object, batch list, ...) or a JSON text
         (``str``/``bytes``, sent unchanged even when it is not valid JSON). Framed with the
-        connection's framing."""
-        self._write(_framing.encode(message, self.framing))
+        connection's framing. Its answer is read with :meth:`receive`.
+
+        The client works out whether the broker will answer it (everything but a valid
+        notification, a batch of only those, or a blank line gets an answer), so that an error
+        without an id answering it is not taken for a later call's. Use ids that are not numbers
+        (the client's calls use numbers counting up from 1)."""
+        frame = _framing.encode(message, self.framing)
+        self._send(frame, _Entry() if _framing.answer_expected(message, self.framing) else None)
 
     def receive(self, timeout: Any = _DEFAULT) -> Any:
         """The next message that is not a notification (a response object, or a batch's list),
@@ -306,29 +380,30 @@ class Client(BrokerMethods):
         request: Dict[str, Any] = {"jsonrpc": "2.0", "id": rid, "method": method}
         if params is not None:
             request["params"] = params
-        self.send_raw(request)
-        deadline = self._deadline(timeout)
-        while True:
-            for i, msg in enumerate(self._replies):
-                if isinstance(msg, dict) and (msg.get("id") == rid and not isinstance(msg.get("id"), bool)
-                                              or _is_idless_error(msg)):
-                    del self._replies[i]
-                    result = result_or_error(msg, method)
-                    if method == "hello" and isinstance(result, dict):
-                        self.hello_result = result
-                    return result
-            try:
+        entry = _Entry((rid,))
+        self._send(request, entry)
+        result = result_or_error(self._wait(entry, self._deadline(timeout)), method)
+        if method == "hello" and isinstance(result, dict):
+            self.hello_result = result
+        return result
+
+    def _wait(self, entry: _Entry, deadline: Optional[float]) -> Any:
+        """Reads until ``entry`` has its answer (its id's, or an error without an id that answers
+        it in order); one that gives up (a timeout) leaves it abandoned: its late answer, when
+        it comes, is dropped, not given to a later call."""
+        try:
+            while entry.answer is None:
                 self._fill(deadline)
-            except TimeoutError:
-                self._abandoned.add(rid)
-                raise
+        except BaseException:
+            self._abandon(entry)
+            raise
+        return entry.answer
 
     def notify(self, method: str, params: Optional[Dict[str, Any]] = None) -> None:
-        """Send a JSON-RPC notification (no id): executed by the broker, never answered."""
-        message: Dict[str, Any] = {"jsonrpc": "2.0", "method": method}
-        if params is not None:
-            message["params"] = params
-        self.send_raw(message)
+        """Send a JSON-RPC notification (no id): executed by the broker, never answered. One the
+        broker could not parse (values nested over 256 levels) is refused here with
+        :class:`BrokerError` -32700 and not sent: its error would carry no id, and answer no call."""
+        self._send(_unanswered_notification(method, params), None)
 
     def batch(self, calls: Sequence[Tuple[str, Optional[Dict[str, Any]]]], *,
               timeout: Any = _DEFAULT) -> List[Any]:
@@ -344,23 +419,15 @@ class Client(BrokerMethods):
             if params is not None:
                 req["params"] = params
             requests.append(req)
-        self.send_raw(requests)
-        deadline = self._deadline(timeout)
-        while True:
-            for i, msg in enumerate(self._replies):
-                if isinstance(msg, list) and any(isinstance(r, dict) and r.get("id") in ids for r in msg):
-                    del self._replies[i]
-                    return batch_results(calls, ids, msg)
-                if _is_idless_error(msg):
-                    # The broker refused the whole batch (over --max-batch: -32600; one it cannot
-                    # parse: -32700) with one error without an id, as the asyncio client raises.
-                    del self._replies[i]
-                    raise BrokerError.from_error_object(msg["error"], "batch")
-            try:
-                self._fill(deadline)
-            except TimeoutError:
-                self._abandoned.update(ids)  # the late reply is dropped, not given to a later call
-                raise
+        entry = _Entry(tuple(ids))
+        self._send(requests, entry)
+        reply = self._wait(entry, self._deadline(timeout))
+        if not isinstance(reply, list):
+            # The broker refused the whole batch (over --max-batch: -32600; one it cannot parse:
+            # -32700) with one error without an id, as the asyncio client raises.
+            result_or_error(reply, "batch")
+            reply = [reply]
+        return batch_results(calls, ids, reply)
 
     # -- notifications -------------------------------------------------------------------------
 
@@ -408,6 +475,19 @@ class Client(BrokerMethods):
             if n is None:
                 return
             yield n
+
+
+def _unanswered_notification(method: str, params: Optional[Dict[str, Any]]) -> Dict[str, Any]:
+    """A notification's message; raises :class:`BrokerError` -32700 (nothing sent) for one the
+    broker could not parse: its error would carry no id, and answer no call."""
+    message: Dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+    if params is not None:
+        message["params"] = params
+    why = _framing.parse_problem(_framing.dumps(message).decode("utf-8"))
+    if why is not None:
+        raise BrokerError(-32700, f"not sent: the broker could not parse this notification ({why}), "
+                                  f"and its error would answer no call", None, method)
+    return message
 
 
 def batch_results(calls: Sequence[Tuple[str, Optional[Dict[str, Any]]]], ids: List[int], reply: List[Any]) -> List[Any]:

@@ -7,6 +7,7 @@ Two framings exist; the broker picks one per connection from its first bytes:
 """
 
 import json
+import re
 from typing import Any, List, Optional
 
 from .errors import ProtocolError
@@ -41,6 +42,101 @@ def encode(value: Any, framing: str = NEWLINE) -> bytes:
     if b"\n" in body:
         raise ValueError("a newline-framed message must not contain a raw newline")
     return body + b"\n"
+
+
+MAX_DEPTH = 256
+"""The deepest nesting of arrays and objects the broker parses (its ``JSONParser.maxDepth``)."""
+
+MAX_BATCH = 10000
+"""The broker's default limit on the members of one batch (``--max-batch``)."""
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_HEX4 = re.compile(r"[0-9a-fA-F]{4}")
+
+
+def _hex4(text: str, i: int) -> int:
+    h = text[i:i + 4]
+    return int(h, 16) if _HEX4.fullmatch(h) else -1
+
+
+def parse_problem(text: str) -> Optional[str]:
+    """Why the broker could not parse this JSON text, for two things a JSON text can hold that
+    its strict parser refuses (-32700): a ``\\u`` escape of half a surrogate pair, and arrays /
+    objects nested deeper than :data:`MAX_DEPTH` levels. ``None`` when neither occurs. (Not a JSON
+    validator: text that is not JSON at all is for ``json.loads`` to refuse.)"""
+    if not _SURROGATE_ESCAPE.search(text) and text.count("[") + text.count("{") <= MAX_DEPTH:
+        return None  # (counted in C: the loop below is for the few texts that may need it)
+    depth, in_string, i, n = 0, False, 0, len(text)
+    while i < n:
+        c = text[i]
+        if in_string:
+            if c == '"':
+                in_string = False
+            elif c == "\\":
+                if text[i + 1:i + 2] != "u":
+                    i += 2  # \", \\, \n, ...
+                    continue
+                u = _hex4(text, i + 2)
+                if 0xD800 <= u <= 0xDBFF:
+                    lo = _hex4(text, i + 8) if text[i + 6:i + 8] == "\\u" else -1
+                    if not 0xDC00 <= lo <= 0xDFFF:
+                        return f"an unpaired surrogate (\\u{text[i + 2:i + 6]}) in a string"
+                    i += 11
+                elif 0xDC00 <= u <= 0xDFFF:
+                    return f"an unpaired surrogate (\\u{text[i + 2:i + 6]}) in a string"
+                else:
+                    i += 5
+        elif c == '"':
+            in_string = True
+        elif c in "[{":
+            depth += 1
+            if depth > MAX_DEPTH:
+                return f"arrays and objects nested deeper than {MAX_DEPTH} levels"
+        elif c in "]}":
+            depth -= 1
+        i += 1
+    return None
+
+
+def _is_notification_request(value: Any) -> bool:
+    """A notification the broker runs without answering: a valid request object without an id."""
+    return (isinstance(value, dict) and "id" not in value and value.get("jsonrpc") == "2.0"
+            and isinstance(value.get("method"), str) and isinstance(value.get("params"), (dict, list, type(None))))
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def answer_expected(message: Any, framing: str = NEWLINE) -> bool:
+    """Will the broker answer this raw message (what ``send_raw`` was given: a JSON value, or a
+    ``str``/``bytes`` JSON text)? Everything gets an answer but a valid notification, a batch of
+    only those (within the broker's default member limit) and, with newline framing, a blank
+    line; a text the broker cannot parse gets -32700 (without an id)."""
+    if isinstance(message, (bytes, bytearray)):
+        try:
+            text = bytes(message).decode("utf-8")
+        except UnicodeDecodeError:
+            return True
+    elif isinstance(message, str):
+        text = message
+    else:
+        if not isinstance(message, (dict, list)):
+            return True  # (a number, a string, null: not a request)
+        text = dumps(message).decode("utf-8")
+    if text.startswith("\ufeff"):
+        text = text[1:]  # the broker skips a byte order mark
+    if not text.strip(" \t\r\n"):
+        return framing == CONTENT_LENGTH  # a blank line is skipped; an empty body is not JSON
+    if parse_problem(text) is not None:
+        return True
+    try:
+        value = json.loads(text, parse_constant=_no_constant)
+    except ValueError:
+        return True
+    if isinstance(value, list):
+        return not value or len(value) > MAX_BATCH or not all(_is_notification_request(v) for v in value)
+    return not _is_notification_request(value)
 
 
 class FrameDecoder:

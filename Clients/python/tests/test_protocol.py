@@ -13,6 +13,14 @@ from support import APP
 import sharebroker as sb
 
 
+def nested(depth):
+    """An array nested ``depth`` levels deep (the broker parses 256)."""
+    v = 0
+    for _ in range(depth):
+        v = [v]
+    return v
+
+
 class ProtocolTests(support.BrokerTestCase):
     def test_parse_error_keeps_the_connection(self):
         c = self.tool()
@@ -77,6 +85,36 @@ class ProtocolTests(support.BrokerTestCase):
         # The next answer is this call's: nothing came for the batch; the hello was executed.
         self.assertIn("version", c.broker_status())
         self.assertIn("canOpen", c.url_can_open("deeplinkmyapp://x"))
+        with self.assertRaises(TimeoutError):
+            c.receive(timeout=0.2)
+
+    def test_an_error_without_an_id_answers_the_oldest_request(self):
+        # (the review: the sync client took any error without an id as the answer of whichever
+        # call read it, so a raw message's -32700 answered the next call)
+        c = self.tool()
+        c.send_raw('{"jsonrpc": "2.0", "method": "foobar, "params": "bar", "baz]')
+        self.assertEqual(c.broker_status()["apps"], 4)  # its own answer, not the raw one's error
+        r = c.receive(timeout=5)
+        self.assertEqual((r["id"], r["error"]["code"]), (None, sb.PARSE_ERROR))
+        # Two raw messages the broker cannot parse, then a call it cannot parse: each its own.
+        c.send_raw("not json")
+        c.send_raw(b"\xff")
+        self.assertBrokerError(sb.PARSE_ERROR, c.call, "broker.status", {"deep": nested(300)})
+        self.assertEqual([c.receive(timeout=5)["error"]["code"] for _ in range(2)], [sb.PARSE_ERROR] * 2)
+        # A raw notification gets no answer, so it takes no call's.
+        c.send_raw({"jsonrpc": "2.0", "method": "url.canOpen", "params": {"url": "notes://raw-notification"}})
+        c.send_raw(b'{"jsonrpc":"2.0","method":"broker.status"}')
+        self.assertBrokerError(sb.PARSE_ERROR, c.call, "broker.status", {"deep": nested(300)})
+        self.assertIn("canOpen", c.url_can_open("notes://x"))
+        with self.assertRaises(TimeoutError):
+            c.receive(timeout=0.2)  # nothing left over
+
+    def test_a_notification_the_broker_could_not_parse_is_not_sent(self):
+        # (its -32700 would carry no id and answer the next call)
+        c = self.tool()
+        e = self.assertBrokerError(sb.PARSE_ERROR, c.notify, "broker.status", {"deep": nested(300)})
+        self.assertIn("not sent", e.message)
+        self.assertIn("version", c.broker_status())
         with self.assertRaises(TimeoutError):
             c.receive(timeout=0.2)
 

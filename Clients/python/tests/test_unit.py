@@ -112,6 +112,20 @@ class FramingTests(unittest.TestCase):
         self.assertEqual(out, [{"k": "v" * 50}] * 2)
         self.assertEqual(d.pending_bytes, 0)
 
+    def test_which_raw_messages_the_broker_answers(self):
+        self.assertIsNone(framing.parse_problem('{"a":"\\ud83d\\ude00","b":[[1]]}'))
+        self.assertIn("surrogate", framing.parse_problem('{"a":"\\ud83d"}'))
+        self.assertIn("256", framing.parse_problem("[" * 257 + "]" * 257))
+        self.assertIsNone(framing.parse_problem('"' + "[" * 300 + '"'))  # (in a string)
+        note = {"jsonrpc": "2.0", "method": "m"}
+        for message in (note, [note, dict(note, params=[1])], b'{"jsonrpc":"2.0","method":"m"}', " "):
+            self.assertFalse(framing.answer_expected(message), message)
+        for message in ({"jsonrpc": "2.0", "id": "r", "method": "m"}, [note, 1], [], [note] * 10001, "not json",
+                        b"\xff", '{"jsonrpc":"2.0","method":"m","params":NaN}', dict(note, params="x"),
+                        '{"jsonrpc":"2.0","method":"m","params":' + "[" * 300 + "]" * 300 + "}"):
+            self.assertTrue(framing.answer_expected(message), message)
+        self.assertTrue(framing.answer_expected(" ", framing.CONTENT_LENGTH))  # an empty body is not JSON
+
     def test_a_long_line_is_searched_once_not_per_read(self):
         d = framing.FrameDecoder()
         chunk = b"x" * 1024
@@ -383,6 +397,51 @@ class AsyncBackpressureTests(unittest.TestCase):
                 await c.notify("bye")
                 self.assertEqual((await c.next_notification(timeout=5)).params["id"], "ev-1")
         asyncio.run(flow())
+
+
+class OrderOfAnswersTests(unittest.TestCase):
+    """The broker answers a connection's messages in order; an error without an id answers the
+    oldest request still waiting (the sync client)."""
+
+    def test_the_late_refusal_of_an_abandoned_request_does_not_answer_the_next_call(self):
+        # (the review: the refusal of a batch that timed out answered the next call)
+        for first in ("batch", "call"):
+            with self.subTest(first):
+                def script(conn):
+                    _, buf = read_request(conn)  # the batch (or call), left unanswered until...
+                    req, buf = read_request(conn, buf)  # ...the next call: it has timed out
+                    conn.sendall(framing.encode({"jsonrpc": "2.0", "id": None,
+                                                 "error": {"code": -32600, "message": "Invalid Request: too many"}}))
+                    conn.sendall(framing.encode({"jsonrpc": "2.0", "id": req["id"], "result": "mine"}))
+                    read_request(conn, buf)
+                peer = RawPeer(script)
+                self.addCleanup(peer.close)
+                c = sharebroker.Client(peer.path, timeout=5)
+                self.addCleanup(c.close)
+                with self.assertRaises(TimeoutError):
+                    if first == "batch":
+                        c.batch([("a", None), ("b", None)], timeout=0.2)
+                    else:
+                        c.call("a", timeout=0.2)
+                self.assertEqual(c.call("x"), "mine")
+                with self.assertRaises(TimeoutError):
+                    c.receive(timeout=0.1)  # the refusal was dropped, not queued
+
+    def test_an_error_without_an_id_answers_a_raw_message_before_a_call(self):
+        def script(conn):
+            _, buf = read_request(conn)  # the raw message
+            req, buf = read_request(conn, buf)
+            conn.sendall(framing.encode({"jsonrpc": "2.0", "id": None,
+                                         "error": {"code": -32700, "message": "Parse error: raw"}})
+                         + framing.encode({"jsonrpc": "2.0", "id": req["id"], "result": "mine"}))
+            read_request(conn, buf)
+        peer = RawPeer(script)
+        self.addCleanup(peer.close)
+        c = sharebroker.Client(peer.path, timeout=5)
+        self.addCleanup(c.close)
+        c.send_raw({"jsonrpc": "2.0", "id": "r", "method": 1})
+        self.assertEqual(c.call("x"), "mine")
+        self.assertEqual(c.receive(timeout=1)["error"]["message"], "Parse error: raw")
 
 
 class ProtocolErrorTests(unittest.TestCase):
