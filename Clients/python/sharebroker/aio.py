@@ -11,11 +11,17 @@ import collections
 from typing import Any, AsyncIterator, Deque, Dict, List, Optional, Sequence, Tuple, Union
 
 from . import framing as _framing
-from .client import Notification, _is_idless_error, _is_notification, batch_results, default_socket_path, result_or_error
+from .client import (MAX_ABANDONED, Notification, _is_idless_error, _is_notification, _unanswered_notification,
+                     batch_results, default_socket_path, result_or_error)
 from .errors import BrokerConnectionError, BrokerError, ConnectionClosed, ProtocolError
 from .methods import BrokerMethods
 
 _DEFAULT = object()
+
+
+class _RawEntry:
+    """A raw message the broker answers, in the order of answers (its answer goes to
+    :meth:`AsyncClient.receive`)."""
 
 
 class AsyncClient(BrokerMethods):
@@ -52,13 +58,16 @@ class AsyncClient(BrokerMethods):
         self._futures: Dict[int, "asyncio.Future[Any]"] = {}
         # Batches waiting for their reply (a list): each request id of a batch → its future.
         self._batches: Dict[int, "asyncio.Future[Any]"] = {}
-        # Calls and batches written and not yet answered, oldest first: the broker answers a
-        # connection's requests in the order it read them, so an error without an id (a request
-        # it could not parse, a batch over its member limit) answers the oldest of these.
-        self._order: Deque["asyncio.Future[Any]"] = collections.deque()
+        # Requests written and not yet answered, oldest first: calls and batches (their futures),
+        # and raw messages the broker answers (a _RawEntry). The broker answers a connection's
+        # requests in the order it read them, so an error without an id (a request it could not
+        # parse, a batch over its member limit) answers the oldest of these.
+        self._order: Deque[Any] = collections.deque()
         # Ids of calls and batches that timed out or were cancelled → their future: their late
-        # answers are dropped (not queued for receive()).
+        # answers are dropped (not queued for receive()). At most MAX_ABANDONED: past that the
+        # oldest are forgotten (out of the order; their late answers dropped by id).
         self._abandoned: Dict[int, "asyncio.Future[Any]"] = {}
+        self._forgotten_id = 0  # the highest id of an abandoned call forgotten
         self._notifications: Deque[Notification] = collections.deque()
         # Created in connect(): before Python 3.10 they bind to the loop current at creation.
         self._replies: "Optional[asyncio.Queue[Any]]" = None
@@ -82,6 +91,7 @@ class AsyncClient(BrokerMethods):
         except (OSError, asyncio.TimeoutError) as e:
             raise BrokerConnectionError(f"cannot connect to sharebroker at {self.path}: {e}") from e
         self._closed_error = None
+        self._forgotten_id = 0
         self._replies = asyncio.Queue()
         self._changed = asyncio.Event()
         self._resume = asyncio.Event()
@@ -185,6 +195,8 @@ class AsyncClient(BrokerMethods):
                 fut.set_result(msg)
         elif rid is not None and rid in self._abandoned:
             self._answered(self._abandoned[rid])  # a late answer: dropped
+        elif rid is not None and rid <= self._forgotten_id:
+            pass  # the late answer of an abandoned call forgotten (MAX_ABANDONED): dropped
         elif batch is not None:
             for k in [k for k, f in self._batches.items() if f is batch]:
                 del self._batches[k]
@@ -195,7 +207,10 @@ class AsyncClient(BrokerMethods):
                                            and r["id"] in self._abandoned for r in msg):
             self._answered(next(self._abandoned[r["id"]] for r in msg if isinstance(r, dict)
                                 and type(r.get("id")) is int and r["id"] in self._abandoned))
-        elif _is_idless_error(msg) and self._order:
+        elif isinstance(msg, list) and any(isinstance(r, dict) and type(r.get("id")) is int
+                                           and r["id"] <= self._forgotten_id for r in msg):
+            pass  # the late reply of an abandoned batch forgotten (MAX_ABANDONED): dropped
+        elif _is_idless_error(msg) and self._order and not isinstance(self._order[0], _RawEntry):
             # An error the broker could not tie to a request (one it could not parse,
             # a batch over its member limit, a message over its size limit): it
             # answers the oldest request still waiting, and only that one.
@@ -205,6 +220,11 @@ class AsyncClient(BrokerMethods):
                 fut.set_exception(BrokerError.from_error_object(msg["error"]))
             # (else the call timed out or was cancelled: its answer is dropped)
         else:
+            # A message no call waits for: the oldest raw request's answer (an error without an
+            # id included, when that is the oldest request), or a notice (nothing waits).
+            raw = next((e for e in self._order if isinstance(e, _RawEntry)), None)
+            if raw is not None:
+                self._answered(raw)
             self._replies.put_nowait(msg)
 
     def _must_read(self) -> bool:
@@ -227,7 +247,7 @@ class AsyncClient(BrokerMethods):
         if self._resume is not None:
             self._resume.set()
 
-    def _answered(self, fut: "asyncio.Future[Any]") -> None:
+    def _answered(self, fut: Any) -> None:
         """``fut``'s request has its answer: it, and every request written before it (answered
         before it, in order), leave the order of answers."""
         if fut in self._order:
@@ -238,16 +258,46 @@ class AsyncClient(BrokerMethods):
                 if done is fut:
                     break
 
+    def _abandon(self, ids: Sequence[int], fut: "asyncio.Future[Any]") -> None:
+        """A call or batch that timed out or was cancelled: its late answer is dropped. Past
+        MAX_ABANDONED ids of such ones (a peer that never answers), the oldest are forgotten: out
+        of the order of answers, their late answers dropped by id (ids count up)."""
+        for rid in ids:
+            self._abandoned[rid] = fut
+        while len(self._abandoned) > MAX_ABANDONED:
+            old = next(iter(self._abandoned.values()))
+            for k in [k for k, f in self._abandoned.items() if f is old]:
+                del self._abandoned[k]
+                self._forgotten_id = max(self._forgotten_id, k)
+            try:
+                self._order.remove(old)
+            except ValueError:
+                pass
+
     def _send(self, message: Any) -> None:
         if self._writer is None:
             raise BrokerConnectionError(f"not connected to sharebroker at {self.path}")
         if self._closed_error is not None:
             raise ConnectionClosed(str(self._closed_error))
-        self._writer.write(_framing.encode(message, self.framing))
+        self._writer.write(message if isinstance(message, bytes) else _framing.encode(message, self.framing))
 
     async def send_raw(self, message: Union[Any, str, bytes]) -> None:
-        """Send one message as is (a JSON value, or a JSON text)."""
-        self._send(message)
+        """Send one message as is (a JSON value, or a JSON text). Its answer is read with
+        :meth:`receive`. As :meth:`Client.send_raw`, it takes its place in the order of answers
+        when the broker will answer it, so that an error without an id answering it is not taken
+        for a call's; use ids that are not numbers."""
+        frame = _framing.encode(message, self.framing)
+        if _framing.answer_expected(message, self.framing):
+            entry = _RawEntry()
+            self._order.append(entry)
+            self._wake_reader()
+            try:
+                self._send(frame)
+            except BaseException:
+                self._order.remove(entry)  # never sent (appended last, with no await since)
+                raise
+        else:
+            self._send(frame)
         assert self._writer is not None
         await self._writer.drain()
 
@@ -278,7 +328,7 @@ class AsyncClient(BrokerMethods):
         finally:
             self._futures.pop(rid, None)
             if fut.cancelled() and fut in self._order:
-                self._abandoned[rid] = fut  # timed out or cancelled: its late answer is dropped
+                self._abandon([rid], fut)  # timed out or cancelled: its late answer is dropped
         result = result_or_error(msg, method)
         if method == "hello" and isinstance(result, dict):
             self.hello_result = result
@@ -312,8 +362,8 @@ class AsyncClient(BrokerMethods):
         finally:
             for rid in ids:
                 self._batches.pop(rid, None)
-                if fut.cancelled() and fut in self._order:
-                    self._abandoned[rid] = fut  # timed out or cancelled: its late reply is dropped
+            if fut.cancelled() and fut in self._order:
+                self._abandon(ids, fut)  # timed out or cancelled: its late reply is dropped
         return batch_results(calls, ids, reply)
 
     async def _send_and_wait(self, message: Any, fut: "asyncio.Future[Any]", timeout: Any, what: str) -> Any:
@@ -355,11 +405,11 @@ class AsyncClient(BrokerMethods):
             raise TimeoutError(f"no answer from sharebroker at {self.path} to {what} in time") from e
 
     async def notify(self, method: str, params: Optional[Dict[str, Any]] = None) -> None:
-        """Send a notification (no id, never answered)."""
-        message: Dict[str, Any] = {"jsonrpc": "2.0", "method": method}
-        if params is not None:
-            message["params"] = params
-        await self.send_raw(message)
+        """Send a notification (no id, never answered). One the broker could not parse is refused
+        with :class:`BrokerError` -32700 and not sent, as by :meth:`Client.notify`."""
+        self._send(_unanswered_notification(method, params))
+        assert self._writer is not None
+        await self._writer.drain()
 
     async def next_notification(self, timeout: Optional[float] = None,
                                 method: Optional[str] = None) -> Optional[Notification]:

@@ -12,6 +12,11 @@ from .methods import BrokerMethods
 
 _DEFAULT = object()
 
+MAX_ABANDONED = 1000
+"""Abandoned calls (timed out, cancelled) whose late answers a client keeps watch for, at most
+(their ids; a batch counts each): past that the oldest is forgotten, out of the order of
+answers, its late answer dropped by id (ids count up), as the Node client does."""
+
 
 def default_socket_path() -> str:
     """The broker's default socket, as the broker computes it.
@@ -110,6 +115,10 @@ class Client(BrokerMethods):
         # parse, a batch over its member limit) answers the oldest of these.
         self._order: Deque[_Entry] = collections.deque()
         self._by_id: Dict[int, _Entry] = {}  # the calls and batches in the order, by request id
+        # Ids of the abandoned ones among them, oldest first (at most MAX_ABANDONED: past that
+        # the oldest are forgotten, out of the order; their late answers dropped by id).
+        self._abandoned: Dict[int, _Entry] = {}
+        self._forgotten_id = 0  # the highest id of an abandoned call forgotten
         self._eof = False
         self._dropped: Optional[str] = None  # why the client dropped the connection
         # A protocol error found after messages it still had to hand over: the next read raises it.
@@ -135,6 +144,8 @@ class Client(BrokerMethods):
                                           if not _is_idless_error(m))
         self._order.clear()
         self._by_id.clear()
+        self._abandoned.clear()
+        self._forgotten_id = 0
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             s.settimeout(self.timeout)
@@ -277,6 +288,8 @@ class Client(BrokerMethods):
             if not entry.abandoned:
                 entry.answer = msg
             return  # (an abandoned one's late answer is dropped)
+        if any(i <= self._forgotten_id for i in ids):
+            return  # the late answer of an abandoned call forgotten (MAX_ABANDONED): dropped
         if _is_idless_error(msg) and self._order:
             # An error the broker could not tie to a request: it answers the oldest request
             # still waiting, and only that one (dropped when its caller gave up).
@@ -302,12 +315,25 @@ class Client(BrokerMethods):
             done = self._order.popleft()
             for i in done.ids:
                 self._by_id.pop(i, None)
+                self._abandoned.pop(i, None)
             if done is entry:
                 return
 
     def _abandon(self, entry: _Entry) -> None:
-        """Its caller gave up: its answer, when it comes, is dropped (it keeps its place)."""
+        """Its caller gave up: its answer, when it comes, is dropped (it keeps its place). Past
+        MAX_ABANDONED ids of such ones (a peer that never answers), the oldest are forgotten."""
+        if entry not in self._order:
+            return  # (answered meanwhile)
         entry.abandoned = True
+        for i in entry.ids:
+            self._abandoned[i] = entry
+        while len(self._abandoned) > MAX_ABANDONED:
+            old = next(iter(self._abandoned.values()))
+            for i in old.ids:
+                self._abandoned.pop(i, None)
+                self._by_id.pop(i, None)
+                self._forgotten_id = max(self._forgotten_id, i)
+            self._order.remove(old)
 
     def _drop(self, why: str) -> None:
         """Drop a connection the client cannot go on using: later calls raise ConnectionClosed."""

@@ -133,6 +133,41 @@ class AsyncClientTests(support.BrokerTestCase):
 
         self.run_async(flow())
 
+    def test_raw_messages_take_their_place_in_the_order_of_answers(self):
+        # (the review: send_raw was not in the order, so the -32700 of a raw message the broker
+        # cannot parse answered the call made after it)
+        from test_protocol import nested
+
+        async def flow():
+            async with AsyncClient(self.broker.socket, role="tool", timeout=5) as c:
+                await c.send_raw('{"jsonrpc": "2.0", "method": "foobar, "params": "bar", "baz]')
+                self.assertEqual((await c.broker_status())["apps"], 4)  # its own answer
+                r = await c.receive(timeout=5)
+                self.assertEqual((r["id"], r["error"]["code"]), (None, sb.PARSE_ERROR))
+                # A call the broker cannot parse, raw ones around it, a call it can: each its own.
+                await c.send_raw("not json")
+                call = asyncio.ensure_future(c.call("broker.status", {"deep": nested(300)}))
+                await asyncio.sleep(0)  # (written)
+                await c.send_raw(b"\xff")
+                await c.send_raw({"jsonrpc": "2.0", "method": "url.canOpen", "params": {"url": "notes://n"}})
+                status = await c.broker_status()
+                with self.assertRaises(sb.BrokerError) as cm:
+                    await call
+                self.assertEqual(cm.exception.code, sb.PARSE_ERROR)
+                self.assertIn("version", status)
+                self.assertEqual([(await c.receive(timeout=5))["error"]["code"] for _ in range(2)],
+                                 [sb.PARSE_ERROR] * 2)
+                with self.assertRaises(TimeoutError):
+                    await c.receive(timeout=0.2)  # nothing left over
+                self.assertFalse(c._must_read(), "an answered raw message still waits")
+                # A notification the broker could not parse is not sent (its error answers no call).
+                with self.assertRaises(sb.BrokerError) as cm:
+                    await c.notify("broker.status", {"deep": nested(300)})
+                self.assertIn("not sent", cm.exception.message)
+                self.assertIn("version", await c.broker_status())
+
+        self.run_async(flow())
+
     def test_late_answers_of_abandoned_calls_are_dropped(self):
         from test_unit import FakeBroker
 

@@ -444,6 +444,69 @@ class OrderOfAnswersTests(unittest.TestCase):
         self.assertEqual(c.receive(timeout=1)["error"]["message"], "Parse error: raw")
 
 
+def never_then_late(conn):
+    """Answers no request until one for "fast"; then every earlier one (late), then that one."""
+    def late(req):
+        if isinstance(req, list):
+            return [late(r) for r in req]
+        return {"jsonrpc": "2.0", "id": req["id"], "result": "late"}
+    waiting, buf = [], b""
+    while True:
+        req, buf = read_request(conn, buf)
+        if req is None:
+            return
+        if isinstance(req, list) or req["method"] != "fast":
+            waiting.append(req)
+            continue
+        conn.sendall(b"".join(framing.encode(late(r)) for r in waiting)
+                     + framing.encode({"jsonrpc": "2.0", "id": req["id"], "result": "fast"}))
+
+
+class AbandonedCallsTests(unittest.TestCase):
+    """Calls abandoned against a peer that never answers are bounded (MAX_ABANDONED, as Node's);
+    their late answers are still dropped."""
+
+    def test_sync_client(self):
+        peer = RawPeer(never_then_late)
+        self.addCleanup(peer.close)
+        c = sharebroker.Client(peer.path, timeout=5)
+        self.addCleanup(c.close)
+        limit = sharebroker.client.MAX_ABANDONED
+        self.assertEqual(limit, 1000)
+        for _ in range(limit + 200):
+            with self.assertRaises(TimeoutError):
+                c.call("never", timeout=0.001)
+        with self.assertRaises(TimeoutError):
+            c.batch([("never", None), ("never", None)], timeout=0.001)
+        self.assertLessEqual(len(c._abandoned), limit)
+        self.assertLessEqual(len(c._order), limit)
+        self.assertEqual(c.call("fast"), "fast")
+        with self.assertRaises(TimeoutError):
+            c.receive(timeout=0.1)  # the late answers were dropped, not queued
+        self.assertEqual((len(c._order), len(c._abandoned)), (0, 0))
+
+    def test_async_client(self):
+        import asyncio
+        from sharebroker.aio import AsyncClient
+        peer = RawPeer(never_then_late)
+        self.addCleanup(peer.close)
+        limit = sharebroker.client.MAX_ABANDONED
+
+        async def flow():
+            async with AsyncClient(peer.path, timeout=5) as c:
+                calls = [c.call("never", timeout=0.05) for _ in range(limit + 200)]
+                calls.append(c.batch([("never", None), ("never", None)], timeout=0.05))
+                for r in await asyncio.gather(*calls, return_exceptions=True):
+                    self.assertIsInstance(r, TimeoutError)
+                self.assertLessEqual(len(c._abandoned), limit)
+                self.assertLessEqual(len(c._order), limit)
+                self.assertEqual(await c.call("fast"), "fast")
+                with self.assertRaises(TimeoutError):
+                    await c.receive(timeout=0.1)  # the late answers were dropped, not queued
+                self.assertEqual((len(c._order), len(c._abandoned)), (0, 0))
+        asyncio.run(flow())
+
+
 class ProtocolErrorTests(unittest.TestCase):
     def test_decoder_gives_the_messages_before_the_bad_frame(self):
         with self.assertRaises(sharebroker.ProtocolError) as cm:
