@@ -113,3 +113,20 @@ test('defaults.watch and defaults.changed, with and without a key filter', async
   assert.equal(filtered.pendingNotifications, 0, 'what a consumer took is queued');
   assert.deepEqual(observed, ['wanted', 'wanted']);
 });
+
+test('integers above 2^53: the broker keeps a value\'s lexeme, JSON.parse rounds it (README, "Integers above 2^53")', async () => {
+  const app = await broker.app(APP);
+  // Written as text (as another client would): the broker keeps the number exactly as sent.
+  const big = '18446744073709551615';
+  const set = await app.callRaw(`{"jsonrpc":"2.0","id":"big","method":"defaults.set","params":{"group":"${APP_GROUP}","key":"big","value":${big}}}`, { timeout: WAIT });
+  assert.equal(typeof set.result.version, 'number');
+  const raw = await app.callRaw({ jsonrpc: '2.0', id: 'get', method: 'defaults.get', params: { group: APP_GROUP, key: 'big' } }, { timeout: WAIT });
+  assert.equal(raw.result.value, 18446744073709551615, 'parsed as a (rounded) number');
+  assert.notEqual(String(raw.result.value), big, 'JSON.parse keeps 2^53 precision only');
+  // What the broker makes itself is safe: strings for ids, small counters.
+  assert.ok(Number.isSafeInteger(app.session));
+  const opened = await app.urlOpen('deeplinkmyapp://big-ints');
+  assert.match(opened.eventID, /^ev-[0-9]+$/);
+  assert.ok(Number.isSafeInteger((await app.defaultsGet(APP_GROUP, 'big')).version));
+  await app.defaultsRemove(APP_GROUP, 'big');
+});
