@@ -828,7 +828,7 @@ public final class Broker {
         log.log(.warning, "\(conn.identity): \(why) after the reload; ending the session", connection: conn.id)
         // The client is told why before the connection closes (an error without an id, as for a
         // message over the limit), after every reply it is owed (`closeDrained`).
-        conn.lastWords = RPCError(.unauthorized, "Unauthorized: session ended by a manifest reload: \(why)")
+        conn.lastWords = RPCError(.unauthorized, "Unauthorized: session ended by a manifest reload: \(why)", data: Broker.closingData)
         endSession(conn)
         conn.role = nil  // (counted out once: closing it later does not count it again)
         if conn.subscribedApp != nil {
@@ -1234,10 +1234,15 @@ public final class Broker {
         throttledWarnings[kind] = (now, 0)
     }
 
+    /// The `data` of the error the broker says last, without an id, when it closes a connection:
+    /// it tells that error from the answer to a message it could not tie to a request (an error
+    /// without an id too, after which the connection stays open).
+    static let closingData: JSONValue = ["closing": true]
+
     /// Tells a connection just accepted why it is refused (an error without an id), and closes it.
     func refuseAccepted(_ fd: Int32, _ message: String) {
         var out: [UInt8] = []
-        RPCCodec.writeError(id: .null, error: RPCError(.unauthorized, message), to: &out)
+        RPCCodec.writeError(id: .null, error: RPCError(.unauthorized, message, data: Broker.closingData), to: &out)
         out.append(0x0A)
         _ = out.withUnsafeBytes { try? FD.write(fd, $0) }
         FD.close(fd)
@@ -1332,9 +1337,11 @@ public final class Broker {
         let rpcError: RPCError
         switch error {
         case .tooLarge(let limit):
-            rpcError = RPCError(.invalidRequest, "Invalid Request: message larger than the limit of \(limit) bytes; closing the connection")
+            rpcError = RPCError(
+                .invalidRequest, "Invalid Request: message larger than the limit of \(limit) bytes; closing the connection",
+                data: Broker.closingData)
         case .badHeader(let why):
-            rpcError = RPCError(.parseError, "Parse error: \(why); closing the connection")
+            rpcError = RPCError(.parseError, "Parse error: \(why); closing the connection", data: Broker.closingData)
         }
         log.log(.warning, "\(rpcError.message)", connection: conn.id)
         // Answer in the framing the peer chose, even when its first frame is the one that failed.
