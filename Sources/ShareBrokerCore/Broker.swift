@@ -982,11 +982,11 @@ public final class Broker {
         // pacer's). Handing it to the worker and being woken again would add two thread switches
         // to every request's latency and leave the loop idle meanwhile all the same. Not while
         // commits take longer than the pacer's longest wait: then other clients would wait for
-        // every flush. Nor a commit of compaction's copies alone (up to 4,096 records, which no
-        // request waits for): the loop goes on serving meanwhile.
+        // every flush. Nor a commit that carries compaction's copies (up to 4,096 records): the
+        // loop goes on serving meanwhile.
         startCommit(
             inline: pacer.inlineAllowed && (totalRequests - requestsAtCommitStart <= 1 || pacer.batchComplete)
-                && !turn.onlyMaintenance)
+                && !turn.hasUpkeep)
     }
 
     func flushDirty() {
@@ -1014,7 +1014,7 @@ public final class Broker {
         // What is ready to go out (replies a commit just released) does not wait for a commit the
         // loop writes itself, nor counts in its measured duration.
         if inline { flushDirty() }
-        config.commitStarted?(inline, turn.onlyMaintenance)
+        config.commitStarted?(inline, turn.hasUpkeep)
         let begun = turn.beginAll()
         pacer.commitStarted(at: Clock.monotonicNanos())
         let ticket = CommitTicket(
@@ -1156,6 +1156,9 @@ public final class Broker {
 
     /// Blocks until every change is durable (shutdown): the commit in flight, then the rest.
     func drainCommits() {
+        // (compaction makes no more copies: one chunk would follow another to the end)
+        store?.carryingPaused = true
+        for s in shareStores.values { s.carryingPaused = true }
         while inflight != nil || turn.hasDirty || !heldConnections.isEmpty {
             if inflight == nil { startCommit() }
             if inflight != nil { completeCommits(syncWorker.waitForOutcomes()) }

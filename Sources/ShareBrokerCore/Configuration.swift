@@ -86,8 +86,8 @@ public struct BrokerConfiguration: Sendable {
     /// of `path` items, writing a share's files), so a test can hold that work back.
     public var offLoopGate: (@Sendable () -> Void)? = nil
     /// Test seam: called on the loop as each commit starts: whether the loop writes it itself
-    /// (`inline`) and whether it holds nothing but the stores' upkeep (compaction's copies).
-    public var commitStarted: (@Sendable (_ inline: Bool, _ upkeepOnly: Bool) -> Void)? = nil
+    /// (`inline`) and whether it carries the stores' upkeep (compaction's copies).
+    public var commitStarted: (@Sendable (_ inline: Bool, _ upkeep: Bool) -> Void)? = nil
     /// Test seam: runs on the worker thread that starts a launch, before it looks the user up,
     /// so a test can hold a launch back (and see the loop go on meanwhile).
     public var launchGate: (@Sendable () -> Void)? = nil

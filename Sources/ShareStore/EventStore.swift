@@ -557,9 +557,13 @@ public final class EventStore: TurnParticipant {
     /// Makes this turn's changes durable (one write, one fdatasync). On failure they are undone.
     public func commit() throws(StoreError) { try commitTurn() }
 
-    /// True when the only changes waiting for a commit are compaction's copies (no request waits
-    /// for them: the broker hands such a commit to its sync worker rather than writing it itself).
-    public var pendingIsMaintenance: Bool { carryPending != nil && undo.isEmpty }
+    /// True when compaction's copies wait for the next commit (up to 4,096 records: the broker
+    /// hands such a commit to its sync worker rather than writing it itself).
+    public var pendingIncludesUpkeep: Bool { carryPending != nil }
+
+    /// Set at shutdown: no more copies are made (what is pending is written; the rest waits for
+    /// the next start).
+    public var carryingPaused = false
 
     /// The changes handed to the sync worker and not yet durable (pipelined commit).
     var inflightUndo: [Undo] = []
@@ -642,10 +646,15 @@ public final class EventStore: TurnParticipant {
     /// with the next commit, off the loop like any other (`rehome` then moves them), and drops
     /// the segment once they all are. Called when every change is durable.
     func compactIfUseful() {
-        switch ledger.nextStep(sealed: journal.segments.dropLast()) {
-        case .none: return
-        case .delete(let through): forgetSegments(through: through)
+        var step = ledger.nextStep(sealed: journal.segments.dropLast())
+        if case .delete(let through) = step {
+            forgetSegments(through: through)
+            step = ledger.nextStep(sealed: journal.segments.dropLast())
+        }
+        switch step {
+        case .none, .delete: return
         case .carry(let oldest):
+            guard !carryingPaused else { return }
             // At most `carryChunk` per commit, in sequence order.
             var carried: [StoredEvent] = []
             scan: for (_, q) in queues {
@@ -668,16 +677,15 @@ public final class EventStore: TurnParticipant {
     /// Compaction's copies are durable: each carried event lives in their segment now, acked
     /// meanwhile or not (an ack of the same commit is on disk too; one of a later commit that
     /// fails puts the event back, and then in its new segment, where it is counted). The old
-    /// segment goes once no live event is left in it.
+    /// segment goes at the next quiet commit once no live event is left in it (not here: an
+    /// event of it that was not carried may have an ack that is not durable yet).
     func rehome(_ c: CarriedCopies<StoredEvent>) {
         var live = 0
         for e in c.items where e.segment == c.from {
             e.segment = c.to  // (the queues hold these very objects)
             if let p = queues[e.app]?.position(of: e.id), queues[e.app]?.slots[p] === e { live += 1 }
         }
-        if ledger.carried(written: c.items.count, live: live, from: c.from, to: c.to) {
-            forgetSegments(through: c.from)
-        }
+        ledger.carried(written: c.items.count, live: live, from: c.from, to: c.to)
     }
 
     /// Most events copied forward by one compaction (tests lower it).

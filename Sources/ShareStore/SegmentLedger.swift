@@ -34,13 +34,13 @@ struct SegmentLedger {
 
     /// `written` copies of records of segment `from` are durable in segment `to`, `live` of them
     /// copies of records still live (the others were removed while the copies were on their way;
-    /// their `from` count went down then). Returns true when `from` holds no live record any more
-    /// (it can go).
-    mutating func carried(written: Int, live moved: Int, from: Int, to: Int) -> Bool {
+    /// their `from` count went down then). `from` goes once it holds no live record and every
+    /// removal is durable (`nextStep`'s `.delete`, at a quiet commit): a record of `from` that was
+    /// not copied may have been removed by a change not yet on disk.
+    mutating func carried(written: Int, live moved: Int, from: Int, to: Int) {
         live.add(moved, to: to)
         records.add(written, to: to)
         live.add(-moved, to: from)
-        return (live[from] ?? 0) <= 0
     }
 
     /// Forgets the counts of the deleted segments up to `last`.

@@ -202,11 +202,13 @@ public final class ShareRecordStore: TurnParticipant {
     var carryPending: CarriedCopies<StoredShare>? = nil
     var carryInflight: CarriedCopies<StoredShare>? = nil
 
-    /// True when the only changes waiting for a commit are compaction's copies (no request waits
-    /// for them: the broker hands such a commit to its sync worker rather than writing it itself).
-    public var pendingIsMaintenance: Bool {
-        carryPending != nil && undo.isEmpty && createdDirs.isEmpty && completedDirs.isEmpty && failedTurn == nil
-    }
+    /// True when compaction's copies wait for the next commit (up to 4,096 records: the broker
+    /// hands such a commit to its sync worker rather than writing it itself).
+    public var pendingIncludesUpkeep: Bool { carryPending != nil }
+
+    /// Set at shutdown: no more copies are made (what is pending is written; the rest waits for
+    /// the next start).
+    public var carryingPaused = false
     var createdDirs: [String] = []
     var completedDirs: [String] = []
     /// What recovery found.
@@ -680,10 +682,15 @@ public final class ShareRecordStore: TurnParticipant {
     /// when nothing is pending and every completion is durable, so a deleted segment's shares can
     /// never come back through a rollback.
     func compactIfUseful() {
-        switch ledger.nextStep(sealed: journal.segments.dropLast()) {
-        case .none: return
-        case .delete(let through): forgetSegments(through: through)
+        var step = ledger.nextStep(sealed: journal.segments.dropLast())
+        if case .delete(let through) = step {
+            forgetSegments(through: through)
+            step = ledger.nextStep(sealed: journal.segments.dropLast())
+        }
+        switch step {
+        case .none, .delete: return
         case .carry(let oldest):
+            guard !carryingPaused else { return }
             // At most `carryChunk` per commit, oldest first.
             var carried: [StoredShare] = []
             for id in order {
@@ -702,16 +709,16 @@ public final class ShareRecordStore: TurnParticipant {
 
     /// Compaction's copies are durable: each carried share lives in their segment now, completed
     /// meanwhile or not (a completion of a later commit that fails puts the share back, and then
-    /// in its new segment, where it is counted). The old segment goes once no live share is left.
+    /// in its new segment, where it is counted). The old segment goes at the next quiet commit
+    /// once no live share is left in it (not here: a share of it that was not carried may have a
+    /// completion that is not durable yet).
     func rehome(_ c: CarriedCopies<StoredShare>) {
         var live = 0
         for s in c.items where s.segment == c.from {
             s.segment = c.to
             if shares[s.id] === s { live += 1 }
         }
-        if ledger.carried(written: c.items.count, live: live, from: c.from, to: c.to) {
-            forgetSegments(through: c.from)
-        }
+        ledger.carried(written: c.items.count, live: live, from: c.from, to: c.to)
     }
 
     /// Test seam: called right before segments up to the number given are deleted.

@@ -20,9 +20,9 @@ public protocol TurnParticipant: AnyObject {
     /// Pipelined commit, second half: the job is durable (error nil), or it failed, and then every
     /// change not yet durable (the job's and any made since) is undone and the journal cut back.
     func finishCommit(_ job: SyncJob?, error: StoreError?)
-    /// True when nothing but the store's own upkeep (compaction's copies) waits for a commit: no
-    /// request waits for it.
-    var pendingIsMaintenance: Bool { get }
+    /// True when the store's own upkeep (compaction's copies, up to thousands of records no
+    /// request waits for) is among what waits for the next commit.
+    var pendingIncludesUpkeep: Bool { get }
 }
 
 extension TurnParticipant {
@@ -30,7 +30,7 @@ extension TurnParticipant {
     public var commitOrder: Int { 0 }
 
     /// Changes are requests' unless a store says otherwise.
-    public var pendingIsMaintenance: Bool { false }
+    public var pendingIncludesUpkeep: Bool { false }
 
     /// Makes the changes since the last commit durable on the calling thread (both halves of the
     /// pipelined commit, the job run in between); on failure they are undone and the error thrown.
@@ -132,9 +132,8 @@ public final class TurnLog {
     /// True when some store waits for a commit.
     public var hasDirty: Bool { !dirty.isEmpty }
 
-    /// True when stores wait for a commit and all they wait with is their own upkeep (no request's
-    /// change): nobody waits for that commit.
-    public var onlyMaintenance: Bool { !dirty.isEmpty && dirty.allSatisfy(\.pendingIsMaintenance) }
+    /// True when a store's upkeep (compaction's copies) is among what waits for the next commit.
+    public var hasUpkeep: Bool { dirty.contains { $0.pendingIncludesUpkeep } }
 
     /// Pipelined commit: `beginCommit` of every dirty store, in commit order. Returns the stores
     /// with their jobs (nil: nothing to write) and those that failed to begin (already rolled back).

@@ -28,7 +28,7 @@ final class CompactionCommitTests: XCTestCase {
     /// Five events of `com.stuck` in the first segment, then traffic of `com.b` (each event acked)
     /// until a commit finds the first segment mostly dead: returns with the copies pending.
     func eventsWithCopiesPending(
-        _ s: EventStore, turn: TurnLog? = nil, file: StaticString = #filePath, line: UInt = #line
+        _ s: EventStore, turn: TurnLog? = nil, expectingCopiesOf carried: Int = 5, file: StaticString = #filePath, line: UInt = #line
     ) throws -> [String] {
         func commit() throws {
             _ = turn?.takeDirty()  // (committed by hand: what the turn holds afterwards is new)
@@ -44,7 +44,7 @@ final class CompactionCommitTests: XCTestCase {
         }
         let copies = try XCTUnwrap(s.carryPending, "compaction never became due", file: file, line: line)
         XCTAssertEqual(copies.from, 1, file: file, line: line)
-        XCTAssertEqual(copies.items.map(\.id), stuck, file: file, line: line)
+        XCTAssertEqual(copies.items.map(\.id), Array(stuck.prefix(carried)), file: file, line: line)
         return stuck
     }
 
@@ -55,15 +55,14 @@ final class CompactionCommitTests: XCTestCase {
         let before = s.pendingCount
         // The commit that found them due wrote nothing of them: they wait, marked as upkeep.
         XCTAssertTrue(s.hasPending)
-        XCTAssertTrue(s.pendingIsMaintenance)
+        XCTAssertTrue(s.pendingIncludesUpkeep)
         XCTAssertTrue(turn.hasDirty, "the store told the turn it has a commit to make")
-        XCTAssertTrue(turn.onlyMaintenance)
+        XCTAssertTrue(turn.hasUpkeep)
         XCTAssertTrue(segmentFiles().contains("events-000001.log"), "the old segment stays until the copies are durable")
         XCTAssertEqual(s.pending(for: "com.stuck").first?.segment, 1)
-        // A request's change joins them: the commit is no longer upkeep alone.
+        // A request's change joins them: the commit still carries the upkeep.
         let extra = try s.enqueue(app: "com.c", fields: ["kind": "openURL"]).id
-        XCTAssertFalse(s.pendingIsMaintenance)
-        XCTAssertFalse(turn.onlyMaintenance)
+        XCTAssertTrue(turn.hasUpkeep)
         _ = turn.takeDirty()
         try s.commit()
         XCTAssertNil(s.carryPending)
@@ -143,7 +142,7 @@ final class CompactionCommitTests: XCTestCase {
         let copiesError = copies.flatMap { SyncWorker.run([$0])[0] }
         XCTAssertNil(copiesError)
         s.finishCommit(copies, error: copiesError)
-        XCTAssertFalse(segmentFiles().contains("events-000001.log"), "every live event of segment 1 has its copy")
+        XCTAssertTrue(segmentFiles().contains("events-000001.log"), "kept until the ack is durable")
         let ackCommit = try s.beginCommit()
         s.finishCommit(ackCommit, error: StoreError("injected: the ack's commit failed"))
         let back = try XCTUnwrap(s.pending(for: "com.stuck").first)
@@ -191,13 +190,13 @@ final class CompactionCommitTests: XCTestCase {
         let pending = try XCTUnwrap(s.carryPending, "compaction never became due")
         XCTAssertEqual(pending.items.map(\.id), old)
         let home = pending.to
-        XCTAssertTrue(s.pendingIsMaintenance)
+        XCTAssertTrue(s.pendingIncludesUpkeep)
         XCTAssertTrue(segmentFiles().contains("shares-000001.log"), "\(segmentFiles())")
         let copies = try s.beginCommit()
         XCTAssertTrue(try s.complete(old[0]))
-        XCTAssertFalse(s.pendingIsMaintenance)
+        XCTAssertFalse(s.pendingIncludesUpkeep, "(the copies are in flight)")
         s.finishCommit(copies, error: copies.flatMap { SyncWorker.run([$0])[0] })
-        XCTAssertFalse(segmentFiles().contains("shares-000001.log"), "\(segmentFiles())")
+        XCTAssertTrue(segmentFiles().contains("shares-000001.log"), "kept until the completion is durable: \(segmentFiles())")
         let failed = try s.beginCommit()
         s.finishCommit(failed, error: StoreError("injected: the completion's commit failed"))
         XCTAssertEqual(s.all.map(\.id), old, "the failed completion put the share back")
@@ -213,5 +212,85 @@ final class CompactionCommitTests: XCTestCase {
         }
         XCTAssertFalse(s.journalSegments.contains(home), "compaction went on: \(s.journalSegments)")
         XCTAssertEqual(try openShares().all.map(\.id), [old[0]], "its only copy was carried, not deleted")
+    }
+
+    // MARK: A chunk smaller than the old segment's live records (a review's reproductions)
+
+    /// Copies of two of five old events are in flight when the other three are acked (not yet
+    /// durable): the old segment must stay until those acks are on disk. Crash then: all five
+    /// are there. The acks' commit fails instead: all five are served, and survive a restart.
+    func testTheOldSegmentStaysUntilTheAcksOfItsEventsNotCarriedAreDurable() throws {
+        func copiesOfTwoInFlight(_ s: EventStore) throws -> (stuck: [String], copies: SyncJob?) {
+            s.carryChunk = 2
+            let stuck = try eventsWithCopiesPending(s, expectingCopiesOf: 2)
+            return (stuck, try s.beginCommit())
+        }
+        var s = try EventStore(directory: dir, segmentLimit: 4096)
+        var (stuck, copies) = try copiesOfTwoInFlight(s)
+        XCTAssertEqual(try s.ack(app: "com.stuck", ids: Array(stuck[2...])), Array(stuck[2...]))
+        s.finishCommit(copies, error: copies.flatMap { SyncWorker.run([$0])[0] })
+        XCTAssertTrue(s.hasPending, "the acks are not durable yet")
+        XCTAssertTrue(segmentFiles().contains("events-000001.log"), "\(segmentFiles())")
+        // (a crash here: the acks are never written)
+        XCTAssertEqual(try EventStore(directory: dir, segmentLimit: 4096).pending(for: "com.stuck").map(\.id), stuck)
+
+        try FileManager.default.removeItem(atPath: dir)
+        s = try EventStore(directory: dir, segmentLimit: 4096)
+        (stuck, copies) = try copiesOfTwoInFlight(s)
+        XCTAssertEqual(try s.ack(app: "com.stuck", ids: Array(stuck[2...])), Array(stuck[2...]))
+        s.finishCommit(copies, error: copies.flatMap { SyncWorker.run([$0])[0] })
+        let acks = try s.beginCommit()
+        s.finishCommit(acks, error: StoreError("injected: the acks' commit failed"))
+        XCTAssertEqual(s.pending(for: "com.stuck").map(\.id), stuck, "all five pending again")
+        XCTAssertEqual(try EventStore(directory: dir, segmentLimit: 4096).pending(for: "com.stuck").map(\.id), stuck, "after a restart")
+        // Once quiet, compaction carries the other three and the old segment goes.
+        for _ in 0..<20 {
+            let id = try s.enqueue(app: "com.b", fields: ["kind": "openURL"]).id
+            _ = try s.ack(app: "com.b", ids: [id])
+            try s.commit()
+        }
+        XCTAssertFalse(segmentFiles().contains("events-000001.log"), "\(segmentFiles())")
+        XCTAssertEqual(try EventStore(directory: dir, segmentLimit: 4096).pending(for: "com.stuck").map(\.id), stuck)
+    }
+
+    func testTheOldSegmentStaysUntilTheCompletionsOfItsSharesNotCarriedAreDurable() throws {
+        let s = try openShares()
+        s.carryChunk = 2
+        let old = (0..<4).map { "sh-old-\($0)" }
+        for id in old { try add(s, id) }
+        try s.commitTurn()
+        for n in 0..<400 where s.carryPending == nil {
+            try add(s, "sh-\(n)")
+            XCTAssertTrue(try s.complete("sh-\(n)"))
+            try s.commitTurn()
+        }
+        XCTAssertEqual(s.carryPending?.items.map(\.id), Array(old.prefix(2)))
+        let copies = try s.beginCommit()
+        XCTAssertTrue(try s.complete(old[2]))
+        XCTAssertTrue(try s.complete(old[3]))
+        s.finishCommit(copies, error: copies.flatMap { SyncWorker.run([$0])[0] })
+        XCTAssertTrue(segmentFiles().contains("shares-000001.log"), "\(segmentFiles())")
+        // (a crash here: the completions are never written)
+        XCTAssertEqual(try openShares().all.map(\.id), old)
+    }
+
+    /// At shutdown the broker pauses carrying (one chunk would follow another to the end of the
+    /// backlog before it could stop): a quiet commit then deletes dead segments but copies nothing.
+    func testPausedCarryingMakesNoCopies() throws {
+        let s = try EventStore(directory: dir, segmentLimit: 4096)
+        _ = try eventsWithCopiesPending(s)
+        try s.commit()  // (the copies written)
+        s.carryingPaused = true
+        for _ in 0..<400 {
+            let id = try s.enqueue(app: "com.b", fields: ["kind": "openURL", "url": "https://example.com/b/long/path"]).id
+            _ = try s.ack(app: "com.b", ids: [id])
+            try s.commit()
+            XCTAssertNil(s.carryPending)
+        }
+        s.carryingPaused = false
+        let id = try s.enqueue(app: "com.b", fields: ["kind": "openURL"]).id
+        _ = try s.ack(app: "com.b", ids: [id])
+        try s.commit()
+        XCTAssertNotNil(s.carryPending, "carrying again once resumed")
     }
 }
