@@ -120,8 +120,12 @@ public final class Broker {
     var launchIssues: [ManifestIssue] = []
     /// Counts manifest loads: launch checks of an older load are dropped.
     var manifestLoads = 0
+    /// The manifest load whose launch checks `launchIssues` holds.
+    var checkedLoad = 0
     /// True while the launch checks of the manifests loaded last run (off the loop).
-    var launchChecksRunning = false
+    var launchChecksRunning: Bool { checkedLoad != manifestLoads }
+    /// The pool-work id of the last launch checks started in the background (`startLaunchChecks`).
+    var queuedLaunchChecks: UInt64? = nil
     /// The live subscriber of each app.
     var subscribers: [String: Connection] = [:]
     /// Connections with replies held for this turn's commit.
@@ -769,19 +773,22 @@ public final class Broker {
     }
 
     /// Records (and logs) the launch checks of manifest load `load`; those of an older load are
-    /// dropped (a later reload's checks follow).
-    func applyLaunchChecks(_ issues: [ManifestIssue], load: Int) {
-        guard load == manifestLoads else { return }
-        launchChecksRunning = false
+    /// dropped (a later reload's checks follow). True when recorded.
+    @discardableResult
+    func applyLaunchChecks(_ issues: [ManifestIssue], load: Int) -> Bool {
+        guard load == manifestLoads else { return false }
+        checkedLoad = load
         launchIssues = issues
         for issue in issues { log.log(.warning, "manifest \(issue.file): \(issue.message)") }
+        return true
     }
 
     /// The launch checks of the manifests just loaded, as work for a launch thread (a user's
     /// lookup may wait for a directory service that does not answer: every client is served
-    /// meanwhile) and what the loop does once it is done. `apps.list` shows the previous
-    /// checks' warnings until then (`apps.reload` answers once they are done).
-    func launchChecksTask() -> (work: @Sendable () -> Void, done: () -> Void) {
+    /// meanwhile) and what the loop does once it is done (true: its checks were recorded, they
+    /// are of the manifests loaded last). `apps.list` shows the previous checks' warnings until
+    /// then (`apps.reload` answers once they are done).
+    func launchChecksTask() -> (work: @Sendable () -> Void, done: () -> Bool) {
         final class Found: @unchecked Sendable {  // written by the launch thread, read on the loop after it
             var issues: [ManifestIssue] = []
             var ran = false
@@ -790,7 +797,6 @@ public final class Broker {
         let apps = registry.apps.filter { $0.launch != nil }
         let socketPath = config.socketPath
         let load = manifestLoads
-        launchChecksRunning = true
         let gate = config.launchCheckGate
         return (
             { [found] in
@@ -799,8 +805,10 @@ public final class Broker {
                 found.ran = true
             },
             { [unowned self] in
+                if found.ran { return applyLaunchChecks(found.issues, load: load) }
                 // (work taken back before it ran: the request that wanted it closed)
-                if found.ran { applyLaunchChecks(found.issues, load: load) } else if load == manifestLoads { startLaunchChecks() }
+                if load == manifestLoads { startLaunchChecks() }
+                return false
             }
         )
     }
@@ -808,10 +816,15 @@ public final class Broker {
     /// Starts the launch checks of the manifests just loaded on a launch thread (a reload by
     /// SIGHUP or `BrokerControl`); on the loop when no thread can take them.
     func startLaunchChecks() {
+        // Checks of an earlier reload not started yet are taken back (they would be dropped):
+        // reloads in a row do not queue up checks ahead of launches on the two threads.
+        if let earlier = queuedLaunchChecks, launchWorkers.cancel(earlier) { poolWork[earlier] = nil }
         let task = launchChecksTask()
-        if !runPoolWork(task.work, on: launchWorkers, then: task.done) {
+        queuedLaunchChecks = nextOffLoopID  // (the id runPoolWork gives it)
+        if !runPoolWork(task.work, on: launchWorkers, then: { _ = task.done() }) {
+            queuedLaunchChecks = nil
             task.work()
-            task.done()
+            _ = task.done()
         }
     }
 

@@ -30,15 +30,20 @@ final class OffLoopTask: @unchecked Sendable {  // `work` runs on a pool thread,
     let cancel: (Broker) -> Void
     /// The threads it runs on (nil: the file-work pool, `workers`).
     let pool: WorkerPool?
+    /// Runs on the loop instead of `finish` when the broker stops before the work is done (nil:
+    /// the request answers `Broker.stoppedBeforeWorkFinished`, nothing stored).
+    let atStop: ((Broker, Connection) throws(RPCError) -> MethodResult)?
 
     init(
         work: @escaping @Sendable () -> Void, finish: @escaping (Broker, Connection) throws(RPCError) -> MethodResult,
-        cancel: @escaping (Broker) -> Void, pool: WorkerPool? = nil
+        cancel: @escaping (Broker) -> Void, pool: WorkerPool? = nil,
+        atStop: ((Broker, Connection) throws(RPCError) -> MethodResult)? = nil
     ) {
         self.work = work
         self.finish = finish
         self.cancel = cancel
         self.pool = pool
+        self.atStop = atStop
     }
 }
 
@@ -107,9 +112,10 @@ extension Broker {
     /// Returns the placeholder the handler returns.
     func suspendRequest(
         work: @escaping @Sendable () -> Void, finish: @escaping (Broker, Connection) throws(RPCError) -> MethodResult,
-        cancel: @escaping (Broker) -> Void, on pool: WorkerPool? = nil
+        cancel: @escaping (Broker) -> Void, on pool: WorkerPool? = nil,
+        atStop: ((Broker, Connection) throws(RPCError) -> MethodResult)? = nil
     ) -> MethodResult {
-        suspension = OffLoopTask(work: work, finish: finish, cancel: cancel, pool: pool)
+        suspension = OffLoopTask(work: work, finish: finish, cancel: cancel, pool: pool, atStop: atStop)
         return .value(.null)
     }
 
@@ -251,8 +257,11 @@ extension Broker {
     func answerUnfinishedWork() {
         for task in Array(offLoop.values) {
             guard let conn = task.conn, !conn.closed, let s = conn.suspended, s.task === task else { continue }
-            s.task = OffLoopTask(
-                work: {}, finish: { _, _ throws(RPCError) in throw Broker.stoppedBeforeWorkFinished }, cancel: { _ in })
+            var stopped: (Broker, Connection) throws(RPCError) -> MethodResult = { _, _ throws(RPCError) in
+                throw Broker.stoppedBeforeWorkFinished
+            }
+            if let atStop = task.atStop { stopped = atStop }
+            s.task = OffLoopTask(work: {}, finish: stopped, cancel: { _ in })
             resume(conn, s)
         }
     }

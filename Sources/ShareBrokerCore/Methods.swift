@@ -166,20 +166,29 @@ extension Broker {
                     throw RPCError(.unauthorized, "Unauthorized: apps.reload is for the broker's own user (uid \(ProcessInfoLite.uid)), not \(Broker.callerUID(c))")
                 }
                 b.reloadManifests(reason: "apps.reload")
-                // Answered once the new manifests' launches are checked, off the loop (their
-                // warnings are part of the answer).
-                let checks = b.launchChecksTask()
-                return b.suspendRequest(
-                    work: checks.work,
-                    finish: { b, _ throws(RPCError) in
-                        checks.done()
-                        return .value(b.appsListJSON)
-                    }, cancel: { _ in checks.done() }, on: b.launchWorkers)  // (its connection closed)
+                return b.answerOnceLaunchesChecked()
             },
         ]
         var table: [String: MethodSpec] = [:]
         for s in specs + eventMethods() + shareMethods() + defaultsMethods() { table[s.name] = s }
         return table
+    }
+
+    /// `apps.reload`'s answer, once the launches of the manifests loaded last are checked, off the
+    /// loop (their warnings are part of the answer). Overtaken by another reload meanwhile, it
+    /// waits for the checks of the manifests now loaded. A broker stopping first answers the
+    /// list as loaded (`launchChecksRunning`): the reload itself was done.
+    func answerOnceLaunchesChecked() -> MethodResult {
+        let checks = launchChecksTask()
+        return suspendRequest(
+            work: checks.work,
+            finish: { b, _ throws(RPCError) in
+                // (overtaken: the checks of the manifests now loaded may be done already)
+                checks.done() || !b.launchChecksRunning ? .value(b.appsListJSON) : b.answerOnceLaunchesChecked()
+            },
+            cancel: { _ in _ = checks.done() },  // (its connection closed)
+            on: launchWorkers,
+            atStop: { b, _ throws(RPCError) in .value(b.appsListJSON) })
     }
 
     /// `apps.list`: the registry's view plus association documents that failed to load (file, reason).

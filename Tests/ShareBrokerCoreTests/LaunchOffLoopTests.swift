@@ -396,18 +396,20 @@ final class LaunchCheckOffLoopTests: XCTestCase {
         defer { h.stop() }
         let tool = try h.tool()
         h.dir.write("state/apps/10-myapp.json", manifest(["/nonexistent/prog"]))
-        // Two signalled reloads hold both launch threads; the request's checks wait for one.
-        h.control?.reload()
+        // A signalled reload and another client's apps.reload hold both launch threads; the
+        // request's checks wait for one.
         h.control?.reload()
         checks.waitForWork("the first reload's checks")
+        let other = try h.rawSession()
+        other.send(rpcRequest(8, "apps.reload", .object([:])).compactText + "\n")
         checks.waitForWork("the second reload's checks")
         do {
             let reloader = try h.rawSession()
             reloader.send(rpcRequest(7, "apps.reload", .object([:])).compactText + "\n")
-            XCTAssertTrue(waitUntil(timeout: 5) { (try? tool.call("broker.status"))?["connections"]?.intValue == 2 })
+            XCTAssertTrue(waitUntil(timeout: 5) { (try? tool.call("broker.status"))?["connections"]?.intValue == 3 })
             Thread.sleep(forTimeInterval: 0.2)  // (the request read and suspended)
         }  // (hangs up: its checks, not started, are taken back)
-        XCTAssertTrue(waitUntil(timeout: 5) { (try? tool.call("broker.status"))?["connections"]?.intValue == 1 }, "the reloader's hang-up was seen")
+        XCTAssertTrue(waitUntil(timeout: 5) { (try? tool.call("broker.status"))?["connections"]?.intValue == 2 }, "the reloader's hang-up was seen")
         checks.release()
         checks.release()
         checks.release()  // (the checks started again for the manifests loaded last)
@@ -416,5 +418,124 @@ final class LaunchCheckOffLoopTests: XCTestCase {
         let warnings = launchWarnings(try tool.call("apps.list"))
         XCTAssertEqual(warnings.count, 1, "\(warnings)")
         XCTAssertTrue(warnings.first?.contains("/nonexistent/prog") == true, "\(warnings)")
+    }
+
+    /// The broker stops while an `apps.reload` waits for its checks: the reload itself was done,
+    /// so it answers the list as loaded (saying the checks still run), not a failure. (A review's
+    /// reproduction: it answered -32005, "not done, nothing stored".)
+    func testAStopWhileAppsReloadWaitsForItsChecksAnswersTheReloadedList() throws {
+        let checks = WorkGate()
+        defer { for _ in 0..<4 { checks.release() } }
+        let h = BrokerHarness(manifests: ["10-myapp.json": manifest(["/bin/true"])])
+        try h.start {
+            $0.launchCheckGate = checks.gate
+            $0.shutdownGraceSeconds = 0.5
+        }
+        let tool = try h.tool()
+        h.dir.write("state/apps/10-myapp.json", manifest(["/nonexistent/prog"]))
+        let reloader = try h.rawSession()
+        reloader.send(rpcRequest(7, "apps.reload", .object([:])).compactText + "\n")
+        checks.waitForWork("the launch checks")
+        XCTAssertEqual(try tool.call("apps.list")["apps"]?.arrayValue?.first?["launch"], ["/nonexistent/prog"], "the reload is done")
+        h.stop()
+        let answer = reloader.readJSON(timeout: 5)
+        XCTAssertEqual(answer?["id"], 7)
+        XCTAssertEqual(answer?["result"]?["apps"]?.arrayValue?.first?["launch"], ["/nonexistent/prog"], "\(answer?.compactText ?? "nil")")
+        XCTAssertEqual(answer?["result"]?["launchChecksRunning"], true)
+    }
+
+    /// An `apps.reload` whose checks another reload overtook waits for the checks of the
+    /// manifests now loaded, and answers with their warnings. (A review's reproduction: it
+    /// answered with the previous warnings and `launchChecksRunning`.)
+    func testAnOvertakenAppsReloadAnswersWithTheNewestChecks() throws {
+        final class Gates: @unchecked Sendable {
+            let lock = NSLock()
+            var calls = 0
+            let entered = DispatchSemaphore(value: 0)
+            let first = DispatchSemaphore(value: 0)
+            let later = DispatchSemaphore(value: 0)
+            var gate: @Sendable () -> Void {
+                { [self] in
+                    lock.lock()
+                    calls += 1
+                    let n = calls
+                    lock.unlock()
+                    entered.signal()
+                    _ = (n == 1 ? first : later).wait(timeout: .now() + 20)
+                }
+            }
+        }
+        let gates = Gates()
+        defer {
+            gates.first.signal()
+            for _ in 0..<4 { gates.later.signal() }
+        }
+        let h = BrokerHarness(manifests: ["10-myapp.json": manifest(["/bin/true"])])
+        try h.start { $0.launchCheckGate = gates.gate }
+        defer { h.stop() }
+        h.dir.write("state/apps/10-myapp.json", manifest(["/nonexistent/prog"]))
+        let reloader = try h.rawSession()
+        reloader.send(rpcRequest(7, "apps.reload", .object([:])).compactText + "\n")
+        XCTAssertEqual(gates.entered.wait(timeout: .now() + 10), .success)
+        h.dir.write("state/apps/10-myapp.json", manifest(["/nonexistent/newer"]))
+        h.control?.reload()
+        XCTAssertEqual(gates.entered.wait(timeout: .now() + 10), .success)
+        gates.first.signal()  // the apps.reload's own checks end first: overtaken, it waits on
+        XCTAssertNil(reloader.readJSON(timeout: 0.3), "answered with checks of manifests no longer loaded")
+        gates.later.signal()
+        gates.later.signal()
+        let answer = try XCTUnwrap(reloader.readJSON(timeout: 10))
+        let warnings = launchWarnings(try XCTUnwrap(answer["result"]))
+        XCTAssertEqual(warnings.count, 1, "\(answer.compactText)")
+        XCTAssertTrue(warnings.first?.contains("/nonexistent/newer") == true, "\(warnings)")
+        XCTAssertNil(answer["result"]?["launchChecksRunning"])
+    }
+
+    /// Reloads in a row while both launch threads are busy queue one background check, not one
+    /// each (each would run, only to be dropped, ahead of launches).
+    func testReloadsInARowQueueOneCheck() throws {
+        final class Counting: @unchecked Sendable {
+            let lock = NSLock()
+            var calls = 0
+            let entered = DispatchSemaphore(value: 0)
+            let go = DispatchSemaphore(value: 0)
+            var gate: @Sendable () -> Void {
+                { [self] in
+                    lock.lock()
+                    calls += 1
+                    lock.unlock()
+                    entered.signal()
+                    _ = go.wait(timeout: .now() + 20)
+                }
+            }
+        }
+        let c = Counting()
+        defer { for _ in 0..<10 { c.go.signal() } }
+        let h = BrokerHarness(manifests: ["10-myapp.json": manifest(["/nonexistent/a"])])
+        try h.start { $0.launchCheckGate = c.gate }
+        defer { h.stop() }
+        let tool = try h.tool()
+        // An apps.reload and a signalled one hold both threads.
+        let reloader = try h.rawSession()
+        reloader.send(rpcRequest(7, "apps.reload", .object([:])).compactText + "\n")
+        XCTAssertEqual(c.entered.wait(timeout: .now() + 10), .success)
+        h.control?.reload()
+        XCTAssertEqual(c.entered.wait(timeout: .now() + 10), .success)
+        // Five more, the last with another launch: one check waits for a thread.
+        for n in 0..<5 {
+            h.dir.write("state/apps/10-myapp.json", manifest(["/nonexistent/\(n)"]))
+            h.control?.reload()
+        }
+        XCTAssertTrue(waitUntil(timeout: 5) { (try? tool.call("apps.list"))?["apps"]?.arrayValue?.first?["launch"] == ["/nonexistent/4"] })
+        for _ in 0..<10 { c.go.signal() }
+        XCTAssertNotNil(reloader.readJSON(timeout: 10)?["result"])
+        XCTAssertTrue(waitUntil(timeout: 10) { (try? tool.call("apps.list"))?["launchChecksRunning"] == nil })
+        let warnings = launchWarnings(try tool.call("apps.list"))
+        XCTAssertTrue(warnings.first?.contains("/nonexistent/4") == true, "\(warnings)")
+        c.lock.lock()
+        let calls = c.calls
+        c.lock.unlock()
+        // Two held, one queued for the signalled reloads, and the apps.reload's own again (overtaken).
+        XCTAssertLessThanOrEqual(calls, 4, "checks queued per reload")
     }
 }
