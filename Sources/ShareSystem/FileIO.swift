@@ -50,12 +50,12 @@ public enum FileIO {
         guard let dir = opendir(path) else { return nil }
         defer { closedir(dir) }
         var names: [String] = []
+        // The name is read in place, up to its NUL: a record `readdir` returns may be shorter
+        // than `dirent` (copying `d_name` whole read past its end).
+        let nameOffset = MemoryLayout<dirent>.offset(of: \dirent.d_name) ?? 0
         while let entry = readdir(dir) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw -> String in
-                let bytes = raw.bindMemory(to: UInt8.self)
-                let len = bytes.firstIndex(of: 0) ?? bytes.count
-                return String(decoding: UnsafeBufferPointer(rebasing: bytes[0..<len]), as: UTF8.self)
-            }
+            let cName = (UnsafeRawPointer(entry) + nameOffset).assumingMemoryBound(to: CChar.self)
+            let name = String(decoding: UnsafeRawBufferPointer(start: cName, count: strlen(cName)), as: UTF8.self)
             if name != "." && name != ".." { names.append(name) }
         }
         return names.sorted()
