@@ -124,6 +124,9 @@ public final class Broker {
     var checkedLoad = 0
     /// True while the launch checks of the manifests loaded last run (off the loop).
     var launchChecksRunning: Bool { checkedLoad != manifestLoads }
+    /// Set when `closeUnlistedGroups` found work under way: it runs again at the end of a turn
+    /// once none is.
+    var closeGroupsDue = false
     /// The pool-work id of the last launch checks started in the background (`startLaunchChecks`).
     var queuedLaunchChecks: UInt64? = nil
     /// The live subscriber of each app.
@@ -278,6 +281,7 @@ public final class Broker {
         reloadManifests(reason: "start")
         openExistingGroups()
         restoreAnnouncedEvents()
+        closeUnlistedGroups()  // (opened for their recovery)
         try bindSocket()
         checkLaunches()
         do {
@@ -716,8 +720,10 @@ public final class Broker {
                 conn.checksWriter = true
             }
         }
-        // Watches of groups a bundle no longer lists end now, and their sessions are told.
+        // Watches of groups a bundle no longer lists end now, and their sessions are told; then
+        // the stores of groups no manifest lists close.
         if !defaults.watchers.isEmpty { endUnlistedWatches() }
+        if loopStarted { closeUnlistedGroups() }
         // A reload that changed an app's launch (it may have fixed it) ends its backoff: its
         // next launch is due at once.
         let launchesNow = Broker.launchSpecs(registry)
@@ -972,6 +978,7 @@ public final class Broker {
         if !resumeAfterCommit.isEmpty { resumeWaiting() }
         flushDirty()
         requestsAtTurnStart = totalRequests
+        if closeGroupsDue && inflight == nil && !turn.hasDirty && offLoop.isEmpty { closeUnlistedGroups() }
     }
 
     /// Starts the next commit unless the pacer holds it back for clients whose replies were just

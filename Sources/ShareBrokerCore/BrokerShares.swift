@@ -151,6 +151,39 @@ extension Broker {
         return "\(groups) is not a plain directory (a symlink?)"
     }
 
+    /// Closes the stores of groups no manifest lists (their journals' descriptors, the space
+    /// they reserved ahead, a defaults suite's memory): a broker whose manifests keep gaining and
+    /// dropping groups does not hold every group it ever opened. A group's shares stay open while
+    /// any is pending (they count in `broker.status`); nothing is closed while a commit or file
+    /// work is under way (then it is tried again once none is). A group listed again is opened
+    /// again on first use.
+    func closeUnlistedGroups() {
+        closeGroupsDue = false
+        guard inflight == nil, !turn.hasDirty, offLoop.isEmpty, resumeAfterCommit.isEmpty else {
+            closeGroupsDue = true
+            return
+        }
+        var listed: [String] = []
+        for app in registry.apps {
+            listed += app.appGroups
+            for e in app.extensions { listed += e.appGroups }
+        }
+        let known = Set(listed.map(ExactKey.init))
+        var closed = 0
+        for (group, s) in shareStores where !known.contains(ExactKey(group)) && s.count == 0 && s.isIdle {
+            s.prepareToClose()
+            shareStores[group] = nil
+            closed += 1
+        }
+        for (group, s) in defaults.stores where !known.contains(ExactKey(group)) && s.isIdle && defaults.watchers[group] == nil {
+            if s.lastCompactionError != nil { defaults.compactionErrors -= 1 }
+            s.prepareToClose()
+            defaults.stores[group] = nil
+            closed += 1
+        }
+        if closed > 0 { log.log(.info, "closed \(closed) stores of groups no manifest lists") }
+    }
+
     /// Opens every group that has a directory, so recovery runs at start and counts are right.
     /// One that cannot be opened (a journal another user owns, a symlink) is logged: its shares
     /// are not "none" (share.list, share.get and share.send on it say -32005).

@@ -410,6 +410,13 @@ public final class DefaultsStore: TurnParticipant {
     /// The compaction whose disk work runs (at most one per store).
     var compacting: SnapshotJob? = nil
 
+    /// True when nothing of the store waits for a commit or is being written (it may be closed).
+    public var isIdle: Bool { !journal.hasPending && !journal.batchInFlight && undo.isEmpty && compacting == nil }
+
+    /// Before the store is let go (its journal's descriptors close with it): its journal gives
+    /// back the space it reserved ahead.
+    public func prepareToClose() { journal.trimReserved() }
+
     /// True while a compaction's disk work runs (or waits for a thread).
     public var compactionRunning: Bool { compacting != nil }
 

@@ -487,6 +487,16 @@ public final class Journal {
         if activeSize >= segmentLimit && pending.isEmpty { try? roll() }
     }
 
+    /// Gives back the active segment's space reserved or zeroed past its last record, for a
+    /// store about to be closed (nothing pending or in flight: else nothing is done). Reopened,
+    /// the journal appends after that record as usual.
+    public func trimReserved() {
+        guard !hasPending, !batchInFlight, activeFD >= 0, writtenEnd > activeSize || reservedEnd > activeSize else { return }
+        _ = ftruncate(activeFD, off_t(activeSize))
+        writtenEnd = activeSize
+        reservedEnd = activeSize
+    }
+
     /// Seals the active segment and starts the next one.
     public func roll() throws(StoreError) {
         try startSegment((segments.last ?? 0) + 1)

@@ -202,6 +202,16 @@ public final class ShareRecordStore: TurnParticipant {
     var carryPending: CarriedCopies<StoredShare>? = nil
     var carryInflight: CarriedCopies<StoredShare>? = nil
 
+    /// True when nothing of the store waits for a commit or is being written (it may be closed).
+    public var isIdle: Bool {
+        !journal.hasPending && !journal.batchInFlight && undo.isEmpty && carryPending == nil && carryInflight == nil
+            && failedTurn == nil
+    }
+
+    /// Before the store is let go (its journal's descriptors close with it): its journal gives
+    /// back the space it reserved ahead.
+    public func prepareToClose() { journal.trimReserved() }
+
     /// True when compaction's copies wait for the next commit (up to 4,096 records: the broker
     /// hands such a commit to its sync worker rather than writing it itself).
     public var pendingIncludesUpkeep: Bool { carryPending != nil }
