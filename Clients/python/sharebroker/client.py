@@ -53,6 +53,15 @@ def _is_idless_error(msg: Any) -> bool:
     return isinstance(msg, dict) and msg.get("id") is None and "error" in msg
 
 
+def _is_closing_error(msg: Any) -> bool:
+    """The error without an id the broker says last, why it closes the connection (its ``data``
+    is ``{"closing": true}``): it answers no request."""
+    if not _is_idless_error(msg) or not isinstance(msg["error"], dict):
+        return False
+    data = msg["error"].get("data")
+    return isinstance(data, dict) and data.get("closing") is True
+
+
 class _Entry:
     """A request written and not yet answered, in the order of answers: a call or a batch (its
     ``ids``), or a raw message the broker answers (no ids; its answer goes to ``receive()``)."""
@@ -121,6 +130,8 @@ class Client(BrokerMethods):
         self._forgotten_id = 0  # the highest id of an abandoned call forgotten
         self._eof = False
         self._dropped: Optional[str] = None  # why the client dropped the connection
+        # The broker's error object when it said why it closes the connection (data.closing).
+        self._close_reason: Optional[Dict[str, Any]] = None
         # A protocol error found after messages it still had to hand over: the next read raises it.
         self._protocol_error: Optional[ProtocolError] = None
         self._hello = (role, bundle_id, token) if role is not None else None
@@ -157,6 +168,7 @@ class Client(BrokerMethods):
         self._eof = False
         self._last_message = None
         self._dropped = None
+        self._close_reason = None
         self._protocol_error = None
         self._decoder = _framing.FrameDecoder(self.framing, self.max_frame)
         if self._hello is not None:
@@ -222,7 +234,7 @@ class Client(BrokerMethods):
 
     def _write(self, data: bytes) -> None:
         sock = self._require()
-        if self._dropped is not None:
+        if self._dropped is not None or self._close_reason is not None:
             raise self._closed()
         try:
             sock.settimeout(self.timeout)
@@ -234,7 +246,29 @@ class Client(BrokerMethods):
                                f"(the connection is dropped)") from e
         except OSError as e:
             self._eof = True
+            self._read_what_is_left()
+            if self._close_reason is not None:
+                raise self._closed() from e
             raise ConnectionClosed(f"lost the connection to sharebroker at {self.path}: {e}") from e
+
+    def _read_what_is_left(self) -> None:
+        """After a write failed (the broker closed the connection): reads, without waiting, what
+        the broker sent before it closed, so that its reason (an error with data.closing, e.g. a
+        connection refused at once) is not lost to the broken pipe."""
+        sock = self._sock
+        if sock is None:
+            return
+        try:
+            sock.settimeout(0)
+            while True:
+                data = sock.recv(1 << 16)
+                if not data:
+                    return
+                for msg in self._decoder.feed(data):
+                    self._last_message = msg
+                    self._dispatch(msg)
+        except (OSError, ProtocolError):
+            return  # (nothing more to read, or not the protocol: the broken pipe says enough)
 
     def _fill(self, deadline: Optional[float]) -> None:
         """Read once from the socket (waiting until ``deadline``) and sort what arrived."""
@@ -290,7 +324,14 @@ class Client(BrokerMethods):
             return  # (an abandoned one's late answer is dropped)
         if any(i <= self._forgotten_id for i in ids):
             return  # the late answer of an abandoned call forgotten (MAX_ABANDONED): dropped
-        if _is_idless_error(msg) and self._order:
+        if _is_closing_error(msg):
+            # Why the broker closes the connection, the last thing it sends: it answers no
+            # request (and keeps no place in the order of answers). The connection has ended:
+            # calls waiting and later ones raise ConnectionClosed with it as the reason; it stays
+            # readable with receive(), as a message no call waits for.
+            self._close_reason = msg["error"]
+            self._eof = True
+        elif _is_idless_error(msg) and self._order:
             # An error the broker could not tie to a request: it answers the oldest request
             # still waiting, and only that one (dropped when its caller gave up).
             oldest = self._order[0]
@@ -346,11 +387,14 @@ class Client(BrokerMethods):
                 pass
 
     def _closed(self) -> ConnectionClosed:
-        """The closed connection's error, with the broker's reason when the last thing it sent was
-        an error without an id (a message over its limit, a session a manifest reload ended)."""
+        """The closed connection's error, with the broker's reason: the error it said it closes
+        with (data.closing: a message over its limit, a session a manifest reload ended, a
+        connection refused at once), or else the error without an id it sent last."""
         if self._dropped is not None:
             return ConnectionClosed(f"dropped the connection to sharebroker at {self.path}: {self._dropped}")
         msg = getattr(self, "_last_message", None)
+        if self._close_reason is not None:
+            msg = {"error": self._close_reason}
         if isinstance(msg, dict) and msg.get("id") is None and isinstance(msg.get("error"), dict):
             e = msg["error"]
             return ConnectionClosed(f"sharebroker at {self.path} closed the connection: {e.get('message')} ({e.get('code')})", e)

@@ -88,9 +88,10 @@ class ConnectionClosed(BrokerConnectionError):
     """The broker closed the connection (e.g. it shut down, or a message was over the limit).
 
     Attributes:
-        reason: the broker's error object (``{"code", "message"}``) when the last thing it sent
-            before closing was an error without an id saying why (a session a manifest reload
-            ended), else ``None``; its message is then part of the exception's text.
+        reason: the broker's error object (``{"code", "message", "data"}``) when the last thing
+            it sent before closing was an error without an id saying why (``data.closing``: a
+            session a manifest reload ended, a message over its size limit, a connection refused
+            at once), else ``None``; its message is then part of the exception's text.
     """
 
     def __init__(self, message: str, reason: Optional[Dict[str, Any]] = None):

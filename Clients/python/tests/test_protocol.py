@@ -186,6 +186,49 @@ class ProtocolTests(support.BrokerTestCase):
         finally:
             broker.stop()
 
+    def test_the_error_the_broker_closes_with_answers_no_call(self):
+        # A call over --max-message: the broker's -32600 without an id carries data.closing, the
+        # reason the connection ends, not the call's answer (it was a BrokerError).
+        broker = support.Broker(args=["--max-message", "4096"]).start()
+        try:
+            c = broker.client(role="tool")
+            with self.assertRaises(sb.ConnectionClosed) as cm:
+                c.call("broker.status", {"pad": "x" * 10000})
+            self.assertEqual((cm.exception.reason["code"], cm.exception.reason["data"]),
+                             (sb.INVALID_REQUEST, {"closing": True}))
+            self.assertIn("message larger than the limit of 4096 bytes", str(cm.exception))
+            self.assertTrue(c.closed)
+            with self.assertRaises(sb.ConnectionClosed) as cm:
+                c.broker_status()  # the next call: the same reason, not a broken pipe
+            self.assertEqual(cm.exception.reason["code"], sb.INVALID_REQUEST)
+            c.close()
+        finally:
+            broker.stop()
+
+    def test_a_connection_refused_at_once_raises_connection_closed_with_the_reason(self):
+        # Over --max-connections-per-user: the broker says why (-32001, data.closing) and hangs
+        # up; hello, sent meanwhile (or into the closed socket), raises ConnectionClosed with it.
+        broker = support.Broker(args=["--max-connections-per-user", "1"]).start()
+        try:
+            deadline = time.monotonic() + 5
+            while True:  # (the broker may still count the connection start() tried)
+                try:
+                    holder = broker.client(role="tool")
+                    break
+                except (sb.BrokerError, sb.BrokerConnectionError):
+                    self.assertLess(time.monotonic(), deadline, "the one allowed connection was refused")
+                    time.sleep(0.05)
+            for _ in range(5):  # (the refusal may come before hello is written, or after)
+                with self.assertRaises(sb.ConnectionClosed) as cm:
+                    broker.client(role="tool")
+                self.assertEqual((cm.exception.reason["code"], cm.exception.reason["data"]),
+                                 (sb.UNAUTHORIZED, {"closing": True}))
+                self.assertIn("per-user", str(cm.exception))
+            self.assertIn("version", holder.broker_status())
+            holder.close()
+        finally:
+            broker.stop()
+
     def test_batch_refused_whole_raises_and_does_not_answer_the_next_call(self):
         broker = support.Broker(args=["--max-batch", "2"]).start()
         try:

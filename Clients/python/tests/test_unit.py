@@ -443,6 +443,38 @@ class OrderOfAnswersTests(unittest.TestCase):
         self.assertEqual(c.call("x"), "mine")
         self.assertEqual(c.receive(timeout=1)["error"]["message"], "Parse error: raw")
 
+    def test_the_error_the_broker_closes_with_answers_no_call(self):
+        # An error without an id with data.closing is why the broker hangs up: the call waiting
+        # raises ConnectionClosed with it as the reason (it took it as its answer). One without
+        # data.closing right before a hang-up still answers the oldest request.
+        for closing in (True, False):
+            with self.subTest(closing=closing):
+                error = {"code": -32001, "message": "session ended by a manifest reload"}
+                if closing:
+                    error["data"] = {"closing": True}
+
+                def script(conn):
+                    read_request(conn)
+                    conn.sendall(framing.encode({"jsonrpc": "2.0", "id": None, "error": error}))
+                peer = RawPeer(script)
+                self.addCleanup(peer.close)
+                c = sharebroker.Client(peer.path, timeout=5)
+                self.addCleanup(c.close)
+                if closing:
+                    with self.assertRaises(sharebroker.ConnectionClosed) as cm:
+                        c.call("app.subscribe")
+                    self.assertEqual(cm.exception.reason, error)
+                    self.assertIn("session ended by a manifest reload (-32001)", str(cm.exception))
+                    with self.assertRaises(sharebroker.ConnectionClosed) as cm:
+                        c.call("next")
+                    self.assertEqual(cm.exception.reason, error)
+                    # (still readable with receive(), as a message no call waits for)
+                    self.assertEqual(c.receive(timeout=1)["error"], error)
+                else:
+                    with self.assertRaises(sharebroker.BrokerError) as cm:
+                        c.call("app.subscribe")
+                    self.assertEqual(cm.exception.code, -32001)
+
 
 def never_then_late(conn):
     """Answers no request until one for "fast"; then every earlier one (late), then that one."""
