@@ -11,8 +11,8 @@ import collections
 from typing import Any, AsyncIterator, Deque, Dict, List, Optional, Sequence, Tuple, Union
 
 from . import framing as _framing
-from .client import (MAX_ABANDONED, Notification, _is_idless_error, _is_notification, _unanswered_notification,
-                     batch_results, default_socket_path, result_or_error)
+from .client import (MAX_ABANDONED, Notification, _is_closing_error, _is_idless_error, _is_notification,
+                     _unanswered_notification, batch_results, default_socket_path, result_or_error)
 from .errors import BrokerConnectionError, BrokerError, ConnectionClosed, ProtocolError
 from .methods import BrokerMethods
 
@@ -76,6 +76,8 @@ class AsyncClient(BrokerMethods):
         self._waiting = 0  # receive() and next_notification() calls waiting for a message
         self._next_id = 0
         self._closed_error: Optional[BaseException] = None
+        # The broker's error object when it said why it closes the connection (data.closing).
+        self._close_reason: Optional[Dict[str, Any]] = None
 
     async def connect(self) -> "AsyncClient":
         """Connect (and say ``hello`` when a role was given). Does nothing while connected; once
@@ -91,6 +93,7 @@ class AsyncClient(BrokerMethods):
         except (OSError, asyncio.TimeoutError) as e:
             raise BrokerConnectionError(f"cannot connect to sharebroker at {self.path}: {e}") from e
         self._closed_error = None
+        self._close_reason = None
         self._forgotten_id = 0
         self._replies = asyncio.Queue()
         self._changed = asyncio.Event()
@@ -143,11 +146,9 @@ class AsyncClient(BrokerMethods):
                 data = await self._reader.read(1 << 16)
                 if not data:
                     if isinstance(last, dict) and last.get("id") is None and isinstance(last.get("error"), dict):
-                        # The last thing the broker said before closing was why (a session a
-                        # manifest reload ended): what the closed connection reports from now on.
-                        e = last["error"]
-                        error = ConnectionClosed(f"sharebroker at {self.path} closed the connection: "
-                                                 f"{e.get('message')} ({e.get('code')})", e)
+                        # The last thing the broker said before closing was an error without an
+                        # id: what the closed connection reports from now on.
+                        error = self._closed_with(last["error"])
                     break
                 # (the messages completed before a bad frame, in this read, still count: a
                 # call's answer among them is its answer)
@@ -159,6 +160,12 @@ class AsyncClient(BrokerMethods):
                 for msg in messages:
                     last = msg
                     self._dispatch(msg)
+                if self._close_reason is not None:
+                    # The broker said why it closes the connection (a session a manifest reload
+                    # ended, a message over its size limit, a connection refused at once): the
+                    # connection has ended, with that reason, whatever the socket says next.
+                    error = self._closed_with(self._close_reason)
+                    break
                 if bad is not None:
                     raise bad
         except asyncio.CancelledError:
@@ -177,6 +184,15 @@ class AsyncClient(BrokerMethods):
             self._order.clear()
             self._abandoned.clear()
             self._changed.set()
+
+    def _closed_with(self, reason: Dict[str, Any]) -> ConnectionClosed:
+        return ConnectionClosed(f"sharebroker at {self.path} closed the connection: "
+                                f"{reason.get('message')} ({reason.get('code')})", reason)
+
+    def _closed(self) -> ConnectionClosed:
+        """The ended connection's error for a new call (the broker's reason kept)."""
+        e = self._closed_error
+        return ConnectionClosed(str(e), e.reason if isinstance(e, ConnectionClosed) else None)
 
     def _dispatch(self, msg: Any) -> None:
         """Hands one message from the broker to whoever waits for it (a call, a batch), or queues
@@ -210,10 +226,17 @@ class AsyncClient(BrokerMethods):
         elif isinstance(msg, list) and any(isinstance(r, dict) and type(r.get("id")) is int
                                            and r["id"] <= self._forgotten_id for r in msg):
             pass  # the late reply of an abandoned batch forgotten (MAX_ABANDONED): dropped
+        elif _is_closing_error(msg):
+            # Why the broker closes the connection, the last thing it sends: it answers no
+            # request (and keeps no place in the order of answers). The read loop ends the
+            # connection with it as the reason (calls waiting raise ConnectionClosed); it stays
+            # readable with receive(), as a message no call waits for.
+            self._close_reason = msg["error"]
+            self._replies.put_nowait(msg)
         elif _is_idless_error(msg) and self._order and not isinstance(self._order[0], _RawEntry):
             # An error the broker could not tie to a request (one it could not parse,
-            # a batch over its member limit, a message over its size limit): it
-            # answers the oldest request still waiting, and only that one.
+            # a batch over its member limit): it answers the oldest request still
+            # waiting, and only that one.
             fut = self._order[0]
             self._answered(fut)
             if not fut.done():
@@ -278,7 +301,7 @@ class AsyncClient(BrokerMethods):
         if self._writer is None:
             raise BrokerConnectionError(f"not connected to sharebroker at {self.path}")
         if self._closed_error is not None:
-            raise ConnectionClosed(str(self._closed_error))
+            raise self._closed()
         self._writer.write(message if isinstance(message, bytes) else _framing.encode(message, self.framing))
 
     async def send_raw(self, message: Union[Any, str, bytes]) -> None:
@@ -389,13 +412,16 @@ class AsyncClient(BrokerMethods):
             except asyncio.TimeoutError:
                 fut.cancel()  # abandoned: its answer, if it ever comes, is dropped
                 raise
+            except BrokerConnectionError:
+                raise  # not sent (not connected, or the connection has ended): no answer to wait for
             except OSError:
                 # The broker may have refused the message and closed (a message over its size
-                # limit), or the client dropped a peer that does not speak the protocol: that
-                # error, on the way, says why better than the broken pipe.
+                # limit: ConnectionClosed with its reason), or the client dropped a peer that does
+                # not speak the protocol: that error, on the way, says why better than the broken
+                # pipe.
                 try:
                     await asyncio.wait_for(asyncio.shield(fut), 1.0)
-                except (BrokerError, ProtocolError):
+                except (BrokerError, ProtocolError, ConnectionClosed):
                     raise
                 except Exception:
                     pass
@@ -425,7 +451,7 @@ class AsyncClient(BrokerMethods):
                     self._wake_reader()  # (it reads on once few enough wait)
                     return n
             if self._closed_error is not None:
-                raise ConnectionClosed(str(self._closed_error))
+                raise self._closed()
             self._changed.clear()
             remaining = None if deadline is None else deadline - loop.time()
             if remaining is not None and remaining <= 0:

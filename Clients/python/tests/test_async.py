@@ -84,13 +84,22 @@ class AsyncClientTests(support.BrokerTestCase):
 
         self.run_async(flow())
 
-    def test_an_error_without_an_id_reaches_the_waiting_call(self):
+    def test_the_error_the_broker_closes_with_ends_the_calls_waiting(self):
         async def flow():
             async with AsyncClient(self.broker.socket, role="tool") as c:
-                # Over the broker's message limit (4 MiB): -32600 with id null, then it closes.
-                with self.assertRaises(sb.BrokerError) as cm:
-                    await c.call("broker.status", {"pad": "x" * (5 << 20)}, timeout=10)
-                self.assertEqual(cm.exception.code, sb.INVALID_REQUEST)
+                # Over the broker's message limit (4 MiB), a call behind it: -32600 with id null
+                # and data.closing, then it closes. That error answers neither call: both raise
+                # ConnectionClosed with it as the reason, and so does the next one.
+                big, behind = await asyncio.gather(
+                    c.call("broker.status", {"pad": "x" * (5 << 20)}, timeout=10),
+                    c.call("broker.status", timeout=10), return_exceptions=True)
+                for e in (big, behind):
+                    self.assertIsInstance(e, sb.ConnectionClosed)
+                    self.assertEqual((e.reason["code"], e.reason["data"]), (sb.INVALID_REQUEST, {"closing": True}))
+                    self.assertIn("message larger than the limit", str(e))
+                with self.assertRaises(sb.ConnectionClosed) as cm:
+                    await c.call("broker.status")
+                self.assertEqual(cm.exception.reason["code"], sb.INVALID_REQUEST)
             # A peer that never answers (not timing-dependent: 1e-9 s raced a fast broker).
             with tempfile.TemporaryDirectory() as d:
                 silent = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

@@ -615,6 +615,36 @@ class HangUpThenAnswer:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+class AsyncClosingErrorTests(unittest.TestCase):
+    def test_the_error_the_broker_closes_with_answers_no_call(self):
+        # An error without an id with data.closing: every call waiting raises ConnectionClosed
+        # with it as the reason (the oldest took it as its answer), and so do later ones.
+        import asyncio
+        from sharebroker.aio import AsyncClient
+        error = {"code": -32600, "message": "Invalid Request: message larger than the limit",
+                 "data": {"closing": True}}
+
+        def script(conn):
+            _, buf = read_request(conn)
+            read_request(conn, buf)
+            conn.sendall(framing.encode({"jsonrpc": "2.0", "id": None, "error": error}))
+        peer = RawPeer(script)
+        self.addCleanup(peer.close)
+
+        async def flow():
+            async with AsyncClient(peer.path, timeout=5) as c:
+                got = await asyncio.gather(c.call("a"), c.batch([("b", None)]), return_exceptions=True)
+                for e in got:
+                    self.assertIsInstance(e, sharebroker.ConnectionClosed)
+                    self.assertEqual(e.reason, error)
+                    self.assertIn("message larger than the limit (-32600)", str(e))
+                with self.assertRaises(sharebroker.ConnectionClosed) as cm:
+                    await c.call("next")
+                self.assertEqual(cm.exception.reason, error)
+                self.assertEqual((await c.receive(timeout=1))["error"], error)
+        asyncio.run(flow())
+
+
 class ReconnectTests(unittest.TestCase):
     def test_sync_connect_after_the_broker_closed_the_connection_reconnects(self):
         server = HangUpThenAnswer()
