@@ -406,7 +406,9 @@ export interface ClientEvents {
 /**
  * One connection (one session) to the broker. Calls return promises and may run concurrently;
  * answers are matched by id, and an error without an id answers the oldest request still waiting
- * (the broker answers in order); with none waiting it is a notice (`'brokerError'`).
+ * (the broker answers in order); with none waiting it is a notice (`'brokerError'`), and so is
+ * the one with `data.closing` the broker says last when it closes the connection: it answers no
+ * request, and calls waiting fail with `ConnectionClosed`, it the `reason`.
  *
  * Notifications are emitted (`'notification'`, and under their method name) and queued for
  * `nextNotification()` / `nextEvent()` / `notifications()` / `events()`. Listeners added with

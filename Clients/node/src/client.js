@@ -79,6 +79,15 @@ function isObject(msg) {
 }
 
 /**
+ * The error without an id the broker says last, why it closes the connection (its `data` is
+ * `{closing: true}`): it answers no request.
+ * @param {Record<string, any>} msg an error without an id
+ */
+function isClosingError(msg) {
+  return isObject(msg.error) && isObject(msg.error.data) && msg.error.data.closing === true;
+}
+
+/**
  * The `result` of a response object, or throws its `error` as an RpcError.
  * @param {unknown} response
  * @param {string} [method]
@@ -97,7 +106,9 @@ export function resultOrError(response, method) {
  *
  * Calls return promises and may be made concurrently; their answers are matched by id, and an
  * error without an id (which the broker sends for a request it cannot parse, or a batch over its
- * member limit) answers the oldest request still waiting, as the broker answers in order.
+ * member limit) answers the oldest request still waiting, as the broker answers in order. The
+ * one with `data.closing` the broker says last when it closes the connection answers no request:
+ * calls waiting fail with ConnectionClosed, it the `reason`.
  *
  * Notifications from the broker (`app.event`, `defaults.changed`, `defaults.watchEnded`) are
  * emitted as `'notification'` (`{method, params}`) and under their method name (`'app.event'`,
@@ -434,6 +445,8 @@ export class Client extends EventEmitter {
           thrown.push(e); // a listener threw: the rest of the chunk is still dispatched
         }
       }
+      // The broker said why it closes the connection: it has ended, with that reason.
+      if (this._closeReason && isClosingError(this._closeReason)) this._socket?.destroy();
     } catch (e) {
       // The frames completed before a frame over maxFrame still count (their answers, events).
       for (const body of /** @type {any} */ (e)?.frames ?? []) {
@@ -546,12 +559,20 @@ export class Client extends EventEmitter {
 
   /**
    * An error without an id: the broker's answer to a request it could not read an id from (one
-   * it cannot parse, a batch over its member limit, a message over its size limit). The broker
-   * answers in the order it read, so it answers the oldest request still waiting; with none
-   * waiting it is a notice (e.g. why the broker is about to close the connection).
+   * it cannot parse, a batch over its member limit). The broker answers in the order it read,
+   * so it answers the oldest request still waiting; with none waiting it is a notice. One with
+   * `data.closing` (a connection refused at once, a message over its size limit, a malformed
+   * header section, a session a manifest reload ended) answers no request: it is a notice, and
+   * the reason the connection ends (the calls waiting fail with ConnectionClosed).
    * @param {Record<string, any>} msg
    */
   _idNullError(msg) {
+    if (isClosingError(msg)) {
+      this._pushReply(msg);
+      this._closeReason = msg;
+      if (this.listenerCount('brokerError')) this.emit('brokerError', RpcError.from(msg.error));
+      return;
+    }
     const oldest = this._order.shift();
     if (oldest instanceof Pending) {
       if (oldest.abandoned || oldest.done) {

@@ -2,7 +2,8 @@
 // a batch over its member limit (-32600) with one, in the order it read the requests, and keeps
 // the connection open. Such an error answers the oldest request still waiting (a call, a batch,
 // a raw request, or an abandoned call); only when nothing waits is it a notice ('brokerError',
-// and the close reason when the broker hangs up right after it).
+// and the close reason when the broker hangs up right after it). One with data.closing, the
+// broker's last word before it hangs up, answers no request: it is a notice and the close reason.
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -223,6 +224,32 @@ test('the close reason is never an id-null error that answered a call', async (t
   assert.equal(err.reason, undefined, `a stale call answer became the close reason: ${err.message}`);
   assert.doesNotMatch(err.message, /recoverable/);
   assert.deepEqual(notices, []);
+});
+
+test('an id-null error with data.closing answers no request: the calls waiting fail with ConnectionClosed, it the reason', async (t) => {
+  const closing = { code: INVALID_REQUEST, message: 'Invalid Request: message larger than the limit', data: { closing: true } };
+  const { path } = await fakeBroker(t, 'line', async (peer) => {
+    await peer.next(); // the call
+    await peer.next(); // the batch behind it
+    peer.socket.end(encode({ jsonrpc: '2.0', id: null, error: closing }));
+  });
+  const c = await new Client({ socket: path, timeout: WAIT }).connect();
+  const notices = watchNotices(c);
+  const closed = new Promise((res) => c.once('close', res));
+  const got = await Promise.allSettled([c.call('a', undefined, { timeout: QUICK }), c.batch([['b']], { timeout: QUICK })]);
+  for (const r of got) {
+    assert.equal(r.status, 'rejected');
+    const e = /** @type {PromiseRejectedResult} */ (r).reason;
+    assert.ok(e instanceof ConnectionClosed, `taken as an answer: ${e}`);
+    assert.ok(e.reason instanceof RpcError);
+    assert.deepEqual([e.reason.code, e.reason.message, e.reason.data], [INVALID_REQUEST, closing.message, { closing: true }]);
+    assert.match(e.message, /message larger than the limit \(-32600\)/);
+  }
+  assert.equal(await closed, c.closeError);
+  await assert.rejects(c.call('later'), (e) => e instanceof ConnectionClosed && e.reason?.code === INVALID_REQUEST);
+  // A notice: emitted, and readable with receive().
+  assert.equal(notices.length, 1);
+  assert.deepEqual((await c.receive()).error, closing);
 });
 
 /** @param {unknown} msg */

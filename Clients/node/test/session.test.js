@@ -242,20 +242,26 @@ test('close(): answers in flight arrive, later calls fail, the broker sees the c
   await eventually(async () => (await watcher.brokerStatus()).connections === before, 'the broker to drop the connection');
 });
 
-test('a message over the size limit: the broker\'s -32600 answers it and the connection closes; the client refuses it once it knows the limit', async (t) => {
+test('a message over the size limit: the broker\'s -32600 (data.closing) ends the connection, answering no call; the client refuses it once it knows the limit', async (t) => {
   const small = await startBroker({ args: ['--max-message', '4096'] });
   t.after(() => small.stop());
   const other = await small.tool();
-  // Before hello the client does not know the limit: the broker answers -32600 (id null), the
-  // answer to that request, and closes.
+  // Before hello the client does not know the limit: the broker says why it closes (-32600, id
+  // null, data.closing) and closes. That error is not the call's answer: the call fails with
+  // ConnectionClosed, with it as the reason, and so do later ones.
   const anon = await small.client();
   const closed = new Promise((res) => anon.once('close', res));
-  const e0 = await rejectsWith(anon.call('url.open', { url: 'deeplinkmyapp://' + 'x'.repeat(10000) }), INVALID_REQUEST);
-  assert.match(e0.message, /4096/);
-  assert.equal(e0.method, 'url.open');
-  assert.ok((await closed) instanceof ConnectionClosed);
+  await assert.rejects(anon.call('url.open', { url: 'deeplinkmyapp://' + 'x'.repeat(10000) }), (e) => {
+    assert.ok(e instanceof ConnectionClosed, `taken as an answer: ${e}`);
+    assert.ok(e.reason instanceof RpcError);
+    assert.equal(e.reason.code, INVALID_REQUEST);
+    assert.deepEqual(e.reason.data, { closing: true });
+    assert.match(e.message, /4096/);
+    return true;
+  });
+  assert.equal(await closed, anon.closeError);
   assert.equal(anon.closed, true);
-  await assert.rejects(anon.brokerStatus(), ConnectionClosed);
+  await assert.rejects(anon.brokerStatus(), (e) => e instanceof ConnectionClosed && e.reason?.code === INVALID_REQUEST);
   // After hello it refuses the request itself, and the connection stays usable.
   const c = await small.tool();
   assert.equal(c.maxMessage, 4096);
