@@ -24,7 +24,8 @@
 #                  socat only: with nc the connection ends when the broker closes it)
 #
 # Exit status of sb_call and friends: 0 ok, 1 the broker answered an error, 64 usage error,
-# 69 broker unreachable (or no socat/nc).
+# 69 broker unreachable (or no socat/nc), or it closed the connection without an answer (its
+# reason, when it gave one, on stderr).
 
 # The socket path the functions use.
 sb_socket() {
@@ -163,6 +164,13 @@ sb_session() {
     } | sb_raw
 }
 
+# _sb_closing OUTPUT: the error without an id the broker says last when it closes the connection
+# (its data is {"closing":true}: a connection refused at once, a message over its size limit, a
+# session a manifest reload ended), if OUTPUT has one. It answers no request.
+_sb_closing() {
+    printf '%s\n' "$1" | grep -F '"id":null,"error"' | grep -F '"closing":true' | head -n 1
+}
+
 # sb_call METHOD [PARAMS-JSON]: say hello (SB_ROLE, default tool), call METHOD and print its
 # response line. Status 0 for a result, 1 for an error (the error line is printed on stdout
 # and its message on stderr), 69 unreachable. A failed hello is reported the same way.
@@ -181,13 +189,20 @@ sb_call() {
     esac
     _sb_line=$(printf '%s\n' "$_sb_out" | grep -F '"id":"sb-call"')
     if [ -z "$_sb_line" ]; then
-        # The broker answers a request it cannot parse (e.g. PARAMS that are not JSON) or one over
-        # its size limit with an error whose id is null: an error (1), not an unreachable broker.
-        _sb_line=$(printf '%s\n' "$_sb_out" | grep -F '"id":null,"error"' | head -n 1)
+        # The broker answers a request it cannot parse (e.g. PARAMS that are not JSON) with an
+        # error whose id is null: an error (1), not an unreachable broker. The one it closes the
+        # connection with (data.closing: a message over its size limit, a connection refused at
+        # once) answers no request: no answer (69), that error the reason.
+        _sb_line=$(printf '%s\n' "$_sb_out" | grep -F '"id":null,"error"' | grep -v -F '"closing":true' | head -n 1)
         if [ -n "$_sb_line" ]; then
             printf '%s\n' "$_sb_line"
             echo "sharebroker.sh: $1 failed: $_sb_line" >&2
             return 1
+        fi
+        _sb_why=$(_sb_closing "$_sb_out")
+        if [ -n "$_sb_why" ]; then
+            echo "sharebroker.sh: no answer to $1: the broker at $(sb_socket) closed the connection: $_sb_why" >&2
+            return 69
         fi
         echo "sharebroker.sh: no answer to $1 from the broker at $(sb_socket)" >&2
         return 69
@@ -222,7 +237,12 @@ sb_listen() {
     _sb_sub=$(printf '%s\n' "$_sb_out" | grep -F '"id":"sb-subscribe"')
     case $_sb_sub in
         *'"id":"sb-subscribe","result"'*) ;;
-        *) echo "sharebroker.sh: app.subscribe failed: $(printf '%s\n' "$_sb_out" | grep -F '"error"' | head -n 1)" >&2
+        *) _sb_why=$(_sb_closing "$_sb_out")
+           if [ -z "$_sb_sub" ] && [ -n "$_sb_why" ]; then
+               echo "sharebroker.sh: no answer to app.subscribe: the broker at $(sb_socket) closed the connection: $_sb_why" >&2
+               return 69
+           fi
+           echo "sharebroker.sh: app.subscribe failed: $(printf '%s\n' "$_sb_out" | grep -F '"error"' | head -n 1)" >&2
            return 1 ;;
     esac
     printf '%s\n' "$_sb_out" | grep -F '"method":"app.event"'

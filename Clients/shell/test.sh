@@ -47,11 +47,12 @@ export SB_TRANSPORT="$transport"
 
 dir=$(mktemp -d "${TMPDIR:-/tmp}/sbsh-XXXXXX")
 broker_pid=
+small_pid=
 cleanup() {
-    if [ -n "$broker_pid" ]; then
-        kill -TERM "$broker_pid" 2>/dev/null
-        wait "$broker_pid" 2>/dev/null
-    fi
+    for pid in $broker_pid $small_pid; do
+        kill -TERM "$pid" 2>/dev/null
+        wait "$pid" 2>/dev/null
+    done
     rm -rf "$dir"
 }
 trap cleanup EXIT
@@ -265,6 +266,37 @@ esac
 out=$(sb_call url.open '{"url": "deeplinkmyapp://x?q=a\zb"}' 2>/dev/null); rc=$?
 status_is "sb_call: PARAMS the broker cannot parse exit 1 (not 69)" 1 "$rc"
 check "... printing the -32700 without an id" "$out" 'd["id"] is None and d["error"]["code"] == -32700'
+
+# --- the error the broker closes the connection with answers no request ----------------------
+# A second broker with a small message limit: over it, the broker says why it closes (-32600 with
+# id null and data.closing) and hangs up. That is no answer to the call: 69, the reason on stderr.
+mkdir -p "$dir/small-state/apps"
+"$BIN" serve --socket "$dir/small.sock" --state "$dir/small-state" --max-message 1024 </dev/null >"$dir/small.log" 2>&1 &
+small_pid=$!
+for _ in $(seq 1 200); do
+    [ -S "$dir/small.sock" ] && break
+    kill -0 "$small_pid" 2>/dev/null || break
+    sleep 0.05
+done
+[ -S "$dir/small.sock" ] || not_ok "a broker with --max-message 1024 starts" "$(cat "$dir/small.log")"
+pad=$(printf '%02000d' 0)
+out=$(SB_SOCKET="$dir/small.sock" sb_call url.open "{\"url\":\"deeplinkmyapp://x?p=$pad\"}" 2>"$dir/err"); rc=$?
+status_is "sb_call over the message limit: no answer, exit 69 (not 1)" 69 "$rc"
+if [ -z "$out" ]; then ok "... nothing on stdout"; else not_ok "... nothing on stdout" "$out"; fi
+case $(cat "$dir/err") in
+    *'closed the connection'*'"closing":true'*'larger than the limit of 1024 bytes'*|*'closed the connection'*'larger than the limit of 1024 bytes'*'"closing":true'*)
+        ok "... the broker's reason on stderr" ;;
+    *) not_ok "... the broker's reason on stderr" "$(cat "$dir/err")" ;;
+esac
+out=$(SB_SOCKET="$dir/small.sock" SB_ROLE=app SB_BUNDLE_ID="com.example.$pad" sb_listen 0.2 2>"$dir/err"); rc=$?
+status_is "sb_listen with a hello over the message limit: exit 69 (not 1)" 69 "$rc"
+case $(cat "$dir/err") in
+    *'no answer to app.subscribe'*'"closing":true'*) ok "... the broker's reason on stderr" ;;
+    *) not_ok "... the broker's reason on stderr" "$(cat "$dir/err")" ;;
+esac
+out=$(SB_SOCKET="$dir/small.sock" sb_call url.open '{"url": "deeplinkmyapp://x?q=a\zb"}' 2>/dev/null); rc=$?
+status_is "... while an error without an id and no data.closing still answers the call (exit 1)" 1 "$rc"
+check "... printing it" "$out" 'd["id"] is None and d["error"]["code"] == -32700 and "data" not in d["error"]'
 
 # --- unreachable -----------------------------------------------------------------------------
 out=$(SB_SOCKET="$dir/missing.sock" sb_status 2>&1); rc=$?
