@@ -181,7 +181,11 @@ extension Broker {
             defaults.stores[group] = nil
             closed += 1
         }
-        if closed > 0 { log.log(.info, "closed \(closed) stores of groups no manifest lists") }
+        if closed > 0 {
+            // (the connections' cached stores: none may be written through once closed)
+            for c in connections.values where c.lastShareStore?.isClosed == true { c.lastShareStore = nil }
+            log.log(.info, "closed \(closed) stores of groups no manifest lists")
+        }
     }
 
     /// Opens every group that has a directory, so recovery runs at start and counts are right.
@@ -615,8 +619,8 @@ extension Broker {
             }
         }
         let store: ShareRecordStore
-        if let last = conn.lastShareStore, last.group == group {
-            store = last  // stores stay open in `shareStores` once opened: the reference stays valid
+        if let last = conn.lastShareStore, last.group == group, !last.isClosed {
+            store = last  // (a store closed since is left: `shareStores` has the group's store, if any)
         } else {
             do { store = try shareStore(group) } catch {
                 closeFiles(items)

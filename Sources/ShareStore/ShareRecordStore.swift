@@ -209,8 +209,15 @@ public final class ShareRecordStore: TurnParticipant {
     }
 
     /// Before the store is let go (its journal's descriptors close with it): its journal gives
-    /// back the space it reserved ahead.
-    public func prepareToClose() { journal.trimReserved() }
+    /// back the space it reserved ahead, and the store is marked closed (a reference kept
+    /// elsewhere must not be written through: the group's next store would share its files).
+    public func prepareToClose() {
+        journal.trimReserved()
+        isClosed = true
+    }
+
+    /// True once `prepareToClose` ran.
+    public private(set) var isClosed = false
 
     /// True when compaction's copies wait for the next commit (up to 4,096 records: the broker
     /// hands such a commit to its sync worker rather than writing it itself).

@@ -79,4 +79,50 @@ final class GroupCloseTests: XCTestCase {
         XCTAssertEqual(try app.call("share.get", ["shareID": .string(shareID)])["shareID"]?.stringValue, shareID)
         XCTAssertEqual(try tool.call("broker.status")["pendingShares"], 1, "counted once")
     }
+
+    // The same app and extension, the extension and app listing no group (the bundles stay registered).
+    let youtubeNoGroup = """
+        {"bundleID": "com.mycompany.myapp", "name": "My App", "urlSchemes": ["deeplinkmyapp"],
+         "appGroups": [],
+         "extensions": [{"bundleID": "com.mycompany.myapp.share", "point": "com.apple.share-services",
+                         "name": "Send to My App", "appGroups": [],
+                         "activationRule": {"NSExtensionActivationSupportsWebURLWithMaxCount": 1}}]}
+        """
+
+    /// A connection's cached share store of a group closed and listed again is not written
+    /// through (a review's reproduction: the share went through the closed store, was invisible
+    /// to its app, and was overwritten by the group's new store: lost at a restart).
+    func testAConnectionsCachedStoreOfAClosedGroupIsNotUsed() throws {
+        let h = BrokerHarness(manifests: ["10-myapp.json": youtubeApp])
+        try h.start()
+        defer { h.stop() }
+        let tool = try h.tool()
+        let ext = try h.connect()
+        try ext.hello(role: "extension", bundleID: "com.mycompany.myapp.share")
+        let app = try h.connect()
+        try app.hello(role: "app", bundleID: "com.mycompany.myapp")
+        // 1. the extension sends (its connection remembers the group's store A); the app completes it.
+        let s1 = try XCTUnwrap(ext.call("share.send", ["items": [["url": "https://youtu.be/a"]]])["shareID"]?.stringValue)
+        _ = try app.call("share.complete", ["shareID": .string(s1)])
+        // 2. the group is unlisted (both bundles stay registered): store A is closed.
+        h.dir.write("state/apps/10-myapp.json", youtubeNoGroup)
+        _ = try tool.call("apps.reload")
+        // 3. listed again; the app lists its shares: store B is opened on the same journal.
+        h.dir.write("state/apps/10-myapp.json", youtubeApp)
+        _ = try tool.call("apps.reload")
+        XCTAssertEqual(try app.call("share.list", [:])["shares"]?.arrayValue?.count, 0)
+        // 4. the extension sends again over the same connection (through A, its cached store).
+        let s2 = try XCTUnwrap(ext.call("share.send", ["items": [["url": "https://youtu.be/b"]]])["shareID"]?.stringValue)
+        let got = rpcError { _ = try app.call("share.get", ["shareID": .string(s2)]) }
+        XCTAssertNil(got, "the share just stored is not visible to its app: \(String(describing: got?.message))")
+        // 5. another sender stores through B, appending where A appended.
+        let s3 = try XCTUnwrap(tool.call("share.send", ["items": [["url": "https://youtu.be/c"]], "extension": "com.mycompany.myapp.share"])["shareID"]?.stringValue)
+        // 6. restart: recovery reads the journal both wrote.
+        h.stop()
+        try h.start()
+        let app2 = try h.connect()
+        try app2.hello(role: "app", bundleID: "com.mycompany.myapp")
+        let ids = try app2.call("share.list", [:])["shares"]?.arrayValue?.compactMap { $0["shareID"]?.stringValue } ?? []
+        XCTAssertEqual(Set(ids), [s2, s3], "both acknowledged shares survive a restart")
+    }
 }
