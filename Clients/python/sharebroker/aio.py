@@ -19,6 +19,8 @@ from .methods import BrokerMethods
 _DEFAULT = object()
 
 
+_END = object()  # put in the replies queue when the connection has ended
+
 class _RawEntry:
     """A raw message the broker answers, in the order of answers (its answer goes to
     :meth:`AsyncClient.receive`)."""
@@ -184,6 +186,8 @@ class AsyncClient(BrokerMethods):
             self._order.clear()
             self._abandoned.clear()
             self._changed.set()
+            if self._replies is not None:
+                self._replies.put_nowait(_END)  # (receive() raises once what came before is read)
 
     def _closed_with(self, reason: Dict[str, Any]) -> ConnectionClosed:
         return ConnectionClosed(f"sharebroker at {self.path} closed the connection: "
@@ -331,11 +335,15 @@ class AsyncClient(BrokerMethods):
         self._waiting += 1
         self._wake_reader()
         try:
-            return await asyncio.wait_for(self._replies.get(), self.timeout if timeout is _DEFAULT else timeout)
+            msg = await asyncio.wait_for(self._replies.get(), self.timeout if timeout is _DEFAULT else timeout)
         except asyncio.TimeoutError as e:  # (not the built-in TimeoutError before Python 3.11)
             raise TimeoutError(f"no message from sharebroker at {self.path} in time") from e
         finally:
             self._waiting -= 1
+        if msg is _END:  # the connection has ended, and every message before was read
+            self._replies.put_nowait(_END)
+            raise self._closed()
+        return msg
 
     async def call(self, method: str, params: Optional[Dict[str, Any]] = None, *, timeout: Any = _DEFAULT) -> Any:
         """Call any method and return its result; raise :class:`BrokerError` for an error."""

@@ -642,6 +642,12 @@ class AsyncClosingErrorTests(unittest.TestCase):
                     await c.call("next")
                 self.assertEqual(cm.exception.reason, error)
                 self.assertEqual((await c.receive(timeout=1))["error"], error)
+                # Everything before the end read, receive() says the connection ended (it
+                # waited out its timeout, or for ever without one).
+                for _ in range(2):
+                    with self.assertRaises(sharebroker.ConnectionClosed) as cm:
+                        await c.receive(timeout=None)
+                    self.assertEqual(cm.exception.reason, error)
         asyncio.run(flow())
 
 
