@@ -649,9 +649,9 @@ public final class Broker {
     }
 
     /// Re-reads STATE/apps/*.json and STATE/associations/*.json and rebuilds the routing tables.
-    /// Loads the manifests and association documents again. The launch checks of the apps (for
-    /// `apps.list`'s warnings) are the caller's: `checkLaunches` at start, before any client is
-    /// served; `startLaunchChecks` or `launchChecksTask` off the loop once they are.
+    /// The launch checks of the apps (for `apps.list`'s warnings) are the caller's: `checkLaunches`
+    /// at start, before any client is served; `startLaunchChecks` or `launchChecksTask` off the
+    /// loop once they are.
     func reloadManifests(reason: String) {
         let loaded = StateFiles.load(stateDirectory: config.stateDirectory)
         manifestLoads += 1
