@@ -126,3 +126,88 @@ final class GroupCloseTests: XCTestCase {
         XCTAssertEqual(Set(ids), [s2, s3], "both acknowledged shares survive a restart")
     }
 }
+
+/// Groups listed and unlisted at random between shares sent, completed and defaults set through
+/// sessions that stay open across the reloads (and so keep what they cached): everything
+/// acknowledged is there after a restart, exactly once, and nothing else.
+final class GroupChurnTests: XCTestCase {
+    let withGroup = youtubeApp
+    let withoutGroup = """
+        {"bundleID": "com.mycompany.myapp", "name": "My App", "urlSchemes": ["deeplinkmyapp"],
+         "appGroups": [],
+         "extensions": [{"bundleID": "com.mycompany.myapp.share", "point": "com.apple.share-services",
+                         "name": "Send to My App", "appGroups": [],
+                         "activationRule": {"NSExtensionActivationSupportsWebURLWithMaxCount": 1}}]}
+        """
+    let group = "group.com.mycompany.myapp"
+
+    func testAcknowledgedSharesAndDefaultsSurviveGroupChurnAndARestart() throws {
+        for seed in UInt64(1)...8 { try churn(seed: seed) }  // (fixed seeds: a failure replays)
+    }
+
+    func churn(seed: UInt64) throws {
+        var gen = SeededGenerator(seed: seed)
+        let h = BrokerHarness(manifests: ["10-myapp.json": withGroup])
+        try h.start { $0.journalSegmentLimit = 4096 }  // (compaction too)
+        defer { h.stop() }
+        let tool = try h.tool()
+        let ext = try h.connect()
+        try ext.hello(role: "extension", bundleID: "com.mycompany.myapp.share")
+        let app = try h.connect()
+        try app.hello(role: "app", bundleID: "com.mycompany.myapp")
+        var listed = true
+        var pending: Set<String> = []
+        var values: [String: Int] = [:]
+        for step in 0..<400 {
+            switch Int.random(in: 0..<10, using: &gen) {
+            case 0:
+                listed.toggle()
+                h.dir.write("state/apps/10-myapp.json", listed ? withGroup : withoutGroup)
+                _ = try tool.call("apps.reload")
+            case 1, 2, 3:
+                let answer = rpcError {
+                    let sent = try ext.call("share.send", ["items": [["url": .string("https://youtu.be/\(step)")]]])
+                    if let id = sent["shareID"]?.stringValue { pending.insert(id) }
+                }
+                XCTAssertEqual(answer == nil, listed, "seed \(seed) step \(step): share.send \(String(describing: answer))")
+            case 4, 5:
+                guard listed, let id = pending.randomElement(using: &gen) else { continue }
+                XCTAssertEqual(try app.call("share.complete", ["shareID": .string(id)])["completed"], true, "seed \(seed) step \(step)")
+                pending.remove(id)
+            default:
+                let key = "k\(Int.random(in: 0..<8, using: &gen))"
+                let answer = rpcError { _ = try app.call("defaults.set", ["group": .string(group), "key": .string(key), "value": .int(step)]) }
+                XCTAssertEqual(answer == nil, listed, "seed \(seed) step \(step): defaults.set \(String(describing: answer))")
+                if answer == nil { values[key] = step }
+            }
+            if listed && step % 50 == 0 {
+                let ids = try app.call("share.list", [:])["shares"]?.arrayValue?.compactMap { $0["shareID"]?.stringValue } ?? []
+                XCTAssertEqual(Set(ids), pending, "seed \(seed) step \(step): share.list")
+            }
+        }
+        h.dir.write("state/apps/10-myapp.json", withGroup)
+        h.stop()
+        try h.start { $0.journalSegmentLimit = 4096 }
+        let again = try h.connect()
+        try again.hello(role: "app", bundleID: "com.mycompany.myapp")
+        let ids = try again.call("share.list", [:])["shares"]?.arrayValue?.compactMap { $0["shareID"]?.stringValue } ?? []
+        XCTAssertEqual(ids.count, Set(ids).count, "seed \(seed): each share once")
+        XCTAssertEqual(Set(ids), pending, "seed \(seed): the pending shares as acknowledged")
+        let stored = try again.call("defaults.list", ["group": .string(group)])["values"]?.objectValue ?? [:]
+        XCTAssertEqual(stored.count, values.count, "seed \(seed)")
+        for (k, v) in values { XCTAssertEqual(stored[k], .int(v), "seed \(seed): \(k)") }
+    }
+}
+
+/// A small deterministic generator (SplitMix64), so a failing seed can be replayed.
+struct SeededGenerator: RandomNumberGenerator {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
