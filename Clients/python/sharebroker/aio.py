@@ -8,6 +8,7 @@
 
 import asyncio
 import collections
+import socket
 from typing import Any, AsyncIterator, Deque, Dict, List, Optional, Sequence, Tuple, Union
 
 from . import framing as _framing
@@ -20,6 +21,40 @@ _DEFAULT = object()
 
 
 _END = object()  # put in the replies queue when the connection has ended
+
+# After the connection failed (a write into a socket the broker had closed: EPIPE, ECONNRESET),
+# what the client still reads of what the broker sent before it closed (its closing error, the
+# answers before it): at most this long, and at most this many bytes.
+LEFTOVER_TIME = 0.2
+LEFTOVER_BYTES = 1 << 20
+
+
+class _Protocol(asyncio.StreamReaderProtocol):
+    """asyncio's stream protocol, with one addition: when the transport fails (a write into a
+    socket the broker had closed), it keeps a duplicate of the socket, taken before the transport
+    closes its own, so that the client can still read what the broker sent before it closed
+    (asyncio drops the unread bytes with the socket)."""
+
+    def __init__(self, reader: asyncio.StreamReader, on_failed: Any) -> None:
+        super().__init__(reader)
+        self._on_failed = on_failed
+        self._sock_transport: Optional[asyncio.BaseTransport] = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._sock_transport = transport
+        super().connection_made(transport)
+
+    def connection_lost(self, exc: Optional[Exception]) -> None:
+        # (called before the transport closes its socket)
+        if isinstance(exc, OSError) and self._sock_transport is not None:
+            sock = self._sock_transport.get_extra_info("socket")
+            if sock is not None:
+                try:
+                    self._on_failed(sock.dup())
+                except OSError:
+                    pass
+        super().connection_lost(exc)
+
 
 class _RawEntry:
     """A raw message the broker answers, in the order of answers (its answer goes to
@@ -80,6 +115,8 @@ class AsyncClient(BrokerMethods):
         self._closed_error: Optional[BaseException] = None
         # The broker's error object when it said why it closes the connection (data.closing).
         self._close_reason: Optional[Dict[str, Any]] = None
+        # A duplicate of the socket taken when the transport failed: what is left to read on it.
+        self._leftover: Optional[socket.socket] = None
 
     async def connect(self) -> "AsyncClient":
         """Connect (and say ``hello`` when a role was given). Does nothing while connected; once
@@ -90,8 +127,7 @@ class AsyncClient(BrokerMethods):
                 return self
             await self.close()
         try:
-            self._reader, self._writer = await asyncio.wait_for(
-                asyncio.open_unix_connection(self.path), self.timeout)
+            self._reader, self._writer = await asyncio.wait_for(self._open(), self.timeout)
         except (OSError, asyncio.TimeoutError) as e:
             raise BrokerConnectionError(f"cannot connect to sharebroker at {self.path}: {e}") from e
         self._closed_error = None
@@ -108,6 +144,65 @@ class AsyncClient(BrokerMethods):
                 await self.close()
                 raise
         return self
+
+    async def _open(self) -> Tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        """``asyncio.open_unix_connection``, with the protocol that keeps what is left to read
+        when the transport fails."""
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader(loop=loop)
+        protocol = _Protocol(reader, self._transport_failed)
+        transport, _ = await loop.create_unix_connection(lambda: protocol, self.path)
+        return reader, asyncio.StreamWriter(transport, protocol, reader, loop)
+
+    def _transport_failed(self, sock: socket.socket) -> None:
+        """The transport failed (a write or read error) and is about to close its socket:
+        ``sock``, a duplicate of it, is kept for the read loop to read what is left."""
+        if self._task is None or self._task.done() or self._leftover is not None:
+            sock.close()  # (the read loop is over: nobody reads it)
+            return
+        self._leftover = sock
+
+    def _drop_leftover(self) -> None:
+        if self._leftover is not None:
+            self._leftover.close()
+            self._leftover = None
+
+    async def _read_leftover(self, decoder: "_framing.FrameDecoder") -> Any:
+        """After the transport failed (a write into a socket the broker had closed): reads, for
+        at most LEFTOVER_TIME seconds and LEFTOVER_BYTES bytes, what the broker sent before it
+        closed and the transport had not read, and dispatches it (answers included), so that its
+        reason for closing (an error with data.closing) is not lost to the broken pipe. Returns
+        the last message read (``None`` when none)."""
+        sock, last = self._leftover, None
+        if sock is None:
+            return None
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + LEFTOVER_TIME
+        read = 0
+        try:
+            sock.setblocking(False)
+            while read < LEFTOVER_BYTES and self._close_reason is None:
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    break
+                try:
+                    data = await asyncio.wait_for(loop.sock_recv(sock, min(1 << 16, LEFTOVER_BYTES - read)), remaining)
+                except (OSError, asyncio.TimeoutError):
+                    break  # (nothing more to read: the broken pipe says enough)
+                if not data:
+                    break
+                read += len(data)
+                try:
+                    messages = decoder.feed(data)
+                except ProtocolError as e:
+                    messages = e.messages
+                    read = LEFTOVER_BYTES  # (not the protocol: what came before it still counts)
+                for msg in messages:
+                    last = msg
+                    self._dispatch(msg)
+        finally:
+            self._drop_leftover()
+        return last
 
     async def close(self) -> None:
         """Close the connection (idempotent). What is still unwritten gets ``timeout`` seconds (at
@@ -130,6 +225,7 @@ class AsyncClient(BrokerMethods):
             except (asyncio.CancelledError, Exception):
                 pass
             self._task = None
+        self._drop_leftover()
 
     async def __aenter__(self) -> "AsyncClient":
         return await self.connect()
@@ -176,7 +272,18 @@ class AsyncClient(BrokerMethods):
             error = e
             if isinstance(e, ProtocolError) and self._writer is not None:
                 self._writer.transport.abort()  # not the protocol: nothing after it can be trusted
+            elif isinstance(e, OSError):
+                # A write into a socket the broker had closed (or a read error): what the broker
+                # sent before it closed may still be unread, its reason for closing among it.
+                # (as at the end of the stream: its closing error, or else an error without an
+                # id it sent last, is the reason)
+                left = await self._read_leftover(decoder)
+                if self._close_reason is not None:
+                    error = self._closed_with(self._close_reason)
+                elif isinstance(left, dict) and left.get("id") is None and isinstance(left.get("error"), dict):
+                    error = self._closed_with(left["error"])
         finally:
+            self._drop_leftover()
             self._closed_error = error
             for fut in list(self._futures.values()) + list(self._batches.values()):
                 if not fut.done():

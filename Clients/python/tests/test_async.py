@@ -114,6 +114,33 @@ class AsyncClientTests(support.BrokerTestCase):
 
         self.run_async(flow())
 
+    def test_the_reason_is_kept_when_a_write_meets_the_closed_socket(self):
+        # A call over --max-message and one right behind it: the broker sends its closing error
+        # and closes while the second is written, whose write fails (EPIPE): the client reads
+        # what was left in the socket before failing the connection, so both calls raise
+        # ConnectionClosed with the broker's reason, every time (without that: most times a
+        # broken pipe or a reset, the reason lost).
+        broker = support.Broker(args=["--max-message", "4096"]).start()
+        self.addCleanup(broker.stop)
+
+        async def flow():
+            for i in range(50):
+                c = await AsyncClient(broker.socket, timeout=10).connect()
+                try:
+                    results = await asyncio.gather(c.call("broker.status", {"pad": "x" * 5000}),
+                                                   c.call("broker.status"), return_exceptions=True)
+                    for e in results:
+                        self.assertIsInstance(e, sb.ConnectionClosed, f"try {i}: {e!r}")
+                        self.assertEqual((e.reason or {}).get("data"), {"closing": True}, f"try {i}: {e!r}")
+                        self.assertIn("message larger than the limit", str(e))
+                    with self.assertRaises(sb.ConnectionClosed) as cm:
+                        await c.call("broker.status")
+                    self.assertEqual((cm.exception.reason or {}).get("code"), sb.INVALID_REQUEST)
+                finally:
+                    await c.close()
+
+        self.run_async(flow())
+
     def test_connection_errors(self):
         async def flow():
             with self.assertRaises(sb.BrokerConnectionError):
