@@ -57,6 +57,65 @@ const QUEUE_WARNING = 10000;
  * past that the oldest is forgotten (see `_limitAbandoned`).
  */
 export const MAX_ABANDONED = 1000;
+/**
+ * After a write failed because the broker had closed the connection (EPIPE, ECONNRESET): how
+ * long (ms) and how many bytes the client still reads of what the broker sent before it closed
+ * (its closing error, the answers before it) before it fails the connection.
+ */
+const LEFTOVER_TIME = 200;
+const LEFTOVER_BYTES = 1 << 20;
+/** The write errors that say the peer has closed (what it sent before may still be unread). */
+const PEER_GONE = new Set(['EPIPE', 'ECONNRESET']);
+
+/**
+ * A socket whose failed writes can be held back: Node.js drops a socket as soon as a write
+ * fails, unread bytes and all. When a write fails with EPIPE or ECONNRESET and `onWriteError` is
+ * set, the error reaches the stream only once `onWriteError` calls `report` (the socket meanwhile
+ * still reads: what the broker sent before it closed, its closing error among it, is delivered).
+ */
+class BrokerSocket extends net.Socket {
+  constructor() {
+    super();
+    /** @type {((err: NodeJS.ErrnoException, report: () => void) => void) | null} */
+    this.onWriteError = null;
+  }
+
+  /**
+   * @param {any} data
+   * @param {BufferEncoding} encoding
+   * @param {(err?: Error | null) => void} cb
+   */
+  _write(data, encoding, cb) {
+    super._write(data, encoding, this._holding(cb));
+  }
+
+  /**
+   * @param {any[]} chunks
+   * @param {(err?: Error | null) => void} cb
+   */
+  _writev(chunks, cb) {
+    super._writev(chunks, this._holding(cb));
+  }
+
+  /** @param {(err?: Error | null) => void} cb */
+  _holding(cb) {
+    return (/** @type {any} */ err) => {
+      const hook = this.onWriteError;
+      if (err && hook && PEER_GONE.has(err.code) && !this.destroyed) {
+        let reported = false;
+        hook(err, () => {
+          if (!reported) {
+            reported = true;
+            cb(err);
+          }
+        });
+      } else {
+        cb(err);
+      }
+    };
+  }
+}
+
 /** The default of `maxQueuedNotifications`. */
 const MAX_QUEUED_NOTIFICATIONS = 1000;
 
@@ -236,7 +295,8 @@ export class Client extends EventEmitter {
   async _connect() {
     const path = this.socketPath;
     const sock = await new Promise((resolve, reject) => {
-      const s = net.createConnection({ path });
+      const s = new BrokerSocket();
+      s.connect({ path });
       /** @type {NodeJS.Timeout | undefined} */
       let timer;
       const done = () => {
@@ -292,6 +352,7 @@ export class Client extends EventEmitter {
   _attach(sock) {
     this._socket = sock;
     this._closed = false;
+    if (sock instanceof BrokerSocket) sock.onWriteError = (err, report) => this._writeFailed(sock, report);
     sock.on('data', (chunk) => this._onData(chunk));
     sock.on('error', (err) => {
       this._socketError ??= err;
@@ -420,6 +481,43 @@ export class Client extends EventEmitter {
           this._flush();
         });
       }
+    }
+  }
+
+  /**
+   * A write failed because the broker had closed the connection (EPIPE, ECONNRESET): before the
+   * error ends the connection (`report`), the client reads what the broker sent before it closed
+   * and is still unread, at most LEFTOVER_TIME ms and LEFTOVER_BYTES bytes, and dispatches it
+   * (answers included), so that its reason for closing (an error with data.closing, e.g. a
+   * connection refused at once) is not lost to the broken pipe. The read ends at the end of the
+   * stream (normally at once), or when the closing error ends the connection.
+   * @param {net.Socket} sock
+   * @param {() => void} report
+   */
+  _writeFailed(sock, report) {
+    if (this._socket !== sock || this._closed || sock.destroyed) {
+      report();
+      return;
+    }
+    let read = 0;
+    const done = () => {
+      clearTimeout(timer);
+      sock.off('data', counted);
+      sock.off('end', done);
+      sock.off('close', done);
+      report();
+    };
+    const counted = (/** @type {Buffer} */ chunk) => {
+      read += chunk.length;
+      if (read >= LEFTOVER_BYTES) done();
+    };
+    const timer = setTimeout(done, LEFTOVER_TIME);
+    sock.on('data', counted);
+    sock.once('end', done);
+    sock.once('close', done);
+    if (this._paused) {
+      this._paused = false;
+      sock.resume(); // (back-pressure: the closing error comes after what is unread)
     }
   }
 

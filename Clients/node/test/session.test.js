@@ -271,6 +271,62 @@ test('a message over the size limit: the broker\'s -32600 (data.closing) ends th
   assert.equal((await other.brokerStatus()).maxMessage, 4096, 'other connections are unaffected');
 });
 
+/**
+ * Asserts that `e` is ConnectionClosed with the broker's closing error of `code` as its reason.
+ * @param {unknown} e
+ * @param {number} code
+ * @param {string} what
+ */
+function closedWithReason(e, code, what) {
+  assert.ok(e instanceof ConnectionClosed, `${what}: ${e}`);
+  assert.ok(e.reason instanceof RpcError, `${what}: no reason: ${e.message}`);
+  assert.equal(e.reason.code, code, what);
+  assert.deepEqual(e.reason.data, { closing: true }, what);
+}
+
+test('a write that meets the socket the broker has just closed keeps the reason: a call right behind one over the size limit', async (t) => {
+  // The broker reads the first call, sends its closing error and closes while the second is
+  // written: that write fails (EPIPE) with the closing error still unread in the socket. The
+  // client reads it before failing the connection: both calls fail with ConnectionClosed and
+  // the reason, every time (without that, most tries lost it to the broken pipe).
+  const small = await startBroker({ args: ['--max-message', '4096'] });
+  t.after(() => small.stop());
+  for (let i = 0; i < 50; i++) {
+    const c = await small.client(); // (no hello: the client does not know the limit)
+    const results = await Promise.allSettled([c.call('broker.status', { pad: 'x'.repeat(5000) }), c.call('broker.status')]);
+    for (const r of results) {
+      assert.equal(r.status, 'rejected', `try ${i}`);
+      closedWithReason(/** @type {PromiseRejectedResult} */ (r).reason, INVALID_REQUEST, `try ${i}`);
+    }
+    closedWithReason(c.closeError, INVALID_REQUEST, `try ${i}: closeError`);
+    c.destroy();
+  }
+});
+
+test('a write that meets the socket the broker has just closed keeps the reason: hello on a connection over the per-user limit', async (t) => {
+  // The broker refuses the connection at once (-32001, data.closing) and closes, often before
+  // hello is written: hello's write fails, and connect() must still reject with the reason.
+  const limited = await startBroker({ args: ['--max-connections-per-user', '1'] });
+  t.after(() => limited.stop());
+  await eventually(async () => {
+    try {
+      await limited.tool();
+      return true;
+    } catch {
+      return false; // (the broker may still count the connection start() tried)
+    }
+  }, 'the one allowed connection');
+  for (let i = 0; i < 50; i++) {
+    const c = new Client({ socket: limited.socket, role: 'tool', timeout: WAIT });
+    await assert.rejects(c.connect(), (e) => {
+      closedWithReason(e, UNAUTHORIZED, `try ${i}`);
+      assert.match(/** @type {Error} */ (e).message, /per-user/);
+      return true;
+    });
+    c.destroy();
+  }
+});
+
 test('SIGTERM: the broker exits 0 and clients see ConnectionClosed', async () => {
   const b = await startBroker();
   let stopped = false;
