@@ -298,7 +298,7 @@ struct AppQueue {
 }
 
 /// The event queues of every app.
-public final class EventStore: TurnParticipant {
+public final class EventStore: TurnParticipant, SegmentCompacting {
     enum RecordType: UInt8 {
         case event = 1
         case ack = 2
@@ -646,32 +646,23 @@ public final class EventStore: TurnParticipant {
     /// with the next commit, off the loop like any other (`rehome` then moves them), and drops
     /// the segment once they all are. Called when every change is durable.
     func compactIfUseful() {
-        var step = ledger.nextStep(sealed: journal.segments.dropLast())
-        if case .delete(let through) = step {
-            forgetSegments(through: through)
-            step = ledger.nextStep(sealed: journal.segments.dropLast())
-        }
-        switch step {
-        case .none, .delete: return
-        case .carry(let oldest):
-            guard !carryingPaused else { return }
-            // At most `carryChunk` per commit, in sequence order.
-            var carried: [StoredEvent] = []
-            scan: for (_, q) in queues {
-                for slot in q.slots[q.head...] {
-                    guard let e = slot, e.segment == oldest else { continue }
-                    carried.append(e)
-                    if carried.count == carryChunk { break scan }
-                }
+        guard let oldest = segmentToCarry(), !carryingPaused else { return }
+        // At most `carryChunk` per commit, in sequence order.
+        var carried: [StoredEvent] = []
+        scan: for (_, q) in queues {
+            for slot in q.slots[q.head...] {
+                guard let e = slot, e.segment == oldest else { continue }
+                carried.append(e)
+                if carried.count == carryChunk { break scan }
             }
-            carried.sort { $0.seq < $1.seq }
-            let copies = journal.appendCopies(carried, from: oldest, type: RecordType.event.rawValue) { e, out in
-                EventStore.writeEventRecord(app: e.app, id: e.id, seq: e.seq, body: e.body, to: &out)
-            }
-            guard let copies else { return }
-            carryPending = copies
-            turn?.touch(self)
         }
+        carried.sort { $0.seq < $1.seq }
+        let copies = journal.appendCopies(carried, from: oldest, type: RecordType.event.rawValue) { e, out in
+            EventStore.writeEventRecord(app: e.app, id: e.id, seq: e.seq, body: e.body, to: &out)
+        }
+        guard let copies else { return }
+        carryPending = copies
+        turn?.touch(self)
     }
 
     /// Compaction's copies are durable: each carried event lives in their segment now, acked

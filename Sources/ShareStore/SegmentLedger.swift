@@ -50,6 +50,29 @@ struct SegmentLedger {
     }
 }
 
+/// A store whose journal compacts by `SegmentLedger`'s rule (the event queues, a group's shares).
+protocol SegmentCompacting: AnyObject {
+    var journal: Journal { get }
+    var ledger: SegmentLedger { get }
+    /// Deletes the segments up to `last` and forgets their counts.
+    func forgetSegments(through last: Int)
+}
+
+extension SegmentCompacting {
+    /// Deletes the sealed segments (oldest first) that hold no live record; then the oldest
+    /// sealed segment whose live records are due to be copied forward, if the sealed ones are
+    /// mostly dead. Called when every change is durable.
+    func segmentToCarry() -> Int? {
+        var step = ledger.nextStep(sealed: journal.segments.dropLast())
+        if case .delete(let through) = step {
+            forgetSegments(through: through)
+            step = ledger.nextStep(sealed: journal.segments.dropLast())
+        }
+        if case .carry(let oldest) = step { return oldest }
+        return nil
+    }
+}
+
 /// Copies of live records compaction appended to its journal, on their way to disk with the next
 /// commit (pending, then in flight). Once durable, the records live in `to`; if that commit fails
 /// the copies are gone with it and nothing changed (the originals in `from` stay).

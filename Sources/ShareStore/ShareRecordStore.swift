@@ -162,7 +162,7 @@ public final class ShareCounter {
 }
 
 /// The shares of one group.
-public final class ShareRecordStore: TurnParticipant {
+public final class ShareRecordStore: TurnParticipant, SegmentCompacting {
     enum RecordType: UInt8 {
         case share = 1
         case complete = 2
@@ -699,29 +699,20 @@ public final class ShareRecordStore: TurnParticipant {
     /// when nothing is pending and every completion is durable, so a deleted segment's shares can
     /// never come back through a rollback.
     func compactIfUseful() {
-        var step = ledger.nextStep(sealed: journal.segments.dropLast())
-        if case .delete(let through) = step {
-            forgetSegments(through: through)
-            step = ledger.nextStep(sealed: journal.segments.dropLast())
+        guard let oldest = segmentToCarry(), !carryingPaused else { return }
+        // At most `carryChunk` per commit, oldest first.
+        var carried: [StoredShare] = []
+        for id in order {
+            guard let s = shares[id], s.segment == oldest else { continue }
+            carried.append(s)
+            if carried.count == carryChunk { break }
         }
-        switch step {
-        case .none, .delete: return
-        case .carry(let oldest):
-            guard !carryingPaused else { return }
-            // At most `carryChunk` per commit, oldest first.
-            var carried: [StoredShare] = []
-            for id in order {
-                guard let s = shares[id], s.segment == oldest else { continue }
-                carried.append(s)
-                if carried.count == carryChunk { break }
-            }
-            let copies = journal.appendCopies(carried, from: oldest, type: RecordType.carried.rawValue) { s, out in
-                ShareRecordStore.writeRecord(s, carried: true, to: &out)
-            }
-            guard let copies else { return }
-            carryPending = copies
-            turn?.touch(self)
+        let copies = journal.appendCopies(carried, from: oldest, type: RecordType.carried.rawValue) { s, out in
+            ShareRecordStore.writeRecord(s, carried: true, to: &out)
         }
+        guard let copies else { return }
+        carryPending = copies
+        turn?.touch(self)
     }
 
     /// Compaction's copies are durable: each carried share lives in their segment now, completed
