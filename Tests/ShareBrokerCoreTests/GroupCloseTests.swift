@@ -10,6 +10,15 @@ import ShareClient
 import ShareProtocol
 import XCTest
 
+/// `youtubeApp` with no group for the app or its extension (both bundles stay registered).
+let youtubeNoGroup = """
+    {"bundleID": "com.mycompany.myapp", "name": "My App", "urlSchemes": ["deeplinkmyapp"],
+     "appGroups": [],
+     "extensions": [{"bundleID": "com.mycompany.myapp.share", "point": "com.apple.share-services",
+                     "name": "Send to My App", "appGroups": [],
+                     "activationRule": {"NSExtensionActivationSupportsWebURLWithMaxCount": 1}}]}
+    """
+
 final class GroupCloseTests: XCTestCase {
     func openDescriptors() -> Int { ((try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []).count }
 
@@ -80,15 +89,6 @@ final class GroupCloseTests: XCTestCase {
         XCTAssertEqual(try tool.call("broker.status")["pendingShares"], 1, "counted once")
     }
 
-    // The same app and extension, the extension and app listing no group (the bundles stay registered).
-    let youtubeNoGroup = """
-        {"bundleID": "com.mycompany.myapp", "name": "My App", "urlSchemes": ["deeplinkmyapp"],
-         "appGroups": [],
-         "extensions": [{"bundleID": "com.mycompany.myapp.share", "point": "com.apple.share-services",
-                         "name": "Send to My App", "appGroups": [],
-                         "activationRule": {"NSExtensionActivationSupportsWebURLWithMaxCount": 1}}]}
-        """
-
     /// A connection's cached share store of a group closed and listed again is not written
     /// through (a review's reproduction: the share went through the closed store, was invisible
     /// to its app, and was overwritten by the group's new store: lost at a restart).
@@ -132,13 +132,7 @@ final class GroupCloseTests: XCTestCase {
 /// acknowledged is there after a restart, exactly once, and nothing else.
 final class GroupChurnTests: XCTestCase {
     let withGroup = youtubeApp
-    let withoutGroup = """
-        {"bundleID": "com.mycompany.myapp", "name": "My App", "urlSchemes": ["deeplinkmyapp"],
-         "appGroups": [],
-         "extensions": [{"bundleID": "com.mycompany.myapp.share", "point": "com.apple.share-services",
-                         "name": "Send to My App", "appGroups": [],
-                         "activationRule": {"NSExtensionActivationSupportsWebURLWithMaxCount": 1}}]}
-        """
+    let withoutGroup = youtubeNoGroup
     let group = "group.com.mycompany.myapp"
 
     func testAcknowledgedSharesAndDefaultsSurviveGroupChurnAndARestart() throws {

@@ -286,6 +286,31 @@ final class GroupAloneTests: XCTestCase {
     }
 }
 
+/// A launch-check gate that holds the first checks until `first` is signalled, and every later
+/// one until `later` is (one signal each); `entered` is signalled as each arrives.
+final class FirstAndLaterGates: @unchecked Sendable {
+    let lock = NSLock()
+    var calls = 0
+    let entered = DispatchSemaphore(value: 0)
+    let first = DispatchSemaphore(value: 0)
+    let later = DispatchSemaphore(value: 0)
+    var gate: @Sendable () -> Void {
+        { [self] in
+            lock.lock()
+            calls += 1
+            let n = calls
+            lock.unlock()
+            entered.signal()
+            _ = (n == 1 ? first : later).wait(timeout: .now() + 20)
+        }
+    }
+    /// Lets every check held (or still to come, up to four) go.
+    func releaseAll() {
+        first.signal()
+        for _ in 0..<4 { later.signal() }
+    }
+}
+
 /// A reload's checks of every launch (for `apps.list`'s warnings) run on the launch threads too.
 final class LaunchCheckOffLoopTests: XCTestCase {
     let bundle = "com.mycompany.myapp"
@@ -331,29 +356,8 @@ final class LaunchCheckOffLoopTests: XCTestCase {
     /// run (with the previous manifests' warnings) until they are done. Checks of a reload that a
     /// later one overtook are dropped.
     func testASignalledReloadChecksLaunchesOffTheLoopAndTheNewestChecksWin() throws {
-        // Holds the first checks and the second ones, each until let go by its own semaphore.
-        final class Gates: @unchecked Sendable {
-            let lock = NSLock()
-            var calls = 0
-            let entered = DispatchSemaphore(value: 0)
-            let first = DispatchSemaphore(value: 0)
-            let second = DispatchSemaphore(value: 0)
-            var gate: @Sendable () -> Void {
-                { [self] in
-                    lock.lock()
-                    calls += 1
-                    let n = calls
-                    lock.unlock()
-                    entered.signal()
-                    _ = (n == 1 ? first : second).wait(timeout: .now() + 20)
-                }
-            }
-        }
-        let gates = Gates()
-        defer {
-            gates.first.signal()
-            gates.second.signal()
-        }
+        let gates = FirstAndLaterGates()
+        defer { gates.releaseAll() }
         let h = BrokerHarness(manifests: ["10-myapp.json": manifest(["/nonexistent/first"])])
         try h.start { $0.launchCheckGate = gates.gate }
         defer { h.stop() }
@@ -371,7 +375,7 @@ final class LaunchCheckOffLoopTests: XCTestCase {
         h.dir.write("state/apps/10-myapp.json", manifest(["/nonexistent/third"]))
         h.control?.reload()
         XCTAssertEqual(gates.entered.wait(timeout: .now() + 10), .success, "the second reload's checks never started")
-        gates.second.signal()
+        gates.later.signal()
         XCTAssertTrue(waitUntil(timeout: 10) { (try? tool.call("apps.list"))?["launchChecksRunning"] == nil })
         func third() throws {
             let warnings = launchWarnings(try tool.call("apps.list"))
@@ -448,28 +452,8 @@ final class LaunchCheckOffLoopTests: XCTestCase {
     /// manifests now loaded, and answers with their warnings. (A review's reproduction: it
     /// answered with the previous warnings and `launchChecksRunning`.)
     func testAnOvertakenAppsReloadAnswersWithTheNewestChecks() throws {
-        final class Gates: @unchecked Sendable {
-            let lock = NSLock()
-            var calls = 0
-            let entered = DispatchSemaphore(value: 0)
-            let first = DispatchSemaphore(value: 0)
-            let later = DispatchSemaphore(value: 0)
-            var gate: @Sendable () -> Void {
-                { [self] in
-                    lock.lock()
-                    calls += 1
-                    let n = calls
-                    lock.unlock()
-                    entered.signal()
-                    _ = (n == 1 ? first : later).wait(timeout: .now() + 20)
-                }
-            }
-        }
-        let gates = Gates()
-        defer {
-            gates.first.signal()
-            for _ in 0..<4 { gates.later.signal() }
-        }
+        let gates = FirstAndLaterGates()
+        defer { gates.releaseAll() }
         let h = BrokerHarness(manifests: ["10-myapp.json": manifest(["/bin/true"])])
         try h.start { $0.launchCheckGate = gates.gate }
         defer { h.stop() }
