@@ -127,6 +127,10 @@ public final class Broker {
     /// Set when `closeUnlistedGroups` found work under way: it runs again at the end of a turn
     /// once none is.
     var closeGroupsDue = false
+    /// Groups no manifest lists whose defaults stayed open at the last `closeUnlistedGroups`
+    /// only because a connection still watched them (a session a reload ended, closing): the
+    /// last watcher's going makes the close due again.
+    var unlistedWatchedGroups: Set<ExactKey> = []
     /// The pool-work id of the last launch checks started in the background (`startLaunchChecks`).
     var queuedLaunchChecks: UInt64? = nil
     /// The live subscriber of each app.

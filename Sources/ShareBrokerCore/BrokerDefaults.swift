@@ -405,6 +405,13 @@ extension Broker {
 
     func removeDefaultsWatch(_ id: UInt64, group: String) {
         defaults.removeWatch(id, group: group)
+        if !unlistedWatchedGroups.isEmpty { closeIfLastWatcherOfUnlisted(group) }
+    }
+
+    /// The last watch of a group kept open only for its watchers ended: its close is due (at the
+    /// end of the turn).
+    func closeIfLastWatcherOfUnlisted(_ group: String) {
+        if defaults.watchers[group] == nil && unlistedWatchedGroups.contains(ExactKey(group)) { closeGroupsDue = true }
     }
 
     /// After a manifest reload: ends the watches of sessions whose bundle no longer lists the
@@ -441,7 +448,12 @@ extension Broker {
 
     /// Clean-up when a connection closes (its watches).
     func defaultsConnectionClosed(_ conn: Connection) {
+        guard !unlistedWatchedGroups.isEmpty, let groups = defaults.watchedGroups[conn.id] else {
+            defaults.removeWatches(of: conn.id)
+            return
+        }
         defaults.removeWatches(of: conn.id)
+        for g in groups { closeIfLastWatcherOfUnlisted(g) }
     }
 
     /// Group defaults in `broker.status`: open groups, watches, notifications and dropped watchers

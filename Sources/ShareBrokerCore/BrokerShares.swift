@@ -155,10 +155,12 @@ extension Broker {
     /// they reserved ahead, a defaults suite's memory): a broker whose manifests keep gaining and
     /// dropping groups does not hold every group it ever opened. A group's shares stay open while
     /// any is pending (they count in `broker.status`); nothing is closed while a commit or file
-    /// work is under way (then it is tried again once none is). A group listed again is opened
-    /// again on first use.
+    /// work is under way (then it is tried again once none is), and a group's defaults stay open
+    /// while a connection still watches them (tried again when the last one goes). A group listed
+    /// again is opened again on first use.
     func closeUnlistedGroups() {
         closeGroupsDue = false
+        unlistedWatchedGroups = []
         guard inflight == nil, !turn.hasDirty, offLoop.isEmpty, resumeAfterCommit.isEmpty else {
             closeGroupsDue = true
             return
@@ -170,12 +172,25 @@ extension Broker {
         }
         let known = Set(listed.map(ExactKey.init))
         var closed = 0
-        for (group, s) in shareStores where !known.contains(ExactKey(group)) && s.count == 0 && s.isIdle {
+        for (group, s) in shareStores where !known.contains(ExactKey(group)) && s.count == 0 {
+            // (one with work of its own pending, compaction copies say, is tried again later)
+            guard s.isIdle else {
+                closeGroupsDue = true
+                continue
+            }
             s.prepareToClose()
             shareStores[group] = nil
             closed += 1
         }
-        for (group, s) in defaults.stores where !known.contains(ExactKey(group)) && s.isIdle && defaults.watchers[group] == nil {
+        for (group, s) in defaults.stores where !known.contains(ExactKey(group)) {
+            if defaults.watchers[group] != nil {
+                unlistedWatchedGroups.insert(ExactKey(group))
+                continue
+            }
+            guard s.isIdle else {
+                closeGroupsDue = true
+                continue
+            }
             if s.lastCompactionError != nil { defaults.compactionErrors -= 1 }
             s.prepareToClose()
             defaults.stores[group] = nil

@@ -71,6 +71,40 @@ final class GroupCloseTests: XCTestCase {
         XCTAssertEqual(try groupsOpen(), 1)
     }
 
+    /// A connection that was closing (its peer had shut its side down, its replies not yet read)
+    /// still watched the group's defaults when the reload closed the unlisted groups: the group
+    /// closes once that connection is gone, not at some later reload.
+    func testAGroupAClosingConnectionStillWatchedClosesWhenTheConnectionGoes() throws {
+        let h = BrokerHarness(manifests: ["10-a.json": app(1, groups: ["group.keep"]), "20-b.json": app(2, groups: ["group.watched"])])
+        try h.start()
+        defer { h.stop() }
+        let tool = try h.tool()
+        func groupsOpen() throws -> Int? { try tool.call("broker.status")["defaults"]?["groupsOpen"]?.intValue }
+        let watcher = try h.rawSession(role: "app", bundleID: "com.example.app2")
+        let big = String(repeating: "x", count: 100_000)
+        watcher.send(rpcRequest(1, "defaults.set", ["group": "group.watched", "key": "big", "value": .string(big)]).compactText + "\n")
+        XCTAssertEqual(watcher.readJSON()?["result"]?["version"], 1)
+        watcher.send(rpcRequest(2, "defaults.watch", ["group": "group.watched"]).compactText + "\n")
+        XCTAssertEqual(watcher.readJSON()?["result"]?["watching"], true)
+        // Replies it does not read keep its connection open after it shuts its side down.
+        for id in 3..<23 { watcher.send(rpcRequest(id, "defaults.get", ["group": "group.watched", "key": "big"]).compactText + "\n") }
+        watcher.shutdownWrite()
+        func outputBytes() -> Int { (try? tool.call("broker.status")["outputBytes"]?.intValue) ?? 0 }
+        XCTAssertTrue(waitUntil { outputBytes() > 100_000 }, "replies wait: \(outputBytes())")
+        XCTAssertEqual(try groupsOpen(), 1)
+        try FileManager.default.removeItem(atPath: h.state + "/apps/20-b.json")
+        _ = try tool.call("apps.reload")
+        XCTAssertEqual(try groupsOpen(), 1, "still watched by the connection being closed")
+        XCTAssertTrue(watcher.waitForClose(), "the connection closes once its replies are read")
+        XCTAssertTrue(waitUntil { (try? groupsOpen()) == 0 }, "the group closed once its last watcher went: \(String(describing: try? groupsOpen()))")
+        // Listed again: opened again, its value intact.
+        h.dir.write("state/apps/20-b.json", app(2, groups: ["group.watched"]))
+        _ = try tool.call("apps.reload")
+        let c = try h.connect()
+        try c.hello(role: "app", bundleID: "com.example.app2")
+        XCTAssertEqual(try c.call("defaults.get", ["group": "group.watched", "key": "big"])["value"]?.stringValue?.count, 100_000)
+    }
+
     func testAGroupWithPendingSharesStaysOpen() throws {
         let h = BrokerHarness(manifests: ["10-myapp.json": youtubeApp])
         try h.start()
