@@ -134,7 +134,12 @@ sb_raw() {
         return 69
     fi
     if [ "$_sb_tr" = socat ]; then
-        socat -t "$_sb_wait" - "UNIX-CONNECT:$_sb_sock" || {
+        # cool-write: a write that fails because the broker has closed the connection (EPIPE,
+        # ECONNRESET: it refused the connection at once, or a message was over its size limit)
+        # does not end socat with an error; it stops sending and still reads, up to WAIT seconds,
+        # what the broker said before closing: the error saying why (data.closing). Without it
+        # socat exited on the broken pipe and that reason was lost.
+        socat -t "$_sb_wait" - "UNIX-CONNECT:$_sb_sock,cool-write" || {
             echo "sharebroker.sh: cannot reach the broker at $_sb_sock" >&2
             return 69
         }
@@ -179,7 +184,10 @@ sb_call() {
         echo "usage: sb_call METHOD [PARAMS-JSON]" >&2
         return 64
     fi
-    _sb_out=$({ sb_hello_request; sb_request '"sb-call"' "$1" "${2:-}"; } | sb_raw) || return 69
+    _sb_out=$({ sb_hello_request; sb_request '"sb-call"' "$1" "${2:-}"; } | sb_raw)
+    # A transport that failed after the broker said why it closed the connection still gives
+    # that reason (below); without one, the broker was unreachable.
+    if [ $? -ne 0 ] && [ -z "$(_sb_closing "$_sb_out")" ]; then return 69; fi
     _sb_hello=$(printf '%s\n' "$_sb_out" | grep -F '"id":"sb-hello"')
     case $_sb_hello in
         *'"id":"sb-hello","error"'*)
@@ -233,7 +241,8 @@ sb_open() {
 # sb_ack ID... (any connection of the app may ack).
 sb_listen() {
     _sb_secs=${1:-5}
-    _sb_out=$({ sb_hello_request; sb_request '"sb-subscribe"' app.subscribe '{}'; sleep "$_sb_secs"; } | sb_raw 1) || return 69
+    _sb_out=$({ sb_hello_request; sb_request '"sb-subscribe"' app.subscribe '{}'; sleep "$_sb_secs"; } | sb_raw 1)
+    if [ $? -ne 0 ] && [ -z "$(_sb_closing "$_sb_out")" ]; then return 69; fi
     _sb_sub=$(printf '%s\n' "$_sb_out" | grep -F '"id":"sb-subscribe"')
     case $_sb_sub in
         *'"id":"sb-subscribe","result"'*) ;;

@@ -48,8 +48,10 @@ export SB_TRANSPORT="$transport"
 dir=$(mktemp -d "${TMPDIR:-/tmp}/sbsh-XXXXXX")
 broker_pid=
 small_pid=
+one_pid=
+hold_pid=
 cleanup() {
-    for pid in $broker_pid $small_pid; do
+    for pid in $hold_pid $broker_pid $small_pid $one_pid; do
         kill -TERM "$pid" 2>/dev/null
         wait "$pid" 2>/dev/null
     done
@@ -297,6 +299,80 @@ esac
 out=$(SB_SOCKET="$dir/small.sock" sb_call url.open '{"url": "deeplinkmyapp://x?q=a\zb"}' 2>/dev/null); rc=$?
 status_is "... while an error without an id and no data.closing still answers the call (exit 1)" 1 "$rc"
 check "... printing it" "$out" 'd["id"] is None and d["error"]["code"] == -32700 and "data" not in d["error"]'
+
+# race_checked DESC LOST TOTAL WHY: passes when no try of TOTAL lost the broker's closing reason.
+# Over nc it is only reported: OpenBSD nc stops reading the socket at the error the kernel flags
+# on it (POLLERR, ECONNRESET) once the broker has closed with the request unread, so with nc the
+# reason can be lost whatever this helper does (README: "Errors without an id").
+race_checked() {
+    if [ "$2" -eq 0 ]; then ok "$1"
+    elif [ "$transport" = nc ]; then ok "$1 # SKIP nc drops what the broker sent once it closed with the request unread (lost $2 of $3)"
+    else not_ok "$1" "lost $2 of $3, e.g. $4"; fi
+}
+
+# A message far over the limit: the broker closes while socat is still writing it, and the write
+# fails (broken pipe). socat must still read the reason the broker sent first (it used to exit on
+# the failed write, and sb_call said "cannot reach the broker" most times). Several tries: it is a
+# race.
+big=$(printf '%0300000d' 0)
+lost=0
+for _ in 1 2 3 4 5 6 7 8 9 10; do
+    SB_SOCKET="$dir/small.sock" sb_call url.open "{\"url\":\"deeplinkmyapp://x?p=$big\"}" >"$dir/out" 2>"$dir/err"; rc=$?
+    case $rc:$(cat "$dir/out"):$(cat "$dir/err") in
+        69::*'closed the connection'*'larger than the limit of 1024 bytes'*) ;;
+        *) lost=$((lost + 1)); why="exit $rc: $(cat "$dir/out" "$dir/err" | head -c 300)" ;;
+    esac
+done
+race_checked "sb_call with a message far over the limit (a failed write): exit 69 and the reason, 10 of 10" "$lost" 10 "${why:-}"
+
+# --- a connection refused at once (the per-user connection limit) ----------------------------
+# A broker that lets a user hold one connection; a process holds it, so each sb_call is refused
+# at once: the broker says why (-32001, data.closing) and closes, often before socat has written
+# the request. Exit 69 with that reason, every time, never "cannot reach the broker".
+mkdir -p "$dir/one-state/apps"
+"$BIN" serve --socket "$dir/one.sock" --state "$dir/one-state" --max-connections-per-user 1 </dev/null >"$dir/one.log" 2>&1 &
+one_pid=$!
+for _ in $(seq 1 200); do
+    [ -S "$dir/one.sock" ] && break
+    kill -0 "$one_pid" 2>/dev/null || break
+    sleep 0.05
+done
+[ -S "$dir/one.sock" ] || not_ok "a broker with --max-connections-per-user 1 starts" "$(cat "$dir/one.log")"
+# The holder says "held" once the broker has answered it (so it counts), then keeps the connection.
+"$PY" -c '
+import socket, sys, time
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+s.sendall(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"broker.status\"}\n")
+s.recv(65536)
+print("held", flush=True)
+time.sleep(120)
+' "$dir/one.sock" >"$dir/hold.out" 2>&1 &
+hold_pid=$!
+for _ in $(seq 1 200); do
+    grep -q held "$dir/hold.out" 2>/dev/null && break
+    kill -0 "$hold_pid" 2>/dev/null || break
+    sleep 0.05
+done
+lost=0
+for _ in $(seq 1 20); do
+    SB_SOCKET="$dir/one.sock" sb_call broker.status >"$dir/out" 2>"$dir/err"; rc=$?
+    case $rc:$(cat "$dir/out"):$(cat "$dir/err") in
+        69::*'closed the connection'*'per-user limit'*'"closing":true'*) ;;
+        *) lost=$((lost + 1)); why="exit $rc: $(cat "$dir/out" "$dir/err" | head -c 300)" ;;
+    esac
+done
+race_checked "sb_call refused at once by the per-user limit: exit 69 and the broker's reason, 20 of 20" "$lost" 20 "${why:-}"
+lost=0
+for _ in 1 2 3 4 5; do
+    SB_SOCKET="$dir/one.sock" SB_ROLE=app SB_BUNDLE_ID=$APP sb_listen 0 >"$dir/out" 2>"$dir/err"; rc=$?
+    case $rc:$(cat "$dir/out"):$(cat "$dir/err") in
+        69::*'no answer to app.subscribe'*'per-user limit'*) ;;
+        *) lost=$((lost + 1)); why="exit $rc: $(cat "$dir/out" "$dir/err" | head -c 300)" ;;
+    esac
+done
+race_checked "sb_listen refused at once: exit 69 and the broker's reason, 5 of 5" "$lost" 5 "${why:-}"
+kill -TERM "$hold_pid" 2>/dev/null; wait "$hold_pid" 2>/dev/null; hold_pid=
 
 # --- unreachable -----------------------------------------------------------------------------
 out=$(SB_SOCKET="$dir/missing.sock" sb_status 2>&1); rc=$?
