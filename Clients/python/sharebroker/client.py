@@ -12,6 +12,13 @@ from .methods import BrokerMethods
 
 _DEFAULT = object()
 
+# After a write failed (into a socket the broker had closed, or stopped reading: EPIPE,
+# ECONNRESET), what the client still reads of what the broker sent before it closed (its closing
+# error, the answers before it): at most this long, and at most this many bytes (as the asyncio
+# and Node.js clients do).
+LEFTOVER_TIME = 0.2
+LEFTOVER_BYTES = 1 << 20
+
 MAX_ABANDONED = 1000
 """Abandoned calls (timed out, cancelled) whose late answers a client keeps watch for, at most
 (their ids; a batch counts each): past that the oldest is forgotten, out of the order of
@@ -252,23 +259,36 @@ class Client(BrokerMethods):
             raise ConnectionClosed(f"lost the connection to sharebroker at {self.path}: {e}") from e
 
     def _read_what_is_left(self) -> None:
-        """After a write failed (the broker closed the connection): reads, without waiting, what
-        the broker sent before it closed, so that its reason (an error with data.closing, e.g. a
-        connection refused at once) is not lost to the broken pipe."""
+        """After a write failed (the broker closed the connection, or stopped reading it): reads,
+        for at most LEFTOVER_TIME seconds and LEFTOVER_BYTES bytes, what the broker sent before it
+        closed, and dispatches it (answers included), so that its reason (an error with
+        data.closing, e.g. a connection refused at once) is not lost to the broken pipe, also when
+        it is still on its way. It stops at the end of the stream (normally at once: the broker
+        has closed) and once the reason is read."""
         sock = self._sock
         if sock is None:
             return
+        deadline = time.monotonic() + LEFTOVER_TIME
+        read = 0
         try:
-            sock.settimeout(0)
-            while True:
-                data = sock.recv(1 << 16)
+            while read < LEFTOVER_BYTES and self._close_reason is None:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return
+                sock.settimeout(remaining)
+                data = sock.recv(min(1 << 16, LEFTOVER_BYTES - read))
                 if not data:
                     return
-                for msg in self._decoder.feed(data):
+                read += len(data)
+                try:
+                    msgs = self._decoder.feed(data)
+                except ProtocolError as e:
+                    msgs, read = e.messages, LEFTOVER_BYTES  # (not the protocol: what came before it still counts)
+                for msg in msgs:
                     self._last_message = msg
                     self._dispatch(msg)
-        except (OSError, ProtocolError):
-            return  # (nothing more to read, or not the protocol: the broken pipe says enough)
+        except OSError:
+            return  # (nothing more to read in time, or a reset: the broken pipe says enough)
 
     def _fill(self, deadline: Optional[float]) -> None:
         """Read once from the socket (waiting until ``deadline``) and sort what arrived."""

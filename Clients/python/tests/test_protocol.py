@@ -205,6 +205,29 @@ class ProtocolTests(support.BrokerTestCase):
         finally:
             broker.stop()
 
+    def test_the_reason_is_kept_when_a_write_meets_the_closed_socket(self):
+        # A message over --max-message and a call right behind it, whose write may meet the
+        # socket the broker has just closed (EPIPE): the call raises ConnectionClosed with the
+        # broker's reason, every time (as test_async's test of the same name). (Against this
+        # broker on Linux the reason is already there when the write fails; ReasonInFlightTests in
+        # test_unit has a peer whose reason is still on its way.)
+        broker = support.Broker(args=["--max-message", "4096"]).start()
+        try:
+            for i in range(50):
+                c = sb.Client(broker.socket, timeout=10)
+                try:
+                    c.send_raw({"jsonrpc": "2.0", "id": "big", "method": "broker.status",
+                                "params": {"pad": "x" * 5000}})
+                    with self.assertRaises(sb.ConnectionClosed) as cm:
+                        c.call("broker.status")
+                    self.assertEqual((cm.exception.reason or {}).get("data"), {"closing": True},
+                                     f"try {i}: {cm.exception}")
+                    self.assertIn("message larger than the limit", str(cm.exception))
+                finally:
+                    c.close()
+        finally:
+            broker.stop()
+
     def test_a_connection_refused_at_once_raises_connection_closed_with_the_reason(self):
         # Over --max-connections-per-user: the broker says why (-32001, data.closing) and hangs
         # up; hello, sent meanwhile (or into the closed socket), raises ConnectionClosed with it.

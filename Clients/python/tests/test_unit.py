@@ -476,6 +476,66 @@ class OrderOfAnswersTests(unittest.TestCase):
                     self.assertEqual(cm.exception.code, -32001)
 
 
+class ReasonInFlightTests(unittest.TestCase):
+    """A write that fails because the peer has stopped reading (it shut its socket for reading:
+    the write gets EPIPE) while its closing error is still on its way: the synchronous client
+    waits for it, at most LEFTOVER_TIME and LEFTOVER_BYTES, as the asyncio and Node.js clients
+    do. (It used to read only what was there already, and lost the reason.)"""
+
+    error = {"code": -32600, "message": "Invalid Request: message larger than the limit of 4096 bytes; "
+                                        "closing the connection", "data": {"closing": True}}
+
+    def call_behind(self, delay, before=b""):
+        """A peer that reads the first message, stops reading, sends ``before`` and ``delay``
+        seconds later its closing error, then hangs up; a call sent right behind that first
+        message (its write fails). Returns the call's ConnectionClosed, how long it took, and the
+        client."""
+        stopped = threading.Event()
+
+        def script(conn):
+            read_request(conn)
+            conn.shutdown(socket.SHUT_RD)
+            stopped.set()
+            conn.sendall(before)
+            time.sleep(delay)
+            conn.sendall(framing.encode({"jsonrpc": "2.0", "id": None, "error": self.error}))
+        peer = RawPeer(script)
+        self.addCleanup(peer.close)
+        c = sharebroker.Client(peer.path, timeout=5)
+        self.addCleanup(c.close)
+        c.send_raw({"jsonrpc": "2.0", "id": "big", "method": "broker.status", "params": {"pad": "x" * 5000}})
+        self.assertTrue(stopped.wait(5))
+        start = time.monotonic()
+        with self.assertRaises(sharebroker.ConnectionClosed) as cm:
+            c.call("broker.status")
+        return cm.exception, time.monotonic() - start, c
+
+    def test_the_reason_still_on_its_way_is_kept(self):
+        lost = []
+        for i in range(50):
+            e, _, _ = self.call_behind(0.02)
+            if e.reason != self.error:
+                lost.append(f"try {i}: {e}")
+            else:
+                self.assertIn("message larger than the limit of 4096 bytes", str(e))
+        self.assertFalse(lost, f"the reason was lost {len(lost)} times of 50, e.g. {lost[:1]}")
+
+    def test_the_wait_is_bounded_in_time(self):
+        e, took, _ = self.call_behind(1.0)
+        self.assertIsNone(e.reason)  # (it came too late)
+        self.assertGreaterEqual(took, sharebroker.client.LEFTOVER_TIME * 0.9)
+        self.assertLess(took, 0.8)
+
+    def test_the_wait_is_bounded_in_bytes(self):
+        # The reason behind 3 MiB of notifications, sent at once: the client reads 1 MiB of them
+        # (queued, as any notification) and stops there.
+        one = len(notification(0))
+        notes = b"".join(notification(i) for i in range((3 << 20) // one + 1))
+        e, _, c = self.call_behind(0, before=notes)
+        self.assertIsNone(e.reason)
+        self.assertLessEqual(c.pending_notifications, sharebroker.client.LEFTOVER_BYTES // one)
+
+
 def never_then_late(conn):
     """Answers no request until one for "fast"; then every earlier one (late), then that one."""
     def late(req):
