@@ -53,6 +53,7 @@ public struct BrokerNotification: Sendable {
 }
 
 /// One blocking connection. Not thread-safe: use it from one thread (or one task) at a time.
+/// The socket is closed when the connection is released (there is no `close()`).
 public final class BrokerConnection {
     /// The socket path it is connected to.
     public let socketPath: String
@@ -71,7 +72,8 @@ public final class BrokerConnection {
     /// that accepted the connection but hangs then gives `ClientError.timeout`.
     public var answerTimeoutMillis: Int32 = -1
 
-    /// Connects to the broker's socket.
+    /// Connects to the broker's socket. Throws `.unreachable` (with the system error) when
+    /// nothing listens there or this user may not connect.
     public init(socketPath: String) throws(ClientError) {
         self.socketPath = socketPath
         do { fd = try UnixSocket.connect(path: socketPath) } catch {
@@ -84,13 +86,16 @@ public final class BrokerConnection {
     /// The raw descriptor (for poll-based callers).
     public var fileDescriptor: Int32 { fd }
 
-    /// Sends raw bytes as they are (for protocol tests).
+    /// Sends raw bytes as they are (for protocol tests). Throws `.connection` when the write
+    /// fails (the broker closed the connection).
     public func sendRaw(_ bytes: [UInt8]) throws(ClientError) {
         do { try FD.sendAll(fd, bytes) } catch { throw .connection("\(error)") }
     }
 
     /// Reads the next JSON line the broker sends (response or notification); nil at end of stream.
     /// `timeoutMillis` bounds the whole wait (-1: for ever), however the message trickles in.
+    /// Throws `.timeout` past it, `.connection` when the read fails or the stream ends inside a
+    /// message, `.protocolError` when the line is not JSON.
     public func readMessage(timeoutMillis: Int32 = -1) throws(ClientError) -> JSONValue? {
         try readMessage(until: Self.deadline(timeoutMillis))
     }
@@ -148,6 +153,10 @@ public final class BrokerConnection {
     }
 
     /// Sends a request and waits for its response; notifications that arrive meanwhile are kept.
+    /// Throws `.rpc` with the broker's error (also an error without an id: why the broker closes
+    /// the connection), `.timeout` past `timeoutMillis` (else `answerTimeoutMillis`),
+    /// `.connection` when the connection fails or closes before the answer, `.protocolError` when
+    /// the peer sends something that is not JSON-RPC.
     @discardableResult
     public func call(_ method: String, _ params: JSONValue? = nil, timeoutMillis: Int32? = nil) throws(ClientError) -> JSONValue {
         // (One deadline for the whole call: notifications arriving meanwhile do not extend it.)
@@ -198,7 +207,7 @@ public final class BrokerConnection {
         }
     }
 
-    /// Sends a notification (no response).
+    /// Sends a notification (no response). Throws `.connection` when the write fails.
     public func notify(_ method: String, _ params: JSONValue? = nil) throws(ClientError) {
         var out: [UInt8] = []
         RPCCodec.writeRequest(id: nil, method: method, params: params, to: &out)
@@ -225,7 +234,9 @@ public final class BrokerConnection {
         }
     }
 
-    /// `hello` with a role, bundle ID and token.
+    /// `hello` with a role, bundle ID and token; returns the broker's answer. Throws as `call`
+    /// (`.rpc` with -32001 for an unknown bundle ID, a wrong role or token, -32602 for a
+    /// missing bundle ID).
     @discardableResult
     public func hello(role: String, bundleID: String? = nil, token: String? = nil) throws(ClientError) -> JSONValue {
         var p: JSONObject = ["role": .string(role)]

@@ -240,7 +240,8 @@ public struct AppEvent: Sendable, Identifiable {
     }
 
     /// Acks this event on the client that received it (`app.ack {ids: [id]}`). Acking an event
-    /// twice is harmless (the second ack counts 0).
+    /// twice is harmless (the second ack counts 0). Throws as `ShareBrokerClient.ack(_:)`, and
+    /// `.notConnected` for an event made with `init?(json:)`, which belongs to no client.
     public func ack() async throws(ShareBrokerError) {
         guard let client else { throw .notConnected }
         _ = try await client.ack([id])

@@ -13,7 +13,8 @@ public enum RouterError: Error, Sendable, Equatable, CustomStringConvertible {
     case emptyValue(name: String, pattern: String)
     /// The pattern has a part `build` cannot fill in (a wildcard host).
     case notBuildable(pattern: String, reason: String)
-    /// `RouteMatch.require` found no such parameter.
+    /// `RouteMatch.require` found no such parameter: neither a capture of the pattern nor a query
+    /// item of the URL (a URL that lacks a value the pattern does not require).
     case missingParameter(name: String)
     /// A parameter's value is not of the type asked for (`RouteMatch.requireInt`).
     case invalidParameter(name: String, value: String, expected: String)
@@ -375,7 +376,8 @@ public struct RouteMatch: Sendable {
         return v
     }
 
-    /// The value of `name` as an integer; throws when absent or not an integer.
+    /// The value of `name` as an integer; throws `.missingParameter` when absent,
+    /// `.invalidParameter` when not an integer.
     public func requireInt(_ name: String) throws(RouterError) -> Int {
         let v = try require(name)
         guard let i = Int(v) else { throw .invalidParameter(name: name, value: v, expected: "an integer") }

@@ -73,7 +73,9 @@ public struct Router: Sendable {
     }
 
     /// Routes an app event's URL (`url` of openURL, `webpageURL` of continueUserActivity);
-    /// false when the event has no URL or no route matches.
+    /// false when the event has no URL or no route matches. Errors the handler throws are
+    /// passed on (a `RouterError.missingParameter` from `require`, for a URL without a value the
+    /// pattern does not require; whatever the handler's own calls throw).
     @discardableResult
     public func handle(_ event: AppEvent) async throws -> Bool {
         guard let url = event.url else { return false }
@@ -87,7 +89,7 @@ public struct Router: Sendable {
         try RoutePattern(pattern).build(values)
     }
 
-    /// Same as `Router.build(_:values:)`.
+    /// Same as `Router.build(_:values:)`, and throws as it does.
     public func build(_ pattern: String, values: [String: String]) throws(RouterError) -> String {
         try Router.build(pattern, values: values)
     }

@@ -10,7 +10,9 @@ extension ShareBrokerClient {
 
     /// Opens a URL (`url.open`): the broker routes it (scheme, universal link, browser, else
     /// `fallback`) and queues a durable event for the app. Throws `.noHandler` when nothing opens
-    /// it and no fallback was given, `.invalidParams` for an invalid URL.
+    /// it and no fallback was given, `.invalidParams` for an invalid URL or fallback,
+    /// `.storageFailure` when the event could not be stored (also when the app has too many
+    /// unacked events: `serve --max-pending-events`).
     @discardableResult
     public func urlOpen(_ url: String, fallback: String? = nil) async throws(ShareBrokerError) -> OpenResult {
         var p: JSONObject = ["url": .string(url)]
@@ -18,12 +20,15 @@ extension ShareBrokerClient {
         return try OpenResult(json: try await call("url.open", .object(p)))
     }
 
-    /// Whether a URL can be opened, and by whom (`url.canOpen`); queues nothing.
+    /// Whether a URL can be opened, and by whom (`url.canOpen`); queues nothing. A URL nothing
+    /// opens gives `canOpen: false`, not an error; throws `.invalidParams` for an invalid URL.
     public func canOpen(_ url: String) async throws(ShareBrokerError) -> CanOpenResult {
         try CanOpenResult(json: try await call("url.canOpen", ["url": .string(url)]))
     }
 
-    /// The routing decision for a URL, step by step (`url.explain`).
+    /// The routing decision for a URL, step by step (`url.explain`). Does not throw for an
+    /// invalid URL or one nothing opens: the error `url.open` would give is in
+    /// `Explanation.error`.
     public func explain(_ url: String, fallback: String? = nil) async throws(ShareBrokerError) -> Explanation {
         var p: JSONObject = ["url": .string(url)]
         if let fallback { p["fallback"] = .string(fallback) }
@@ -33,7 +38,8 @@ extension ShareBrokerClient {
     // MARK: Shares
 
     /// The share and action extensions whose activation rule accepts these items as a whole
-    /// (`share.targets`).
+    /// (`share.targets`); none is an empty list, not an error. Throws `.invalidParams` for an
+    /// empty `items`, or a `.file` path that is not absolute or cannot be read.
     public func shareTargets(_ items: [ShareItem]) async throws(ShareBrokerError) -> [ShareTarget] {
         let r = try await call("share.targets", ["items": .array(items.map(\.json))])
         return try ResultReader(r, "share.targets").array("targets").compactMap(ShareTarget.init(json:))
@@ -45,9 +51,12 @@ extension ShareBrokerClient {
     /// broker picks the one extension that accepts the items, or the one named. `open: true`
     /// also opens `SCHEME://open-from-share?share=SHAREID` on the containing app; `.url(…)` opens
     /// that URL instead. Throws `.notAccepted` (with `candidates` when several extensions would
-    /// and none was named), `.unauthorized` for a group the extension is not entitled to,
-    /// `.notFound` when a tool names an extension no manifest declares, `.invalidParams` for an
-    /// unreadable file.
+    /// and none was named; also for an extension that is not a share or action extension, such
+    /// as a widget), `.unauthorized` for a group the extension is not entitled to, for an
+    /// extension naming another extension, and for role app, `.notFound` when a tool names an
+    /// extension no manifest declares, `.invalidParams` for a `.file` path that is not absolute
+    /// or cannot be read, `.noHandler` when nothing opens `open: .url(…)` (nothing is stored),
+    /// `.invalidRequest` when the items are over the broker's `maxMessage` (not sent).
     @discardableResult
     public func shareSend(
         _ items: [ShareItem], extension ext: String? = nil, group: String? = nil, open: ShareOpen = .no
@@ -60,6 +69,8 @@ extension ShareBrokerClient {
     }
 
     /// The pending shares of the caller's groups (or of `group`), oldest first (`share.list`).
+    /// Throws `.unauthorized` for a `group` the bundle does not list in its `appGroups` (and for
+    /// a tool).
     public func shareList(group: String? = nil) async throws(ShareBrokerError) -> [Share] {
         var p = JSONObject()
         if let group { p["group"] = .string(group) }
@@ -70,7 +81,8 @@ extension ShareBrokerClient {
     }
 
     /// One pending share (`share.get`); file items carry the path of the copy in the group
-    /// directory. Throws `.notFound` for an unknown id.
+    /// directory. Throws `.notFound` for an unknown or completed id, `.unauthorized` when the
+    /// share's group is not the bundle's (and for a tool).
     public func shareGet(_ shareID: String) async throws(ShareBrokerError) -> Share {
         try Share(json: try await call("share.get", ["shareID": .string(shareID)]))
     }
@@ -78,6 +90,9 @@ extension ShareBrokerClient {
     /// Bytes of a share's file item (`share.read`): up to `length` bytes (the broker's default,
     /// 1 MiB, when nil; at most 4 MiB) from `offset`. For an app that cannot open the item's
     /// `path` itself (a broker of another user keeps its group directory to itself).
+    /// Throws `.notFound` for an unknown or completed id, `.invalidParams` when `item` is out of
+    /// range or not a file item (a URL or text item), `.unauthorized` when the share's group is
+    /// not the bundle's, `.storageFailure` when the file cannot be read.
     public func shareRead(_ shareID: String, item: Int, offset: Int = 0, length: Int? = nil) async throws(ShareBrokerError)
         -> ShareChunk
     {
@@ -87,6 +102,7 @@ extension ShareBrokerClient {
     }
 
     /// The whole content of a share's file item, read with `share.read` a chunk at a time.
+    /// Throws as `shareRead`.
     public func shareItemBytes(_ shareID: String, item: Int) async throws(ShareBrokerError) -> [UInt8] {
         var out: [UInt8] = []
         while true {
@@ -96,14 +112,19 @@ extension ShareBrokerClient {
         }
     }
 
-    /// Marks a share done (`share.complete`): its record and files are deleted.
+    /// Marks a share done (`share.complete`): its record and files are deleted. Throws
+    /// `.notFound` for an unknown id, also one already completed (so a redelivered event's
+    /// second `shareComplete` fails: treat `.notFound` as done), `.unauthorized` when the
+    /// share's group is not the bundle's.
     public func shareComplete(_ shareID: String) async throws(ShareBrokerError) {
         _ = try await call("share.complete", ["shareID": .string(shareID)])
     }
 
     // MARK: Group defaults
 
-    /// A key of a group's defaults (`defaults.get`).
+    /// A key of a group's defaults (`defaults.get`). A missing key is `exists: false`, not an
+    /// error. Throws `.unauthorized` when the group is not in the bundle's `appGroups` (and for a
+    /// tool).
     public func defaultsGet(group: String, key: String) async throws(ShareBrokerError) -> DefaultsEntry {
         let r = try await call("defaults.get", ["group": .string(group), "key": .string(key)])
         let reader = ResultReader(r, "defaults.get")
@@ -113,7 +134,7 @@ extension ShareBrokerClient {
     }
 
     /// A key decoded with `JSONDecoder` (nil when the key does not exist). Throws
-    /// `.unexpectedResponse` when the stored value is not a `T`.
+    /// `.unexpectedResponse` when the stored value is not a `T`, and as `defaultsGet(group:key:)`.
     public func defaultsGet<T: Decodable>(group: String, key: String, as type: T.Type) async throws(ShareBrokerError) -> T? {
         let entry = try await defaultsGet(group: group, key: key)
         guard entry.exists, let value = entry.value else { return nil }
@@ -126,7 +147,10 @@ extension ShareBrokerClient {
 
     /// Sets a key (`defaults.set`) to any JSON value; returns the group's new version. With
     /// `ifVersion` it is a compare-and-set: when the group is not at that version nothing changes
-    /// and the call throws `.versionConflict(current:)`.
+    /// and the call throws `.versionConflict(current:)`. Also throws `.unauthorized` when the
+    /// group is not in the bundle's `appGroups` (and for a tool), `.invalidParams` for an empty
+    /// key or a value over 1 MiB, `.storageFailure` when the change could not be stored (the
+    /// suite would pass 16 MiB, a full disk).
     @discardableResult
     public func defaultsSet(group: String, key: String, value: JSONValue, ifVersion: Int? = nil) async throws(ShareBrokerError)
         -> Int
@@ -137,6 +161,8 @@ extension ShareBrokerClient {
     }
 
     /// Sets a key to a value encoded with `JSONEncoder`; returns the group's new version.
+    /// Throws `.invalidParams` when `JSONEncoder` cannot encode the value (`Double.nan`, say;
+    /// nothing is sent), and as `defaultsSet(group:key:value:ifVersion:)`.
     @discardableResult
     public func defaultsSet<T: Encodable>(group: String, key: String, encoding value: T, ifVersion: Int? = nil)
         async throws(ShareBrokerError) -> Int
@@ -151,7 +177,9 @@ extension ShareBrokerClient {
     }
 
     /// Removes a key (`defaults.remove`). `removed` is false when there was no such key (then
-    /// nothing changes). `ifVersion` as for `defaultsSet`.
+    /// nothing changes). `ifVersion` as for `defaultsSet`: throws `.versionConflict(current:)`
+    /// when the group is not at that version. Throws `.unauthorized` when the group is not in
+    /// the bundle's `appGroups` (and for a tool).
     @discardableResult
     public func defaultsRemove(group: String, key: String, ifVersion: Int? = nil) async throws(ShareBrokerError)
         -> DefaultsRemoval
@@ -162,7 +190,8 @@ extension ShareBrokerClient {
         return DefaultsRemoval(removed: try r.bool("removed"), version: try r.int("version"))
     }
 
-    /// Every key of a group's defaults and its version (`defaults.list`).
+    /// Every key of a group's defaults and its version (`defaults.list`). Throws
+    /// `.unauthorized` when the group is not in the bundle's `appGroups` (and for a tool).
     public func defaultsList(group: String) async throws(ShareBrokerError) -> DefaultsSnapshot {
         let r = try await call("defaults.list", ["group": .string(group)])
         guard let values = r["values"]?.objectValue else {
@@ -173,22 +202,27 @@ extension ShareBrokerClient {
 
     // MARK: Apps and broker
 
-    /// The registered apps, manifest errors, warnings and scheme conflicts (`apps.list`).
+    /// The registered apps, manifest errors, warnings and scheme conflicts (`apps.list`). Throws
+    /// only what every call can (see `ShareBrokerClient`).
     public func appsList() async throws(ShareBrokerError) -> AppsReport {
         AppsReport(json: try await call("apps.list"))
     }
 
     /// Re-reads the manifests and association documents, then reports as `appsList` (`apps.reload`).
+    /// Throws `.unauthorized` for a caller of another user than the broker's (a broker serving
+    /// several users).
     public func appsReload() async throws(ShareBrokerError) -> AppsReport {
         AppsReport(json: try await call("apps.reload"))
     }
 
-    /// The broker's counters (`broker.status`).
+    /// The broker's counters (`broker.status`). Throws what every call can (see
+    /// `ShareBrokerClient`), and `.unexpectedResponse` when a contract field is missing.
     public func status() async throws(ShareBrokerError) -> BrokerStatus {
         try BrokerStatus(json: try await call("broker.status"))
     }
 
-    /// The broker's OpenRPC document (`rpc.discover`).
+    /// The broker's OpenRPC document (`rpc.discover`). Throws only what every call can (see
+    /// `ShareBrokerClient`).
     public func discover() async throws(ShareBrokerError) -> JSONValue {
         try await call("rpc.discover")
     }
@@ -205,7 +239,8 @@ public struct ShareChunk: Sendable, Equatable {
     /// Whether they reach the end of the file.
     public let eof: Bool
 
-    /// Decodes a `share.read` result.
+    /// Decodes a `share.read` result. Throws `.unexpectedResponse` naming the field when one is
+    /// missing or of the wrong type, or `data` is not base64.
     public init(json: JSONValue) throws(ShareBrokerError) {
         let r = ResultReader(json, "share.read")
         guard let bytes = Data(base64Encoded: try r.string("data")) else { throw r.fail("data", "base64") }

@@ -20,6 +20,16 @@ import ShareSystem
 /// (the broker may or may not have done them). Calls made while the client is reconnecting wait
 /// until it is connected again (or gives up, or is closed), within their `requestTimeout`, and
 /// end with `.cancelled` when their task is cancelled meanwhile.
+///
+/// Besides the errors each method names, every call can throw: `.notConnected` before
+/// `connect()`, after the connection dropped with `reconnect` off, or after the client gave up
+/// reconnecting; `.closed` after `close()`; `.connectionLost` when the connection breaks while
+/// the call is in flight; `.timeout` past `requestTimeout`; `.cancelled` when the calling task is
+/// cancelled; `.tooManyRequests` when the broker holds too many unread replies for this
+/// connection; `.invalidRequest` for a request over the broker's `maxMessage` (not sent; the
+/// connection stays usable); and `.unauthorized` for a method the session's role may not use
+/// (`share.list`, `share.get`, `share.read`, `share.complete` and `defaults.*` for a tool;
+/// `app.subscribe` and `app.ack` for anything but an app; `share.send` for an app).
 public actor ShareBrokerClient {
     /// The socket path: the one given, else `$SHAREBROKER_SOCKET`, else the contract's default
     /// (`$XDG_RUNTIME_DIR/sharebroker.sock`, else `/tmp/sharebroker-UID/sharebroker.sock`).
@@ -189,6 +199,8 @@ public actor ShareBrokerClient {
     /// Sends any method with any params and returns its result: the escape hatch for methods
     /// without a typed wrapper. (Use `subscribe()` and `defaultsWatch` rather than calling
     /// `app.subscribe` / `defaults.watch` here: their notifications go to those streams only.)
+    /// Throws the broker's error mapped to its case (`.methodNotFound` for a method the broker
+    /// does not have, `.rpc` for a code without a case of its own).
     @discardableResult
     public func call(_ method: String, _ params: JSONValue? = nil) async throws(ShareBrokerError) -> JSONValue {
         let deadline = callDeadline()
@@ -196,8 +208,9 @@ public actor ShareBrokerClient {
         return try await send(method, params, on: t, deadline: deadline)
     }
 
-    /// Acks events (`app.ack`); returns how many were removed. Ids the app does not hold
+    /// Acks events (`app.ack`, role app); returns how many were removed. Ids the app does not hold
     /// (already acked, unknown) count 0 and are not an error, so acking twice is harmless.
+    /// Throws `.unauthorized` when the session's role is not app.
     @discardableResult
     public func ack(_ ids: [String]) async throws(ShareBrokerError) -> Int {
         let r = try await call("app.ack", ["ids": .array(ids.map { .string($0) })])
@@ -213,8 +226,18 @@ public actor ShareBrokerClient {
     /// With `reconnect: true` the subscription is renewed after a reconnection; events that were
     /// yielded but not acked are then yielded again with the same ids (at-least-once delivery),
     /// so handle and ack idempotently. One subscription per client: subscribing again ends the
-    /// previous stream. Ending iteration (or cancelling the task) stops delivery to this client;
-    /// unacked events stay pending in the broker.
+    /// previous stream. Ending iteration (or cancelling the task) stops delivery to this stream
+    /// only: the protocol has no unsubscribe, so the broker still counts this connection as the
+    /// app's subscriber and keeps sending it new events (`url.open` answers `delivered: true`,
+    /// and the app is not launched for them), which the client drops; they stay pending,
+    /// unacked, and come again on the next `subscribe()` or to the next subscriber once this
+    /// client is closed. Close the client when the app stops handling events.
+    ///
+    /// One subscriber per app: a `subscribe()` of the same app on another connection (a second
+    /// instance of the app) takes over, and this stream then receives nothing more, without
+    /// ending or failing.
+    ///
+    /// Throws `.unauthorized` when the session's role is not app.
     public func subscribe() async throws(ShareBrokerError) -> AsyncThrowingStream<AppEvent, any Error> {
         let deadline = callDeadline()
         let t = try await connectedTransport(method: "app.subscribe", deadline: deadline)
@@ -245,6 +268,10 @@ public actor ShareBrokerClient {
     /// its own). Renewed after a reconnection; changes committed between the broker's restart
     /// and the renewal are not replayed (compare `version`, or re-read with `defaultsList`, on
     /// `ConnectionEvent.reconnected`).
+    ///
+    /// Throws `.invalidParams` for an empty `keys` array, without asking the broker (pass nil to
+    /// watch every key), and `.unauthorized` when the group is not in the bundle's `appGroups`
+    /// (or the session is a tool's).
     public func defaultsWatch(group: String, keys: [String]? = nil) async throws(ShareBrokerError)
         -> AsyncThrowingStream<DefaultsChange, any Error>
     {

@@ -22,13 +22,16 @@ public enum ShareBrokerError: Error, Sendable, Equatable, CustomStringConvertibl
     /// -32007: the connection's unread replies were over the broker's limit; this one was not
     /// run. Read the replies (or send fewer at once) and retry.
     case tooManyRequests(message: String)
-    /// -32602: a parameter is missing or wrong; the message names it.
+    /// -32602: a parameter is missing or wrong; the message names it. The client also throws it
+    /// itself, without sending anything, for a value `JSONEncoder` cannot encode
+    /// (`defaultsSet(group:key:encoding:)`) and for an empty `keys` array (`defaultsWatch`).
     case invalidParams(message: String)
     /// -32601: the broker has no such method.
     case methodNotFound(message: String)
     /// -32700: the broker could not parse what was sent.
     case parseError(message: String)
-    /// -32600: not a valid request (also: a message over the broker's size limit).
+    /// -32600: not a valid request (also: a message over the broker's size limit, which the client
+    /// refuses itself without sending it, the connection staying usable).
     case invalidRequest(message: String)
     /// -32603: the broker failed internally.
     case internalError(message: String)
@@ -39,7 +42,8 @@ public enum ShareBrokerError: Error, Sendable, Equatable, CustomStringConvertibl
     case connectionLost(reason: String)
     /// Nothing answers on the socket path.
     case unreachable(path: String, reason: String)
-    /// `connect()` has not been called (or the client gave up reconnecting).
+    /// `connect()` has not been called, or the connection dropped with `reconnect` off (call
+    /// `connect()` again), or the client gave up reconnecting.
     case notConnected
     /// The client was closed with `close()`.
     case closed
@@ -47,7 +51,8 @@ public enum ShareBrokerError: Error, Sendable, Equatable, CustomStringConvertibl
     case cancelled
     /// No answer within the client's `requestTimeout`.
     case timeout(method: String)
-    /// The broker answered with something this client does not understand.
+    /// The broker answered with something this client does not understand; also: a stored
+    /// defaults value does not decode as the type `defaultsGet(group:key:as:)` asked for.
     case unexpectedResponse(String)
 
     /// Maps a JSON-RPC error object to its case.
@@ -82,7 +87,8 @@ public enum ShareBrokerError: Error, Sendable, Equatable, CustomStringConvertibl
         }
     }
 
-    /// The JSON-RPC error code, for the cases the broker answered with.
+    /// The JSON-RPC error code, for the cases the broker answers with (also when the client threw
+    /// such a case itself: `.invalidParams`, `.invalidRequest`); nil for the transport's cases.
     public var code: Int? {
         switch self {
         case .unauthorized: return -32001
