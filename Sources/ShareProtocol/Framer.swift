@@ -74,6 +74,8 @@ public struct Framer: Sendable {
     /// Feeds one chunk read from the socket; `onFrame` gets each complete frame body, in order, with the
     /// connection's framing mode (answer in the same framing).
     /// Frames are handed over without copying when no partial frame is pending.
+    /// Throws `.tooLarge` for a message (or Content-Length value) over `maxMessage`, `.badHeader`
+    /// for a malformed header section; the connection cannot continue after either.
     public mutating func feed(
         _ chunk: UnsafeRawBufferPointer, onFrame: (UnsafeRawBufferPointer, FramingMode) -> Void
     ) throws(FramingError) {
@@ -85,7 +87,8 @@ public struct Framer: Sendable {
 
     /// Like `feed(_:onFrame:)`, but `onFrame` returns false to stop after that frame: the frames
     /// after it stay buffered, unread, until `resume(onFrame:)`. Returns false when stopped.
-    /// (Its own name: with a trailing closure, a `feed` overload would be ambiguous.)
+    /// (Its own name: with a trailing closure, a `feed` overload would be ambiguous.) Throws as
+    /// `feed(_:onFrame:)`.
     @discardableResult
     public mutating func feedUntilStopped(
         _ chunk: UnsafeRawBufferPointer, onFrame: (UnsafeRawBufferPointer, FramingMode) -> Bool
@@ -136,7 +139,8 @@ public struct Framer: Sendable {
     }
 
     /// Hands over the complete frames buffered when `onFrame` stopped (`feedUntilStopped(_:onFrame:)`),
-    /// in order, until it stops again. Returns false when stopped again.
+    /// in order, until it stops again. Returns false when stopped again. Throws as
+    /// `feed(_:onFrame:)`.
     @discardableResult
     public mutating func resume(onFrame: (UnsafeRawBufferPointer, FramingMode) -> Bool) throws(FramingError) -> Bool {
         stopped = false

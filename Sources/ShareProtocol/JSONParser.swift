@@ -32,7 +32,9 @@ public enum JSONParser {
         bytes.starts(with: [0xEF, 0xBB, 0xBF]) ? Array(bytes.dropFirst(3)) : bytes
     }
 
-    /// Parses one JSON value that must fill `bytes` (surrounding white space allowed).
+    /// Parses one JSON value that must fill `bytes` (surrounding white space allowed). Throws a
+    /// `JSONParseError` (with the byte offset) for text that is not JSON (invalid UTF-8
+    /// included), data after the value, or nesting deeper than `maxDepth`.
     public static func parse<C: Collection>(_ bytes: C) throws(JSONParseError) -> JSONValue where C.Element == UInt8 {
         let result: Result<JSONValue, JSONParseError>? = bytes.withContiguousStorageIfAvailable { buf in
             Result { () throws(JSONParseError) -> JSONValue in try parseBuffer(UnsafeRawBufferPointer(buf)) }
@@ -44,7 +46,7 @@ public enum JSONParser {
         }.get()
     }
 
-    /// Parses one JSON value from a string.
+    /// Parses one JSON value from a string. Throws as `parse(_:)` on bytes.
     public static func parse(_ text: String) throws(JSONParseError) -> JSONValue {
         var copy = text
         return try copy.withUTF8 { buf in
@@ -54,7 +56,7 @@ public enum JSONParser {
 
     /// Parses one JSON value filling the buffer. A top-level array of more than
     /// `topLevelItemLimit` items stops the parse at the first item past it, before the rest is
-    /// built, with an error whose `isOverItemLimit` is true.
+    /// built, with an error whose `isOverItemLimit` is true. Otherwise throws as `parse(_:)`.
     public static func parseBuffer(_ buf: UnsafeRawBufferPointer, topLevelItemLimit: Int = .max) throws(JSONParseError) -> JSONValue {
         var p = Parser(buf: buf)
         p.topLevelItemLimit = topLevelItemLimit
