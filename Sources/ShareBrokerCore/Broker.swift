@@ -148,6 +148,9 @@ public final class Broker {
     /// When `runTimers` has work (a launched child to look at, a retry due; monotonic ns, .max:
     /// none): the loop does not walk `launches` on every turn.
     var nextTimerDue: UInt64 = .max
+    /// When the launches for events a previous run left pending are due (monotonic ns; 0: not
+    /// waiting): `launchGraceAtStartSeconds` after the start.
+    var startLaunchesDue: UInt64 = 0
     /// `Configuration.stalledReaderSeconds` in ns (30 s when it is not a usable number).
     lazy var stallNanos: UInt64 = {
         let s = config.stalledReaderSeconds
@@ -871,7 +874,14 @@ public final class Broker {
     /// Runs the loop until a stop is requested (signal or `control.stop()`) and the replies drain.
     public func run() {
         loopStarted = true
-        launchAppsWithWaitingEvents()  // (events a previous run left pending)
+        // (events a previous run left pending: after a grace in which apps that were running
+        // reconnect)
+        if config.launchGraceAtStartSeconds > 0, (store?.pendingCount ?? 0) > 0 {
+            startLaunchesDue = Clock.monotonicNanos() + UInt64(min(config.launchGraceAtStartSeconds, 86_400) * 1e9)
+            nextTimerDue = min(nextTimerDue, startLaunchesDue)
+        } else {
+            launchAppsWithWaitingEvents()
+        }
         while !finished {
             var timeout: Int32 = nextTimerMillis()
             if stopping {

@@ -55,6 +55,7 @@ extension Broker {
             MethodSpec("url.explain") { b, _, p throws(RPCError) in try b.urlExplain(p) },
             MethodSpec("app.subscribe", roles: [.app]) { b, c, _ throws(RPCError) in try b.appSubscribe(c) },
             MethodSpec("app.ack", roles: [.app]) { b, c, p throws(RPCError) in try b.appAck(c, p) },
+            MethodSpec("app.unsubscribe", roles: [.app]) { b, c, _ throws(RPCError) in try b.appUnsubscribe(c) },
         ]
     }
 
@@ -155,6 +156,13 @@ extension Broker {
             old.subscribedApp = nil
             Broker.dropQueuedEvents(old)
             log.log(.info, "\(app): subscription taken over by connection \(conn.id)", connection: old.id)
+            // The old subscriber is told (its event stream would otherwise just go quiet).
+            let why = "another connection of \(app) subscribed (connection \(conn.id)); its events go there"
+            old.emit {
+                RPCCodec.writeRequest(
+                    id: nil, method: "app.subscriptionEnded", params: ["app": .string(app), "reason": .string(why)], to: &$0)
+            }
+            markDirty(old)
         }
         subscribers[app] = conn
         conn.subscribedApp = app
@@ -176,6 +184,22 @@ extension Broker {
         }
         log.log(.debug, "\(app) subscribed with \(backlog.count + fresh.count) pending events", connection: conn.id)
         return ["pending": .int(backlog.count + fresh.count)]
+    }
+
+    /// Ends the connection's subscription (the app stops taking events; it stays connected): its
+    /// events are queued for the next subscriber, unacked ones included, and the app counts as
+    /// having none, as when its subscriber disconnects (a launched app must subscribe again within
+    /// its launch timeout while events wait; another is launched, its launch command permitting).
+    /// `unsubscribed: false` when the connection was not the app's subscriber (never subscribed,
+    /// already unsubscribed, taken over).
+    func appUnsubscribe(_ conn: Connection) throws(RPCError) -> JSONValue {
+        guard let app = conn.bundleID else { throw RPCError(.unauthorized, "Unauthorized: app.unsubscribe needs an app session") }
+        guard conn.subscribedApp == app, subscribers[app] === conn else { return ["unsubscribed": false] }
+        subscriberGone(conn)
+        conn.subscribedApp = nil
+        Broker.dropQueuedEvents(conn)
+        log.log(.info, "\(app) unsubscribed", connection: conn.id)
+        return ["unsubscribed": true]
     }
 
     func appAck(_ conn: Connection, _ p: Params) throws(RPCError) -> JSONValue {
@@ -561,6 +585,7 @@ extension Broker {
                 if l.pid == nil && !l.starting, let r = l.retryAt { next = min(next, r) }
                 if l.starting && !l.startingWarned { next = min(next, l.startingSince + launchStartWarning) }
             }
+            if startLaunchesDue != 0 { next = min(next, startLaunchesDue) }
             for (_, c) in stallWatch where c.stalledSince != 0 { next = min(next, c.stalledSince + stallLimit(c)) }
             for (_, c) in partialWatch where c.partialSince != 0 { next = min(next, c.partialSince + stallNanos) }
             nextTimerDue = next
@@ -623,6 +648,11 @@ extension Broker {
                 continue
             }
             launches[app] = l  // kept for broker.status (one entry per app with a launch command)
+        }
+        // (after the loop above: the launches it starts are stamped later than `now`)
+        if startLaunchesDue != 0 && now >= startLaunchesDue {
+            startLaunchesDue = 0
+            if !stopping { launchAppsWithWaitingEvents() }
         }
     }
 }

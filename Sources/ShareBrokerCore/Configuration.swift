@@ -75,6 +75,12 @@ public struct BrokerConfiguration: Sendable {
     /// (SIGTERM, then SIGKILL after `launchStopGraceSeconds`) and its launch counted as failed;
     /// 0: never stopped. iOS's launch watchdog is of the same order (about 20 s).
     public var launchTimeoutSeconds: Double = 30
+    /// How long after its start the broker waits before launching the apps whose events a
+    /// previous run left pending (seconds): an app that was running when the broker stopped or
+    /// crashed reconnects and subscribes in the meantime, instead of finding a second instance
+    /// started for its events (ShareBrokerClient's reconnection retries within 2 s). Launches for
+    /// events opened after the start are not delayed. 0: at once.
+    public var launchGraceAtStartSeconds: Double = 2
     /// Time between SIGTERM and SIGKILL for a launched child that did not subscribe in time.
     public var launchStopGraceSeconds: Double = 5
     /// Test seam: the open-file limit the broker budgets its connections with, instead of the

@@ -629,7 +629,7 @@ let openRPCDocumentText = ####"""
     {
       "name": "app.subscribe",
       "summary": "Receive this app's events: pending ones now (oldest first), new ones as they come, as app.event notifications.",
-      "description": "One subscriber per app: a new subscription takes over and receives what the old one had not acked; the old one receives no more events (its acks still count).",
+      "description": "One subscriber per app: a new subscription takes over and receives what the old one had not acked; the old one receives no more events (its acks still count) and an app.subscriptionEnded notification.",
       "paramStructure": "by-name",
       "params": [],
       "result": {
@@ -703,6 +703,41 @@ let openRPCDocumentText = ####"""
         {
           "code": -32005,
           "message": "Storage failure"
+        },
+        {
+          "code": -32007,
+          "message": "Too much of this connection's output unread (replies the client has not read); not run"
+        }
+      ]
+    },
+    {
+      "name": "app.unsubscribe",
+      "summary": "Stop receiving the app's events on this connection (it stays open); they are queued for the next subscriber, unacked ones included.",
+      "description": "The app then has no subscriber, as when its subscriber disconnects: url.open answers delivered false, queued true; a launched app must subscribe again within its launch timeout while events wait; an app the broker did not launch is launched, its launch command permitting. unsubscribed is false when this connection was not the app's subscriber (never subscribed, already unsubscribed, taken over).",
+      "paramStructure": "by-name",
+      "params": [],
+      "result": {
+        "name": "unsubscribed",
+        "schema": {
+          "type": "object",
+          "required": [
+            "unsubscribed"
+          ],
+          "properties": {
+            "unsubscribed": {
+              "type": "boolean"
+            }
+          }
+        }
+      },
+      "errors": [
+        {
+          "code": -32001,
+          "message": "Unauthorized: role app only"
+        },
+        {
+          "code": -32602,
+          "message": "Invalid params: params given by position (this method takes none; send {} or [] or omit them)"
         },
         {
           "code": -32007,
@@ -1688,6 +1723,25 @@ let openRPCDocumentText = ####"""
             "type": "string"
           },
           "shareID": {
+            "type": "string"
+          }
+        }
+      }
+    },
+    {
+      "name": "app.subscriptionEnded",
+      "description": "Sent to an app's subscriber when another connection of the app subscribes and takes its events over; this connection receives no more app.event (its acks still count). reason names the connection that took over.",
+      "params": {
+        "type": "object",
+        "required": [
+          "app",
+          "reason"
+        ],
+        "properties": {
+          "app": {
+            "type": "string"
+          },
+          "reason": {
             "type": "string"
           }
         }

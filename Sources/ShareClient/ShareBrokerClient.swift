@@ -226,16 +226,15 @@ public actor ShareBrokerClient {
     /// With `reconnect: true` the subscription is renewed after a reconnection; events that were
     /// yielded but not acked are then yielded again with the same ids (at-least-once delivery),
     /// so handle and ack idempotently. One subscription per client: subscribing again ends the
-    /// previous stream. Ending iteration (or cancelling the task) stops delivery to this stream
-    /// only: the protocol has no unsubscribe, so the broker still counts this connection as the
-    /// app's subscriber and keeps sending it new events (`url.open` answers `delivered: true`,
-    /// and the app is not launched for them), which the client drops; they stay pending,
-    /// unacked, and come again on the next `subscribe()` or to the next subscriber once this
-    /// client is closed. Close the client when the app stops handling events.
+    /// previous stream. Ending iteration (or cancelling the task) unsubscribes (`app.unsubscribe`):
+    /// the connection stays open and the app counts as having no subscriber, so new events wait
+    /// for the next one (`url.open` answers `queued: true`; an app with a `launch` command is
+    /// launched for them as when its subscriber goes away). Events yielded but not acked stay
+    /// pending and come again on the next `subscribe()`.
     ///
     /// One subscriber per app: a `subscribe()` of the same app on another connection (a second
-    /// instance of the app) takes over, and this stream then receives nothing more, without
-    /// ending or failing.
+    /// instance of the app) takes over; this stream then ends with `.subscriptionEnded(reason:)`
+    /// (the client stays connected; it is not renewed after a reconnection).
     ///
     /// Throws `.unauthorized` when the session's role is not app.
     public func subscribe() async throws(ShareBrokerError) -> AsyncThrowingStream<AppEvent, any Error> {
@@ -312,8 +311,19 @@ public actor ShareBrokerClient {
         return .object(o)
     }
 
+    /// The app's event stream `id` ended (its consumer stopped iterating, or its task was
+    /// cancelled): the broker is told (`app.unsubscribe`, a notification: nothing waits for its
+    /// answer), so that new events wait for the app's next subscriber instead of being sent here
+    /// and dropped. Not sent when the stream ended for another reason (the client closed, the
+    /// connection lost, another subscriber took over: `eventSink` is already gone or replaced).
     func dropEventSink(_ id: Int) {
-        if eventSink?.id == id { eventSink = nil }
+        guard eventSink?.id == id else { return }
+        eventSink = nil
+        guard state == .connected, let t = transport else { return }
+        var frame: [UInt8] = []
+        RPCCodec.writeRequest(id: nil, method: "app.unsubscribe", params: .object([:]), to: &frame)
+        frame.append(0x0A)
+        try? t.send(frame)  // (a connection that fails here is noticed by its reader)
     }
 
     func dropWatcher(_ id: Int) { watchers[id] = nil }
@@ -507,6 +517,12 @@ public actor ShareBrokerClient {
                 if let sink = eventSink, let event = AppEvent(json: params, client: self) {
                     sink.continuation.yield(event)
                 }
+            case "app.subscriptionEnded":
+                // Another connection of the app subscribed (a second instance): this stream ends.
+                guard let sink = eventSink else { return }
+                eventSink = nil
+                let reason = params["reason"]?.stringValue ?? "another connection of the app subscribed"
+                sink.continuation.finish(throwing: ShareBrokerError.subscriptionEnded(reason: reason))
             case "defaults.changed":
                 guard let change = DefaultsChange(json: params) else { return }
                 for w in watchers.values where w.group == change.group && (w.keys?.contains(ExactKey(change.key)) ?? true) {

@@ -51,6 +51,10 @@ public enum ShareBrokerError: Error, Sendable, Equatable, CustomStringConvertibl
     case cancelled
     /// No answer within the client's `requestTimeout`.
     case timeout(method: String)
+    /// The app's event stream ended because another connection of the app subscribed and took
+    /// its events over (a second instance of the app; `reason` is the broker's). Not a connection
+    /// failure: this client stays connected, and `subscribe()` again takes the events back.
+    case subscriptionEnded(reason: String)
     /// The broker answered with something this client does not understand; also: a stored
     /// defaults value does not decode as the type `defaultsGet(group:key:as:)` asked for.
     case unexpectedResponse(String)
@@ -125,6 +129,7 @@ public enum ShareBrokerError: Error, Sendable, Equatable, CustomStringConvertibl
         case .connectionLost(let why): return "the connection to the broker was lost: \(why)"
         case .unreachable(let path, let why): return "cannot reach the broker at \(path): \(why)"
         case .notConnected: return "not connected to the broker: call connect() first"
+        case .subscriptionEnded(let why): return "the app's events went to another subscriber: \(why)"
         case .closed: return "the client was closed"
         case .cancelled: return "the call was cancelled"
         case .timeout(let method):

@@ -76,6 +76,10 @@ let root = CommandSpec(
                     "launch-timeout", valueName: "seconds",
                     help: "How long an app launched on demand may run without subscribing before it is stopped (SIGTERM, then SIGKILL 5 s later) and relaunched with backoff; 0 to 86400, 0: never stopped.",
                     default: "30"),
+                .option(
+                    "launch-grace", valueName: "seconds",
+                    help: "How long after its start the broker waits before launching apps for events a previous run left pending, so that apps still running reconnect first instead of being started twice; 0 to 3600, 0: at once.",
+                    default: "2"),
                 .flag(
                     "no-commit-pacing",
                     help: "Start each group commit as soon as the previous one is durable, without waiting for the clients it just answered."),
@@ -158,6 +162,12 @@ func serve(_ cmd: ParsedCommand) throws -> Int32 {
             throw cmd.usageError("option '--launch-timeout' must be between 0 and 86400 seconds, got \(t)")
         }
         config.launchTimeoutSeconds = t
+    }
+    if let t = try cmd.double("launch-grace") {
+        guard t >= 0 && t <= 3600 else {
+            throw cmd.usageError("option '--launch-grace' must be between 0 and 3600 seconds, got \(t)")
+        }
+        config.launchGraceAtStartSeconds = t
     }
     if cmd.flag("no-commit-pacing") { config.commitPacing = false }
     if let name = cmd.value("log-level") {

@@ -515,6 +515,69 @@ final class DurabilityTests: XCTestCase {
         h.stop()
     }
 
+    /// A subscriber the broker did not launch that unsubscribes (and stays connected) with events
+    /// unacked leaves them waiting with no live subscriber, as if it had gone: its app is launched.
+    func testASubscriberThatUnsubscribesWithEventsUnackedGetsItsAppLaunched() throws {
+        let dir = TempDir()
+        let pidFile = dir.path + "/pids"
+        let h = launchHarness(ackingApp(pidFile))
+        try h.start()
+        defer { for pid in launchedPIDs(pidFile) { kill(pid, SIGKILL) } }
+        let app = try h.rawSession(role: "app", bundleID: "com.mycompany.myapp")
+        app.send(#"{"jsonrpc":"2.0","id":2,"method":"app.subscribe"}"# + "\n")
+        XCTAssertEqual(app.readJSON()?["result"]?["pending"], 0)
+        let tool = try h.tool()
+        XCTAssertEqual(try tool.call("url.open", ["url": "deeplinkmyapp://unacked"])["delivered"], true)
+        XCTAssertEqual(app.readJSON()?["method"], "app.event")
+        XCTAssertTrue(launchedPIDs(pidFile).isEmpty, "a live subscriber: nothing launched")
+        app.send(#"{"jsonrpc":"2.0","id":3,"method":"app.unsubscribe"}"# + "\n")
+        XCTAssertEqual(app.readJSON()?["result"]?["unsubscribed"], true)
+        XCTAssertTrue(
+            waitUntil(timeout: 15) { (try? tool.call("broker.status"))?["pendingEvents"]?.intValue == 0 },
+            "the app was launched for the unacked event: \((try? tool.call("broker.status"))?.compactText ?? "")")
+        XCTAssertEqual(launchedPIDs(pidFile).count, 1)
+        XCTAssertNil(app.readJSON(timeout: 0.3), "the unsubscribed connection got nothing more")
+        h.stop()
+    }
+
+    /// Events a previous run left pending launch their app only after the launch grace, in which
+    /// an app still running (a client reconnecting after the broker's restart) subscribes: then
+    /// no second instance is started.
+    func testEventsLeftPendingWaitForTheLaunchGraceAndAReconnectingAppIsNotStartedTwice() throws {
+        let dir = TempDir()
+        let pidFile = dir.path + "/pids"
+        let h = launchHarness(ackingApp(pidFile))
+        h.dir.write("state/apps/myapp.json", myAppManifest(launch: nil))
+        h.dir.write("state/apps/myapp.json", myAppManifest(launch: nil))
+        try h.start()
+        defer { for pid in launchedPIDs(pidFile) { kill(pid, SIGKILL) } }
+        var tool = try h.tool()
+        for i in 0..<2 { _ = try tool.call("url.open", ["url": .string("deeplinkmyapp://left/\(i)")]) }
+        h.stop()
+        h.dir.write("state/apps/myapp.json", myAppManifest(launch: ackingApp(pidFile)))
+        // 1. The app reconnects within the grace: it gets the events, nothing is launched.
+        let grace = 1.5 * sanitizerSlowdown
+        try h.start { $0.launchGraceAtStartSeconds = grace }
+        let app = try h.rawSession(role: "app", bundleID: "com.mycompany.myapp")
+        app.send(#"{"jsonrpc":"2.0","id":2,"method":"app.subscribe"}"# + "\n")
+        XCTAssertEqual(app.readJSON()?["result"]?["pending"], 2)
+        usleep(useconds_t((grace + 1) * 1e6))
+        tool = try h.tool()
+        XCTAssertTrue(launchedPIDs(pidFile).isEmpty, "the app reconnected within the grace: not started again")
+        XCTAssertNil(try tool.call("broker.status")["launches"]?["com.mycompany.myapp"]?["launches"]?.intValue)
+        h.stop()
+        // 2. Nobody reconnects: launched once the grace is over, not before.
+        try h.start { $0.launchGraceAtStartSeconds = grace }
+        tool = try h.tool()
+        usleep(useconds_t(grace / 3 * 1e6))
+        XCTAssertTrue(launchedPIDs(pidFile).isEmpty, "not launched within the grace")
+        XCTAssertTrue(
+            waitUntil(timeout: 15) { (try? tool.call("broker.status"))?["pendingEvents"]?.intValue == 0 },
+            "launched after the grace: \((try? tool.call("broker.status"))?.compactText ?? "")")
+        XCTAssertEqual(launchedPIDs(pidFile).count, 1)
+        h.stop()
+    }
+
     /// A launched app that subscribes, then exits without acking (a crash on an event) is launched
     /// again with a growing backoff, never every retry-base seconds for ever.
     func testALaunchedAppThatCrashesAfterSubscribingBacksOff() throws {

@@ -319,12 +319,51 @@ final class EventDeliveryTests: XCTestCase {
         XCTAssertEqual(try second.nextNotification(timeoutMillis: 5000)?.params?["id"]?.stringValue, ids[2])
         let newID = try tool.call("url.open", ["url": "deeplinkmyapp://new"])["eventID"]!.stringValue!
         XCTAssertEqual(try second.nextNotification(timeoutMillis: 5000)?.params?["id"]?.stringValue, newID)
+        // The first is told, once, and then gets nothing more.
+        let ended = try first.nextNotification(timeoutMillis: 5000)
+        XCTAssertEqual(ended?.method, "app.subscriptionEnded")
+        XCTAssertEqual(ended?.params?["app"], "com.mycompany.myapp")
+        XCTAssertTrue(ended?.params?["reason"]?.stringValue?.contains("another connection of com.mycompany.myapp subscribed") == true, "\(String(describing: ended))")
         XCTAssertThrowsError(try first.nextNotification(timeoutMillis: 300)) { e in
             guard case ClientError.timeout = e else { return XCTFail("\(e)") }
         }
         // The old subscriber's acks still count.
         XCTAssertEqual(try first.call("app.ack", ["ids": [.string(ids[1])]])["acked"]?.intValue, 1)
         XCTAssertEqual(try tool.call("broker.status")["pendingEvents"]?.intValue, 2)
+        h.stop()
+    }
+
+    /// `app.unsubscribe`: the connection stays open and gets no more events; the app has no
+    /// subscriber (url.open queues); what it had not acked, and what came since, go to the next
+    /// subscriber. Unsubscribing a connection that is not the subscriber says false.
+    func testUnsubscribeStopsDeliveryAndTheEventsWaitForTheNextSubscriber() throws {
+        let h = try makeBroker()
+        let tool = try h.tool()
+        let a = try app(h)
+        XCTAssertEqual(try a.call("app.unsubscribe")["unsubscribed"], false, "not subscribed yet")
+        try a.call("app.subscribe")
+        let first = try tool.call("url.open", ["url": "deeplinkmyapp://one"])
+        XCTAssertEqual(first["delivered"], true)
+        XCTAssertEqual(try a.nextNotification(timeoutMillis: 5000)?.params?["id"], first["eventID"])
+        XCTAssertEqual(try a.call("app.unsubscribe")["unsubscribed"], true)
+        XCTAssertEqual(try a.call("app.unsubscribe")["unsubscribed"], false, "already unsubscribed")
+        let second = try tool.call("url.open", ["url": "deeplinkmyapp://two"])
+        XCTAssertEqual(second["delivered"], false)
+        XCTAssertEqual(second["queued"], true)
+        XCTAssertThrowsError(try a.nextNotification(timeoutMillis: 300), "no event after unsubscribing") { e in
+            guard case ClientError.timeout = e else { return XCTFail("\(e)") }
+        }
+        XCTAssertEqual(try tool.call("broker.status")["pendingEvents"]?.intValue, 2)
+        // The same connection subscribes again: both, oldest first.
+        XCTAssertEqual(try a.call("app.subscribe")["pending"]?.intValue, 2)
+        XCTAssertEqual(try a.nextNotification(timeoutMillis: 5000)?.params?["id"], first["eventID"])
+        XCTAssertEqual(try a.nextNotification(timeoutMillis: 5000)?.params?["id"], second["eventID"])
+        // A connection that was taken over is not the subscriber: its unsubscribe changes nothing.
+        let b = try app(h)
+        try b.call("app.subscribe")
+        XCTAssertEqual(try a.nextNotification(timeoutMillis: 5000)?.method, "app.subscriptionEnded")
+        XCTAssertEqual(try a.call("app.unsubscribe")["unsubscribed"], false)
+        XCTAssertEqual(try tool.call("url.open", ["url": "deeplinkmyapp://three"])["delivered"], true, "b still subscribed")
         h.stop()
     }
 
@@ -378,6 +417,7 @@ final class EventDeliveryTests: XCTestCase {
         let tool = try h.tool()
         XCTAssertEqual(rpcCode { try tool.call("app.subscribe") }, -32001)
         XCTAssertEqual(rpcCode { try tool.call("app.ack", ["ids": []]) }, -32001)
+        XCTAssertEqual(rpcCode { try tool.call("app.unsubscribe") }, -32001)
         let anon = try h.connect()
         XCTAssertEqual(rpcCode { try anon.call("url.open", ["url": "deeplinkmyapp://x"]) }, -32001)
         let a = try app(h)

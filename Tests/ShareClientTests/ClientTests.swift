@@ -132,6 +132,58 @@ struct ClientTests {
         try await e.ack()
     }
 
+    /// Ending the iteration of `subscribe()` unsubscribes: the broker queues new events for the
+    /// next subscriber instead of sending them here to be dropped; subscribing again gets them.
+    @Test func endingTheEventStreamUnsubscribes() async throws {
+        let h = try startBroker()
+        let app = h.client(.app, "com.mycompany.myapp")
+        try await app.connect()
+        let tool = h.client(.tool)
+        try await tool.connect()
+        let events = await Collector.start(try await app.subscribe())
+        let first = try await tool.urlOpen("deeplinkmyapp://one")
+        #expect(first.delivered)
+        #expect(await events.wait(for: 1).map(\.id) == [first.eventID])
+        await events.cancel()
+        #expect(await events.waitForEnd())
+        var second = try await tool.urlOpen("deeplinkmyapp://two")
+        for _ in 0..<200 where second.delivered {  // (the unsubscribe is on its way)
+            try await Task.sleep(for: .milliseconds(10))
+            second = try await tool.urlOpen("deeplinkmyapp://two")
+        }
+        #expect(second.queued && !second.delivered, "no subscriber once the stream ended")
+        #expect(await app.isConnected)
+        let again = await Collector.start(try await app.subscribe())
+        let got = await again.wait(for: 2)
+        #expect(got.first?.id == first.eventID, "the unacked event comes again, first")
+        #expect(got.last?.id == second.eventID)
+        await again.cancel()
+    }
+
+    /// A second instance of the app subscribing takes the events over: the first one's stream
+    /// ends with `.subscriptionEnded` (instead of going quiet), its client still connected.
+    @Test func aTakeoverEndsTheFirstStream() async throws {
+        let h = try startBroker()
+        let first = h.client(.app, "com.mycompany.myapp")
+        try await first.connect()
+        let firstEvents = await Collector.start(try await first.subscribe())
+        let second = h.client(.app, "com.mycompany.myapp")
+        try await second.connect()
+        let secondEvents = await Collector.start(try await second.subscribe())
+        #expect(await firstEvents.waitForEnd())
+        guard case .subscriptionEnded(let reason)? = await firstEvents.failure as? ShareBrokerError else {
+            Issue.record("ended with \(String(describing: await firstEvents.failure))")
+            return
+        }
+        #expect(reason.contains("another connection of com.mycompany.myapp subscribed"))
+        #expect(await first.isConnected)
+        let tool = h.client(.tool)
+        try await tool.connect()
+        let r = try await tool.urlOpen("deeplinkmyapp://after")
+        #expect(await secondEvents.wait(for: 1).map(\.id) == [r.eventID])
+        await secondEvents.cancel()
+    }
+
     // MARK: Shares
 
     @Test func shareFlowFromExtensionToApp() async throws {
