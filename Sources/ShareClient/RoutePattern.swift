@@ -26,7 +26,7 @@ public enum RouterError: Error, Sendable, Equatable, CustomStringConvertible {
         case .missingValue(let n, let p): return "no value for ':\(n)' to build '\(p)'"
         case .emptyValue(let n, let p): return "the value for ':\(n)' in '\(p)' must not be empty (it is a path segment or host)"
         case .notBuildable(let p, let why): return "cannot build a URL from '\(p)': \(why)"
-        case .missingParameter(let n): return "the route has no parameter '\(n)'"
+        case .missingParameter(let n): return "the URL has no parameter '\(n)' (neither a capture of the route nor a query item)"
         case .invalidParameter(let n, let v, let t): return "parameter '\(n)' is '\(v)', not \(t)"
         }
     }

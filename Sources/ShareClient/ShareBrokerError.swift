@@ -128,7 +128,8 @@ public enum ShareBrokerError: Error, Sendable, Equatable, CustomStringConvertibl
         case .notAccepted(let m, _), .versionConflict(_, let m), .rpc(_, let m, _): return m
         case .connectionLost(let why): return "the connection to the broker was lost: \(why)"
         case .unreachable(let path, let why): return "cannot reach the broker at \(path): \(why)"
-        case .notConnected: return "not connected to the broker: call connect() first"
+        case .notConnected:
+            return "not connected to the broker (connect() not called yet, the connection dropped with reconnect off, or reconnecting gave up): call connect()"
         case .subscriptionEnded(let why): return "the app's events went to another subscriber: \(why)"
         case .closed: return "the client was closed"
         case .cancelled: return "the call was cancelled"
