@@ -67,7 +67,8 @@ let root = CommandSpec(
             abstract: "Subscribe as an app and print its events, one JSON object per line (app.subscribe).",
             discussion: """
                 The app is --as BUNDLE, else $SHAREBROKER_BUNDLE_ID (set by the broker when it launches an app);
-                the token is --token, else $SHAREBROKER_TOKEN.
+                the token is --token, else $SHAREBROKER_TOKEN. Ends with exit 1 when another connection of the
+                app subscribes (its events go there).
                 """,
             options: [
                 .flag("ack", help: "Acknowledge each event after printing it."),
@@ -402,6 +403,12 @@ func run(_ cmd: ParsedCommand) throws -> Int32 {
             if case .failure(.timeout) = result { return countNotReached(seen, count, "events") }
             let n = try result.get()
             guard let n else { throw ClientError.connection("the broker closed the connection") }
+            if n.method == "app.subscriptionEnded" {
+                // Another connection of the app subscribed: no more events come here.
+                let why = n.params?["reason"]?.stringValue ?? "another connection of the app subscribed"
+                writeErr("shareclient: error: the app's events went to another subscriber after \(seen) events: \(why)\n")
+                return Exit.remote
+            }
             guard n.method == "app.event", let params = n.params else { continue }
             writeOut(params.compactText + "\n")
             if cmd.flag("ack"), let id = params["id"] { try conn.call("app.ack", ["ids": [id]]) }

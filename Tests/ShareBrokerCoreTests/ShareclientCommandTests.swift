@@ -134,6 +134,31 @@ final class ShareclientCommandTests: XCTestCase {
         XCTAssertTrue(watch.err.contains("timed out after 0 of 1 changes"), watch.err)
     }
 
+    /// `listen` whose subscription another connection of the app takes over stops at once,
+    /// exit 1, saying so (it waited out its timeout for events that went elsewhere).
+    func testListenTakenOverEndsSayingSo() throws {
+        let h = BrokerHarness(manifests: ["myapp.json": manifest])
+        try h.start()
+        defer { h.stop() }
+        let listener = Process()
+        listener.executableURL = URL(fileURLWithPath: Products.shareclient)
+        listener.arguments = ["--socket", h.socket, "listen", "--as", "com.mycompany.myapp", "--timeout", "60"]
+        let err = Pipe()
+        listener.standardError = err
+        listener.standardOutput = FileHandle.nullDevice
+        try listener.run()
+        defer { if listener.isRunning { listener.terminate() } }
+        let tool = try h.tool()
+        XCTAssertTrue(waitUntil(timeout: 10) { (try? tool.call("broker.status"))?["subscribers"]?.intValue == 1 }, "nobody subscribed")
+        let app = try h.connect()
+        try app.hello(role: "app", bundleID: "com.mycompany.myapp")
+        try app.call("app.subscribe")
+        XCTAssertTrue(waitUntil(timeout: 10) { !listener.isRunning }, "the listener ended when taken over")
+        XCTAssertEqual(listener.terminationStatus, 1)
+        let said = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        XCTAssertTrue(said.contains("the app's events went to another subscriber after 0 events"), said)
+    }
+
     func testExplainExitsOneWhenNothingOpensTheURL() throws {
         let h = BrokerHarness(manifests: ["myapp.json": manifest], associations: ["example.com": association])
         try h.start()
