@@ -380,8 +380,8 @@ public final class EventStore: TurnParticipant, SegmentCompacting {
         nextSeq = maxSeq + 1
         recoveredNextSequence = nextSeq
         recoveredEvents = pendingCount
-        journal.onNewSegment = { [unowned self] j in
-            _ = try? j.append(type: RecordType.sequence.rawValue) { out in
+        journal.onNewSegment = { [unowned self] j throws(StoreError) in
+            try j.append(type: RecordType.sequence.rawValue) { out in
                 JSONValue.object(["next": .number(String(self.nextSeq))]).write(to: &out)
             }
         }
@@ -684,7 +684,7 @@ public final class EventStore: TurnParticipant, SegmentCompacting {
 
     /// Deletes the segments up to `last` and forgets their counts.
     func forgetSegments(through last: Int) {
-        journal.deleteSegments(through: last)
-        ledger.forget(through: last)
+        guard let deleted = journal.deleteSegments(through: last) else { return }
+        ledger.forget(through: deleted)
     }
 }

@@ -74,6 +74,18 @@ public enum JournalFaultPoint: Sendable {
     case snapshotRename
     /// fsync of the directory after that rename.
     case snapshotDirectorySync
+    /// fsync of the directory after a new segment is created (its name must be durable before a
+    /// record in it is acknowledged).
+    case segmentDirectorySync
+    /// Cutting a failed batch's records off the segment (ftruncate, then fdatasync).
+    case cutBack
+    /// Writing zeros over a failed batch's records when the cut failed (then fdatasync).
+    case cutBackZeros
+    /// Unlinking a dead segment.
+    case unlinkSegment
+    /// fsync of a directory whose new entries a commit's records name (a share's files, and the
+    /// share's directory in `files/`).
+    case directorySync
 }
 
 /// One journal's records of one commit, written and made durable off the loop thread.
@@ -180,8 +192,16 @@ public final class Journal {
     public private(set) var appendCount: UInt64 = 0
     /// Test seam: returns an errno to fail the given step with, or nil to proceed.
     public var faultInjector: (@Sendable (JournalFaultPoint) -> Int32?)? = nil
-    /// Called when a new segment is started, to write its first record (e.g. a sequence high-water mark).
-    public var onNewSegment: ((Journal) -> Void)? = nil
+    /// Called when a new segment is started, to append its first record (e.g. a sequence
+    /// high-water mark), which is committed before the segment takes any other; when that fails
+    /// the segment is not started (the previous one stays active).
+    public var onNewSegment: ((Journal) throws(StoreError) -> Void)? = nil
+    /// A failed batch's records that could not be taken off the segment (`cutBack`): nothing is
+    /// written until they are (a record the broker answered as not stored must not come back).
+    var owedCutBack: (start: Int, end: Int)? = nil
+    /// A directory fsync after segments were deleted failed: no further segment is deleted until
+    /// one succeeds (a later segment must not go while an earlier one's deletion may be undone).
+    var directorySyncOwed = false
 
     /// Opens (creating if needed) the journal in `directory`. Call `replay` before appending.
     public init(directory: String, name: String) throws(StoreError) {
@@ -449,6 +469,14 @@ public final class Journal {
             pending.removeAll(keepingCapacity: true)
             throw StoreError("cannot write \(path(of: activeSegment)): no segment is open")
         }
+        if let owed = owedCutBack {
+            guard cutBack(file.fd, from: owed.start, to: owed.end) else {
+                pending.removeAll(keepingCapacity: true)
+                throw StoreError(
+                    "cannot write \(activePath): the records of a failed commit could not be taken off it yet (\(owed.end - owed.start) bytes at offset \(owed.start))")
+            }
+            owedCutBack = nil
+        }
         var bytes: [UInt8] = []
         swap(&bytes, &pending)
         pending.reserveCapacity(min(bytes.capacity, 1 << 20))
@@ -478,13 +506,31 @@ public final class Journal {
         if failed {
             // Cutting the file back also frees the blocks reserved past the cut: the next record
             // reserves them again (so a full disk still shows at append, not at commit).
-            _ = ftruncate(activeFD, off_t(batch.startOffset))
+            if !cutBack(batch.fd, from: batch.startOffset, to: batch.startOffset + batch.bytes.count) {
+                owedCutBack = (batch.startOffset, batch.startOffset + batch.bytes.count)
+            }
             activeSize = batch.startOffset
             writtenEnd = batch.startOffset
             reservedEnd = batch.startOffset
             return
         }
-        if activeSize >= segmentLimit && pending.isEmpty { try? roll() }
+        if activeSize >= segmentLimit && pending.isEmpty { try? roll() }  // (else tried again at the next commit)
+    }
+
+    /// Takes a failed batch's records (`start..<end`) off the segment, durably: cuts the file
+    /// back to `start`; when that fails, writes zeros over them (replay takes zeros after the
+    /// last record for free space). False when neither could be done: they may be on disk (a
+    /// failed fdatasync says nothing of what reached it) and would come back at replay.
+    func cutBack(_ fd: Int32, from start: Int, to end: Int) -> Bool {
+        if faultInjector?(.cutBack) == nil, ftruncate(fd, off_t(start)) == 0, sb_datasync(fd) == 0 { return true }
+        guard faultInjector?(.cutBackZeros) == nil else { return false }
+        var at = start
+        while at < end {
+            let n = min(end - at, JournalBatch.zeros.count)
+            guard (try? FD.pwriteAll(fd, UnsafeRawBufferPointer(rebasing: JournalBatch.zeros[0..<n]), at: at)) != nil else { return false }
+            at += n
+        }
+        return sb_datasync(fd) == 0
     }
 
     /// Gives back the active segment's space reserved or zeroed past its last record, for a
@@ -502,6 +548,11 @@ public final class Journal {
         try startSegment((segments.last ?? 0) + 1)
     }
 
+    /// Starts segment `number` as the active one: its name made durable, then its first record
+    /// (`onNewSegment`) committed. When any of that fails the previous segment stays active (the
+    /// new file is removed) and the error is thrown: a segment without its first record must not
+    /// take records (events after a lost sequence mark would reuse ids once the segments before
+    /// it are gone).
     func startSegment(_ number: Int) throws(StoreError) {
         let p = path(of: number)
         let fd = open(p, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
@@ -511,16 +562,33 @@ public final class Journal {
             // (best effort: replay skips the zeros either way).
             _ = ftruncate(activeFD, off_t(activeSize))
         }
+        let (previous, previousPath, previousSize) = (active, activePath, activeSize)
         active = SegmentDescriptor(fd)  // the sealed one closes when no batch holds it
         activePath = p
         activeSize = 0
         writtenEnd = 0
         reservedEnd = 0
         segments.append(number)
-        syncDirectory()
-        if let hook = onNewSegment {
-            hook(self)
-            try commit()
+        do throws(StoreError) {
+            if let e = faultInjector?(.segmentDirectorySync) ?? FD.syncDirectory(directory) {
+                throw StoreError("cannot make \(p) durable", SystemError("fsync \(directory)", errno: e))
+            }
+            if let hook = onNewSegment {
+                try hook(self)
+                try commit()
+            }
+        } catch {
+            discardPending()
+            owedCutBack = nil  // (the new file goes)
+            segments.removeLast()
+            active = previous
+            activePath = previousPath
+            activeSize = previousSize
+            writtenEnd = previousSize
+            reservedEnd = previousSize
+            unlink(p)
+            FD.syncDirectory(directory)
+            throw error
         }
     }
 
@@ -538,8 +606,6 @@ public final class Journal {
         // full disk does not refuse what it accepted before the restart.
         reservedEnd = max(activeSize, Int(st.st_blocks) * 512)
     }
-
-    func syncDirectory() { FD.syncDirectory(directory) }
 
     // MARK: Snapshots written off the loop
 
@@ -561,20 +627,35 @@ public final class Journal {
         segments = kept + [segment] + segments.filter { $0 > segment }
     }
 
-    /// Deletes sealed segments numbered up to `through` (never the active one).
-    public func deleteSegments(through: Int) {
+    /// Deletes sealed segments numbered up to `through` (never the active one), oldest first, and
+    /// returns the last one deleted (nil: none). It stops at one that cannot be unlinked: it and
+    /// the later ones stay (a later segment may hold the acks or completions of its records, and
+    /// replay must never find the records without them); it is tried again at the next call.
+    @discardableResult
+    public func deleteSegments(through: Int) -> Int? {
+        if directorySyncOwed {
+            guard FD.syncDirectory(directory) == nil else { return nil }
+            directorySyncOwed = false
+        }
+        var last: Int? = nil
+        var stopped = false
         var kept: [Int] = []
         for s in segments {
-            if s <= through && s != activeSegment {
-                unlink(path(of: s))
-            } else {
-                kept.append(s)
+            if !stopped && s <= through && s != activeSegment {
+                let failed = faultInjector?(.unlinkSegment) ?? (unlink(path(of: s)) == 0 ? nil : currentErrno())
+                if failed == nil || failed == ENOENT {
+                    last = s
+                    continue
+                }
+                stopped = true
             }
+            kept.append(s)
         }
-        if kept.count != segments.count {
+        if last != nil {
             segments = kept
-            syncDirectory()
+            if FD.syncDirectory(directory) != nil { directorySyncOwed = true }
         }
+        return last
     }
 
     /// Bytes of records across segments (approximate: the active segment's records plus sealed

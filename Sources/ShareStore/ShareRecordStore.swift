@@ -111,22 +111,28 @@ public final class ShareFilesWriter: @unchecked Sendable {  // run by one thread
     let files: [ShareFile]
     let groupDirectory: String
     let parentDirectory: String
+    let faults: (@Sendable (JournalFaultPoint) -> Int32?)?
     /// Why writing failed (nothing is left behind then), after `run`.
     public private(set) var error: StoreError? = nil
     private var ran = false
 
-    init(directory: String, files: [ShareFile], groupDirectory: String, parentDirectory: String) {
+    init(
+        directory: String, files: [ShareFile], groupDirectory: String, parentDirectory: String,
+        faults: (@Sendable (JournalFaultPoint) -> Int32?)?
+    ) {
         self.directory = directory
         self.files = files
         self.groupDirectory = groupDirectory
         self.parentDirectory = parentDirectory
+        self.faults = faults
     }
 
     /// Writes the files (closing their source descriptors).
     public func run() {
         ran = true
         do {
-            try ShareRecordStore.writeFiles(files, into: directory, groupDirectory: groupDirectory, parentDirectory: parentDirectory)
+            try ShareRecordStore.writeFiles(
+                files, into: directory, groupDirectory: groupDirectory, parentDirectory: parentDirectory, faults: faults)
         } catch {
             self.error = error
             removeDirectory()
@@ -444,17 +450,22 @@ public final class ShareRecordStore: TurnParticipant, SegmentCompacting {
 
     /// Writes each file with O_EXCL|O_NOFOLLOW relative to the new share directory, then fsyncs.
     func writeFiles(_ files: [ShareFile], into dir: String) throws(StoreError) {
-        try ShareRecordStore.writeFiles(files, into: dir, groupDirectory: directory, parentDirectory: parentDirectory)
+        try ShareRecordStore.writeFiles(files, into: dir, groupDirectory: directory, parentDirectory: parentDirectory, faults: faultInjector)
     }
 
     /// A writer of a new share's files that runs on any thread (`ShareFilesWriter.run`); the
     /// share is then stored with `add(..., filesWritten: true)`.
     public func filesWriter(id: String, files: [ShareFile]) -> ShareFilesWriter {
-        ShareFilesWriter(directory: directory + "/files/" + id, files: files, groupDirectory: directory, parentDirectory: parentDirectory)
+        ShareFilesWriter(
+            directory: directory + "/files/" + id, files: files, groupDirectory: directory, parentDirectory: parentDirectory,
+            faults: faultInjector)
     }
 
     /// `writeFiles` for any thread: touches no store state.
-    static func writeFiles(_ files: [ShareFile], into dir: String, groupDirectory: String, parentDirectory: String) throws(StoreError) {
+    static func writeFiles(
+        _ files: [ShareFile], into dir: String, groupDirectory: String, parentDirectory: String,
+        faults: (@Sendable (JournalFaultPoint) -> Int32?)? = nil
+    ) throws(StoreError) {
         defer { closeSources(files) }  // (whatever happens, the sources are closed)
         // Never write through a symlink planted in the group directory (or for it).
         let filesDir = groupDirectory + "/files"
@@ -516,7 +527,10 @@ public final class ShareRecordStore: TurnParticipant, SegmentCompacting {
             FD.close(fd)
         }
         if let failure { throw failure }
-        fsync(dfd)
+        // (the files' names must be durable before the share is acknowledged)
+        if let e = faults?(.directorySync) ?? (fsync(dfd) == 0 ? nil : currentErrno()) {
+            throw StoreError("cannot make the files of \(dir) durable", SystemError("fsync", errno: e))
+        }
     }
 
     /// `open`'s "relative to the working directory" marker, for `step` above (an absolute path).
@@ -734,8 +748,8 @@ public final class ShareRecordStore: TurnParticipant, SegmentCompacting {
 
     func forgetSegments(through last: Int) {
         willDeleteSegments?(last)
-        journal.deleteSegments(through: last)
-        ledger.forget(through: last)
+        guard let deleted = journal.deleteSegments(through: last) else { return }
+        ledger.forget(through: deleted)
     }
 
     /// Test seam: failures injected into this group's journal.

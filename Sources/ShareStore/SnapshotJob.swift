@@ -124,7 +124,7 @@ final class SnapshotJob: @unchecked Sendable {  // inputs immutable; outcome wri
         }
         // The rename must be durable before any replaced segment goes. When that cannot be made
         // sure, the snapshot is taken back (the replaced segments stand; it is tried again later).
-        if let e = fault(.snapshotDirectorySync) ?? SnapshotJob.syncDirectory(directory) {
+        if let e = fault(.snapshotDirectorySync) ?? FD.syncDirectory(directory) {
             unlink(finalPath)
             FD.syncDirectory(directory)
             return StoreError("cannot make the snapshot \(finalPath) durable", SystemError("fsync", errno: e))
@@ -133,18 +133,5 @@ final class SnapshotJob: @unchecked Sendable {  // inputs immutable; outcome wri
         // (Best effort: a deletion a crash undoes leaves a segment the snapshot replaces at replay.)
         FD.syncDirectory(directory)
         return nil
-    }
-
-    /// fsync(2) of a directory; the errno when it fails.
-    static func syncDirectory(_ path: String) -> Int32? {
-        let fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        if fd < 0 { return currentErrno() }
-        defer { FD.close(fd) }
-        do throws(SystemError) {
-            _ = try retrying("fsync") { fsync(fd) }
-            return nil
-        } catch {
-            return error.errno
-        }
     }
 }

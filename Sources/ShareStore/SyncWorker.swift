@@ -30,7 +30,10 @@ public struct SyncJob: @unchecked Sendable {  // owned by whoever holds it: the 
     public var isEmpty: Bool { directories.isEmpty && batch == nil }
 
     func run() -> StoreError? {
-        for d in directories { FD.syncDirectory(d) }
+        // (the directories' new entries must be durable before the records naming them are)
+        for d in directories {
+            if let e = batch?.faults?(.directorySync) ?? FD.syncDirectory(d) { return StoreError("cannot make the entries of \(d) durable", SystemError("fsync", errno: e)) }
+        }
         return batch?.writeAndSync()
     }
 }

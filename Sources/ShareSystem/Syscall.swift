@@ -77,16 +77,23 @@ public enum FD {
     }
 
     /// fsync(2) of a directory, so that the entries created, renamed or removed in it are durable.
-    /// Best effort: a directory that cannot be opened is skipped.
-    public static func syncDirectory(_ path: String) {
+    /// Returns the errno of the open or fsync that failed (nil: done); callers for whom it is best
+    /// effort ignore it, those who acknowledge what the entries hold must not.
+    @discardableResult
+    public static func syncDirectory(_ path: String) -> Int32? {
         #if canImport(Glibc)
             let fd = Glibc.open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         #else
             let fd = Darwin.open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         #endif
-        guard fd >= 0 else { return }
-        _ = fsync(fd)
-        close(fd)
+        guard fd >= 0 else { return currentErrno() }
+        defer { close(fd) }
+        do throws(SystemError) {
+            _ = try retrying("fsync") { fsync(fd) }
+            return nil
+        } catch {
+            return error.errno
+        }
     }
 
     /// Non-blocking `read(2)` into a buffer; `.done(0)` means end of file.
