@@ -34,6 +34,7 @@ from .errors import (
     BrokerError,
     ConnectionClosed,
     ProtocolError,
+    SubscriptionEnded,
 )
 from .framing import CONTENT_LENGTH, NEWLINE
 from .items import data_item, decode_data, path_item, text_item, url_item
@@ -43,7 +44,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Client", "Notification", "connect", "default_socket_path", "result_or_error",
-    "BrokerError", "BrokerConnectionError", "ConnectionClosed", "ProtocolError", "ERROR_NAMES",
+    "BrokerError", "BrokerConnectionError", "ConnectionClosed", "ProtocolError", "SubscriptionEnded",
+    "ERROR_NAMES",
     "PARSE_ERROR", "INVALID_REQUEST", "METHOD_NOT_FOUND", "INVALID_PARAMS", "INTERNAL_ERROR",
     "UNAUTHORIZED", "NOT_FOUND", "NOT_ACCEPTED", "NO_HANDLER", "STORAGE_FAILURE", "VERSION_CONFLICT",
     "TOO_MANY_REQUESTS",

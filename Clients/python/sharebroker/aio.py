@@ -12,9 +12,10 @@ import socket
 from typing import Any, AsyncIterator, Deque, Dict, List, Optional, Sequence, Tuple, Union
 
 from . import framing as _framing
-from .client import (MAX_ABANDONED, Notification, _is_closing_error, _is_idless_error, _is_notification,
-                     _unanswered_notification, batch_results, default_socket_path, result_or_error)
-from .errors import BrokerConnectionError, BrokerError, ConnectionClosed, ProtocolError
+from .client import (APP_EVENT, MAX_ABANDONED, SUBSCRIPTION_ENDED, Notification, _ended, _is_closing_error,
+                     _is_idless_error, _is_notification, _subscribed, _unanswered_notification, batch_results,
+                     default_socket_path, result_or_error)
+from .errors import BrokerConnectionError, BrokerError, ConnectionClosed, ProtocolError, SubscriptionEnded
 from .methods import BrokerMethods
 
 _DEFAULT = object()
@@ -88,11 +89,14 @@ class AsyncClient(BrokerMethods):
         self.max_frame = max_frame
         self.max_queued_notifications = max_queued_notifications
         self.hello_result: Optional[Dict[str, Any]] = None
+        # The params of the app.subscriptionEnded that ended the last wait for an app.event.
+        self.subscription_ended: Optional[Dict[str, Any]] = None
         self._hello = (role, bundle_id, token) if role is not None else None
         self._reader: Optional[asyncio.StreamReader] = None
         self._writer: Optional[asyncio.StreamWriter] = None
         self._task: Optional["asyncio.Task[None]"] = None
         self._futures: Dict[int, "asyncio.Future[Any]"] = {}
+        self._subscribe_ids: set = set()  # the ids of app.subscribe calls waiting (see _subscribed)
         # Batches waiting for their reply (a list): each request id of a batch → its future.
         self._batches: Dict[int, "asyncio.Future[Any]"] = {}
         # Requests written and not yet answered, oldest first: calls and batches (their futures),
@@ -318,6 +322,8 @@ class AsyncClient(BrokerMethods):
         elif rid is not None and rid in self._futures:
             fut = self._futures.pop(rid)
             self._answered(fut)
+            if rid in self._subscribe_ids and "result" in msg:
+                _subscribed(self._notifications)
             if not fut.done():
                 fut.set_result(msg)
         elif rid is not None and rid in self._abandoned:
@@ -461,15 +467,20 @@ class AsyncClient(BrokerMethods):
             request["params"] = params
         fut: "asyncio.Future[Any]" = asyncio.get_running_loop().create_future()
         self._futures[rid] = fut
+        if method == "app.subscribe":
+            self._subscribe_ids.add(rid)
         try:
             msg = await self._send_and_wait(request, fut, timeout, repr(method))
         finally:
             self._futures.pop(rid, None)
+            self._subscribe_ids.discard(rid)
             if fut.cancelled() and fut in self._order:
                 self._abandon([rid], fut)  # timed out or cancelled: its late answer is dropped
         result = result_or_error(msg, method)
         if method == "hello" and isinstance(result, dict):
             self.hello_result = result
+        elif method == "app.subscribe":
+            self.subscription_ended = None
         return result
 
     def _batch_of(self, reply: List[Any]) -> "Optional[asyncio.Future[Any]]":
@@ -554,16 +565,24 @@ class AsyncClient(BrokerMethods):
 
     async def next_notification(self, timeout: Optional[float] = None,
                                 method: Optional[str] = None) -> Optional[Notification]:
-        """The next notification (of ``method``), or ``None`` after ``timeout`` seconds."""
+        """The next notification (of ``method``), or ``None`` after ``timeout`` seconds. Waiting
+        for ``method="app.event"``, an ``app.subscriptionEnded`` (another connection of the app
+        took its events over; events that came before it are returned first) raises
+        :class:`SubscriptionEnded`, its params in :attr:`subscription_ended`, as
+        :meth:`Client.next_notification` does."""
         if self._changed is None:
             raise BrokerConnectionError(f"not connected to sharebroker at {self.path}")
         loop = asyncio.get_running_loop()
         deadline = None if timeout is None else loop.time() + timeout
         while True:
             for i, n in enumerate(self._notifications):
-                if method is None or n.method == method:
+                ended = method == APP_EVENT and n.method == SUBSCRIPTION_ENDED
+                if method is None or n.method == method or ended:
                     del self._notifications[i]
                     self._wake_reader()  # (it reads on once few enough wait)
+                    if ended:
+                        self.subscription_ended = n.params if isinstance(n.params, dict) else {}
+                        raise _ended(n)
                     return n
             if self._closed_error is not None:
                 raise self._closed()
@@ -581,17 +600,21 @@ class AsyncClient(BrokerMethods):
                 self._waiting -= 1
 
     async def next_event(self, timeout: Optional[float] = None) -> Optional[Dict[str, Any]]:
-        """The params of the next ``app.event``, or ``None`` on timeout."""
+        """The params of the next ``app.event``, or ``None`` on timeout; raises
+        :class:`SubscriptionEnded` once another connection of the app took its events over."""
         n = await self.next_notification(timeout, "app.event")
         return None if n is None else n.params
 
     async def events(self, timeout: Optional[float] = None,
                      method: Optional[str] = None) -> AsyncIterator[Notification]:
-        """Notifications as they arrive; ends after ``timeout`` idle seconds or at close."""
+        """Notifications as they arrive; ends after ``timeout`` idle seconds or at close, and, with
+        ``method="app.event"``, when another connection of the app took its events over (its
+        reason in :attr:`subscription_ended`), as :meth:`Client.events`. Ending it does not
+        unsubscribe: await :meth:`app_unsubscribe`."""
         while True:
             try:
                 n = await self.next_notification(timeout, method)
-            except ConnectionClosed:
+            except (ConnectionClosed, SubscriptionEnded):
                 return
             if n is None:
                 return

@@ -7,7 +7,7 @@ import time
 from typing import Any, Deque, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from . import framing as _framing
-from .errors import BrokerConnectionError, BrokerError, ConnectionClosed, ProtocolError
+from .errors import BrokerConnectionError, BrokerError, ConnectionClosed, ProtocolError, SubscriptionEnded
 from .methods import BrokerMethods
 
 _DEFAULT = object()
@@ -44,8 +44,15 @@ def default_socket_path() -> str:
     return f"{tmp}/sharebroker-{os.getuid()}/sharebroker.sock"
 
 
+APP_EVENT = "app.event"
+SUBSCRIPTION_ENDED = "app.subscriptionEnded"
+"""The notification the broker sends an app's subscriber when another connection of the app
+subscribes and takes its events over; it ends what waits for an ``app.event``."""
+
+
 class Notification(NamedTuple):
-    """A message from the broker without an id: ``app.event`` or ``defaults.changed``."""
+    """A message from the broker without an id: ``app.event``, ``app.subscriptionEnded``,
+    ``defaults.changed``, ``defaults.watchEnded``."""
 
     method: str
     params: Any
@@ -73,12 +80,30 @@ class _Entry:
     """A request written and not yet answered, in the order of answers: a call or a batch (its
     ``ids``), or a raw message the broker answers (no ids; its answer goes to ``receive()``)."""
 
-    __slots__ = ("ids", "answer", "abandoned")
+    __slots__ = ("ids", "answer", "abandoned", "subscribe")
 
-    def __init__(self, ids: Tuple[int, ...] = ()):
+    def __init__(self, ids: Tuple[int, ...] = (), subscribe: bool = False):
         self.ids = ids
         self.answer: Any = None  # the message that answered a call or batch
         self.abandoned = False  # its caller gave up (timed out): its answer, when it comes, is dropped
+        self.subscribe = subscribe  # an app.subscribe call: see _subscribed()
+
+
+def _subscribed(notifications: Deque[Notification]) -> None:
+    """``app.subscribe`` succeeded: the ``app.subscriptionEnded`` notifications queued before its
+    answer ended the subscription it replaces (the broker answers in order), not this one: they
+    are dropped, so that they do not end the next wait for an ``app.event``."""
+    if any(n.method == SUBSCRIPTION_ENDED for n in notifications):
+        kept = [n for n in notifications if n.method != SUBSCRIPTION_ENDED]
+        notifications.clear()
+        notifications.extend(kept)
+
+
+def _ended(n: Notification) -> SubscriptionEnded:
+    params = n.params if isinstance(n.params, dict) else {}
+    reason = params.get("reason")
+    return SubscriptionEnded(params.get("app"), reason if isinstance(reason, str)
+                             else "another connection of the app subscribed")
 
 
 def result_or_error(response: Any, method: Optional[str] = None) -> Any:
@@ -120,6 +145,8 @@ class Client(BrokerMethods):
         self.framing = framing
         self.max_frame = max_frame
         self.hello_result: Optional[Dict[str, Any]] = None
+        # The params of the app.subscriptionEnded that ended the last wait for an app.event.
+        self.subscription_ended: Optional[Dict[str, Any]] = None
         self._sock: Optional[socket.socket] = None
         self._decoder = _framing.FrameDecoder(framing, max_frame)
         self._notifications: Deque[Notification] = collections.deque()
@@ -339,6 +366,8 @@ class Client(BrokerMethods):
         entry = next((self._by_id[i] for i in ids if i in self._by_id), None)
         if entry is not None:
             self._answered(entry)
+            if entry.subscribe and isinstance(msg, dict) and "result" in msg:
+                _subscribed(self._notifications)
             if not entry.abandoned:
                 entry.answer = msg
             return  # (an abandoned one's late answer is dropped)
@@ -470,11 +499,13 @@ class Client(BrokerMethods):
         request: Dict[str, Any] = {"jsonrpc": "2.0", "id": rid, "method": method}
         if params is not None:
             request["params"] = params
-        entry = _Entry((rid,))
+        entry = _Entry((rid,), subscribe=method == "app.subscribe")
         self._send(request, entry)
         result = result_or_error(self._wait(entry, self._deadline(timeout)), method)
         if method == "hello" and isinstance(result, dict):
             self.hello_result = result
+        elif method == "app.subscribe":
+            self.subscription_ended = None
         return result
 
     def _wait(self, entry: _Entry, deadline: Optional[float]) -> Any:
@@ -528,8 +559,11 @@ class Client(BrokerMethods):
 
     def _pop(self, method: Optional[str]) -> Optional[Notification]:
         for i, n in enumerate(self._notifications):
-            if method is None or n.method == method:
+            if method is None or n.method == method or (method == APP_EVENT and n.method == SUBSCRIPTION_ENDED):
                 del self._notifications[i]
+                if method == APP_EVENT and n.method == SUBSCRIPTION_ENDED:
+                    self.subscription_ended = n.params if isinstance(n.params, dict) else {}
+                    raise _ended(n)
                 return n
         return None
 
@@ -537,7 +571,13 @@ class Client(BrokerMethods):
                           method: Optional[str] = None) -> Optional[Notification]:
         """The next notification (of ``method`` when given; others stay queued), waiting up to
         ``timeout`` seconds (``None``: forever). Returns ``None`` on timeout; raises
-        :class:`ConnectionClosed` when the broker closed the connection and none is queued."""
+        :class:`ConnectionClosed` when the broker closed the connection and none is queued.
+
+        Waiting for ``method="app.event"``, an ``app.subscriptionEnded`` (another connection of
+        the app subscribed and took its events over; the events that came before it are
+        returned first) raises :class:`SubscriptionEnded` with the broker's reason, and its
+        params go to :attr:`subscription_ended`: no more events would come. The connection
+        stays open."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             n = self._pop(method)
@@ -550,17 +590,21 @@ class Client(BrokerMethods):
 
     def next_event(self, timeout: Optional[float] = None) -> Optional[Dict[str, Any]]:
         """The params of the next ``app.event`` (``{id, kind, url | webpageURL, via, ...}``),
-        or ``None`` on timeout."""
+        or ``None`` on timeout. Raises :class:`SubscriptionEnded` once another connection of the
+        app took its events over, as :meth:`next_notification` does."""
         n = self.next_notification(timeout, "app.event")
         return None if n is None else n.params
 
     def events(self, timeout: Optional[float] = None, method: Optional[str] = None) -> Iterator[Notification]:
         """Iterate over notifications (of ``method`` when given) as they arrive. Ends when
-        ``timeout`` seconds pass without one (``None``: never) or the connection closes."""
+        ``timeout`` seconds pass without one (``None``: never) or the connection closes, and,
+        with ``method="app.event"``, when another connection of the app took its events over
+        (``app.subscriptionEnded``: its params are then in :attr:`subscription_ended`; the
+        connection stays open). Ending it does not unsubscribe: call :meth:`app_unsubscribe`."""
         while True:
             try:
                 n = self.next_notification(timeout, method)
-            except ConnectionClosed:
+            except (ConnectionClosed, SubscriptionEnded):
                 return
             if n is None:
                 return

@@ -99,6 +99,31 @@ class ConnectionClosed(BrokerConnectionError):
         self.reason = reason
 
 
+class SubscriptionEnded(Exception):
+    """The app's events went to another subscriber: another connection of the app called
+    ``app.subscribe`` and took them over (a second instance of the app), and the broker said so
+    with ``app.subscriptionEnded {app, reason}``. Raised by the calls that wait for an
+    ``app.event`` (``next_event()``, ``next_notification(method="app.event")``); the iterators
+    over app events end instead (as they do when the connection closes) and leave the
+    notification's params in the client's ``subscription_ended``.
+
+    Not a connection failure: the connection stays open and usable (its acks still count), and
+    ``app_subscribe()`` on it takes the events back.
+
+    Attributes:
+        app: the app's bundle ID.
+        reason: the broker's reason (it names the connection that took over).
+    """
+
+    def __init__(self, app: Optional[str], reason: str):
+        self.app = app
+        self.reason = reason
+        super().__init__(f"the app's events went to another subscriber: {reason}")
+
+    def __reduce__(self):
+        return (type(self), (self.app, self.reason))
+
+
 class ProtocolError(Exception):
     """The broker sent something that is not valid JSON-RPC framing or JSON.
 

@@ -91,8 +91,22 @@ class BrokerMethods:
     def app_subscribe(self):
         """Subscribe as the app (role ``app``): returns ``{pending}``; then ``app.event``
         notifications arrive (pending ones first, oldest first). Read them with
-        ``next_notification``/``events``/``next_event``. A new subscription takes over."""
+        ``next_notification``/``events``/``next_event``. A new subscription (from any connection
+        of the app) takes over: the old connection is sent ``app.subscriptionEnded {app, reason}``
+        (its waits for an ``app.event`` then raise :class:`~sharebroker.SubscriptionEnded`, its
+        event iterators end). A successful subscribe drops the ``app.subscriptionEnded``
+        notifications still queued from before it (they ended the subscription it replaces)."""
         return self.call("app.subscribe", {})
+
+    def app_unsubscribe(self):
+        """Stop receiving the app's events on this connection, which stays open (role ``app``):
+        returns ``{unsubscribed}``, false when this connection was not the app's subscriber
+        (never subscribed, already unsubscribed, or taken over). The app's events, unacked ones
+        included, wait for its next subscriber (``url.open`` answers ``delivered: False, queued:
+        True``; an app with a ``launch`` command is launched for them). Events the broker wrote
+        before it read the request may still arrive (they stay queued here); unacked, they come
+        again to the next subscriber."""
+        return self.call("app.unsubscribe", {})
 
     def app_ack(self, ids: Union[str, Iterable[str]]):
         """Acknowledge events by id (one id or several): ``{acked: N}``, durable before the

@@ -316,6 +316,50 @@ class AsyncClientTests(support.BrokerTestCase):
 
         self.run_async(flow())
 
+    def test_unsubscribe_and_takeover(self):
+        async def flow():
+            path = self.broker.socket
+            async with AsyncClient(path, role="app", bundle_id=APP) as old, \
+                       AsyncClient(path, role="app", bundle_id=APP) as new, \
+                       AsyncClient(path, role="tool") as tool:
+                await old.app_subscribe()
+                async for n in old.events(timeout=0.3, method="app.event"):  # (earlier tests' leftovers)
+                    await old.app_ack(n.params["id"])
+                # app.unsubscribe: new events wait; the connection stays open.
+                self.assertEqual(await old.app_unsubscribe(), {"unsubscribed": True})
+                r1 = await tool.url_open("deeplinkmyapp://async-unsub/1")
+                self.assertIs(r1["delivered"], False)
+                self.assertIs(r1["queued"], True)
+                self.assertIsNone(await old.next_event(timeout=0.3))
+                self.assertEqual(await old.app_unsubscribe(), {"unsubscribed": False})
+                # A takeover ends the old connection's iteration, with the broker's reason.
+                await old.app_subscribe()
+                got = []
+
+                async def iterate():
+                    async for n in old.events(method="app.event"):  # no idle timeout
+                        got.append(n.params["id"])
+                iteration = asyncio.ensure_future(iterate())
+                await asyncio.sleep(0.3)  # r1 (pending) arrives, the loop waits for more
+                self.assertFalse(iteration.done())
+                await new.app_subscribe()
+                await asyncio.wait_for(iteration, 5)  # (without the end: waits for ever)
+                self.assertEqual(got, [r1["eventID"]])
+                self.assertEqual(old.subscription_ended["app"], APP)
+                self.assertIn("subscribed", old.subscription_ended["reason"])
+                # next_event raises it.
+                await old.app_subscribe()
+                self.assertIsNone(old.subscription_ended)
+                await new.app_subscribe()
+                self.assertEqual((await old.next_event(timeout=5))["id"], r1["eventID"])  # sent before
+                with self.assertRaises(sb.SubscriptionEnded) as cm:
+                    await old.next_event(timeout=5)
+                self.assertIn("subscribed", cm.exception.reason)
+                self.assertIn("version", await old.broker_status())  # still usable
+                self.assertEqual((await old.app_ack([r1["eventID"]]))["acked"], 1)
+
+        self.run_async(flow())
+
 
 if __name__ == "__main__":
     unittest.main()
