@@ -115,6 +115,25 @@ export declare class ProtocolError extends Error {
   constructor(message: string);
 }
 
+/**
+ * Another connection of the app subscribed and took its events over (`app.subscriptionEnded`):
+ * `nextEvent()` / `nextNotification({method: 'app.event'})` reject with it. Not a connection
+ * failure: the client stays connected, and `appSubscribe()` takes the events back.
+ */
+export declare class SubscriptionEnded extends Error {
+  constructor(reason: string, app?: string);
+  /** The broker's reason (it names the connection that took over). */
+  readonly reason: string;
+  /** The app's bundle ID. */
+  readonly app: string | undefined;
+}
+
+/** The params of `app.subscriptionEnded`. */
+export interface SubscriptionEndedParams {
+  app: string;
+  reason: string;
+}
+
 // -- framing -----------------------------------------------------------------------------------------
 
 export type Framing = 'line' | 'header';
@@ -392,6 +411,8 @@ export type BatchEntry =
 export interface ClientEvents {
   notification: [Notification];
   'app.event': [AppEvent];
+  /** Another connection of the app subscribed and took its events over (this one gets no more). */
+  'app.subscriptionEnded': [SubscriptionEndedParams];
   'defaults.changed': [DefaultsChanged];
   'defaults.watchEnded': [{ group: string; reason: string }];
   brokerError: [RpcError];
@@ -428,6 +449,12 @@ export declare class Client extends EventEmitter {
   readonly maxQueuedNotifications: number;
   /** The result of the last successful `hello`. */
   helloResult: HelloResult | undefined;
+  /**
+   * The params of the `app.subscriptionEnded` that ended the last wait for an `app.event`
+   * (another connection of the app took the events over); `undefined` before, and again after a
+   * successful `appSubscribe()`.
+   */
+  subscriptionEnded: SubscriptionEndedParams | undefined;
   readonly session: number | undefined;
   readonly role: Role | undefined;
   readonly bundleID: string | undefined;
@@ -487,6 +514,7 @@ export declare class Client extends EventEmitter {
    */
   consume(event: 'notification', listener: (n: Notification) => void): this;
   consume(event: 'app.event', listener: (ev: AppEvent) => void): this;
+  consume(event: 'app.subscriptionEnded', listener: (e: SubscriptionEndedParams) => void): this;
   consume(event: 'defaults.changed', listener: (c: DefaultsChanged) => void): this;
   consume(event: 'defaults.watchEnded', listener: (e: { group: string; reason: string }) => void): this;
   consume(event: string, listener: (params: any) => void): this;
@@ -494,7 +522,12 @@ export declare class Client extends EventEmitter {
   nextNotification(options?: WaitOptions & { method?: string }): Promise<Notification | null>;
   nextEvent(options?: WaitOptions): Promise<AppEvent | null>;
   notifications(options?: WaitOptions & { method?: string }): AsyncGenerator<Notification, void, undefined>;
-  events(options?: WaitOptions): AsyncGenerator<AppEvent, void, undefined>;
+  /**
+   * `app.event`s' params. Ends when the connection closes, after `timeout` idle ms, when `signal`
+   * aborts, and when another connection of the app takes the events over. `unsubscribe: true`:
+   * a loop ended otherwise (break, return, throw, timeout, signal) sends `app.unsubscribe`.
+   */
+  events(options?: WaitOptions & { unsubscribe?: boolean }): AsyncGenerator<AppEvent, void, undefined>;
   [Symbol.asyncIterator](): AsyncGenerator<Notification, void, undefined>;
 
   hello(role: Role, options?: ({ bundleID?: string; token?: string } & CallOptions) | string): Promise<HelloResult>;
@@ -507,6 +540,8 @@ export declare class Client extends EventEmitter {
   urlExplain(url: string | URL, options?: { fallback?: string | URL } & CallOptions): Promise<UrlExplainResult>;
   appSubscribe(options?: CallOptions): Promise<{ pending: number }>;
   appAck(ids: string | string[], options?: CallOptions): Promise<{ acked: number }>;
+  /** Stops the app's events on this connection (it stays open); `unsubscribed` false when it was not the subscriber. */
+  appUnsubscribe(options?: CallOptions): Promise<{ unsubscribed: boolean }>;
   shareTargets(items: Item | Item[], options?: CallOptions): Promise<{ targets: ShareTarget[] }>;
   shareSend(items: Item | Item[], options?: { extension?: string; group?: string; open?: boolean | string } & CallOptions): Promise<ShareSendResult>;
   shareList(options?: string | ({ group?: string } & CallOptions)): Promise<{ shares: Share[] }>;

@@ -4,7 +4,7 @@ import net from 'node:net';
 import { EventEmitter } from 'node:events';
 import { isUtf8 } from 'node:buffer';
 
-import { BrokerConnectionError, ConnectionClosed, ErrorCode, ProtocolError, RpcError, TimeoutError } from './errors.js';
+import { BrokerConnectionError, ConnectionClosed, ErrorCode, ProtocolError, RpcError, SubscriptionEnded, TimeoutError } from './errors.js';
 import { DEFAULT_MAX_FRAME, FrameDecoder, encode, normalizeFraming, parseProblem } from './framing.js';
 import { defaultSocketPath } from './paths.js';
 
@@ -43,6 +43,20 @@ import { defaultSocketPath } from './paths.js';
  */
 
 const DEFAULT_TIMEOUT = 30000;
+/**
+ * The notification the broker sends an app's subscriber when another connection of the app
+ * subscribes and takes its events over: it ends what waits for an `app.event`.
+ */
+const SUBSCRIPTION_ENDED = 'app.subscriptionEnded';
+/**
+ * The error for an `app.subscriptionEnded` notification.
+ * @param {Notification} n
+ */
+const subscriptionEndedError = (n) => {
+  const p = isObject(n.params) ? n.params : {};
+  return new SubscriptionEnded(typeof p.reason === 'string' ? p.reason : 'another connection of the app subscribed',
+    typeof p.app === 'string' ? p.app : undefined);
+};
 const RESERVED_EVENTS = new Set(['error', 'close', 'notification', 'brokerError', 'listenerError', 'newListener', 'removeListener']);
 /** Whether listeners of `event` get notifications (`'notification'`, or a method's name). @param {string | symbol} event */
 const isNotificationEvent = (event) => typeof event === 'string' && (event === 'notification' || !RESERVED_EVENTS.has(event));
@@ -169,7 +183,8 @@ export function resultOrError(response, method) {
  * one with `data.closing` the broker says last when it closes the connection answers no request:
  * calls waiting fail with ConnectionClosed, it the `reason`.
  *
- * Notifications from the broker (`app.event`, `defaults.changed`, `defaults.watchEnded`) are
+ * Notifications from the broker (`app.event`, `app.subscriptionEnded`, `defaults.changed`,
+ * `defaults.watchEnded`) are
  * emitted as `'notification'` (`{method, params}`) and under their method name (`'app.event'`,
  * with the params). Listeners added with `on()` / `once()` only observe: every notification is
  * also queued for the pull API (`nextNotification()`, `nextEvent()`, `notifications()`,
@@ -178,7 +193,9 @@ export function resultOrError(response, method) {
  * a consumer takes them off the queue), so a listener added after `appSubscribe()` still sees
  * the backlog that came with its answer.
  *
- * Events: `'notification'`, `'app.event'`, `'defaults.changed'`, `'defaults.watchEnded'`,
+ * Events: `'notification'`, `'app.event'`, `'app.subscriptionEnded'` (`{app, reason}`: another
+ * connection of the app subscribed and took its events over), `'defaults.changed'`,
+ * `'defaults.watchEnded'`,
  * `'brokerError'` (an error without an id when no request waits, e.g. the reason the broker gives
  * before it closes the connection), `'close'` (a `ConnectionClosed` when the broker or the
  * system ended the connection, `undefined` after `close()`), `'listenerError'` (`(error, event)`:
@@ -210,6 +227,12 @@ export class Client extends EventEmitter {
     this._paused = false;
     /** The result of the last successful `hello`. @type {Record<string, any> | undefined} */
     this.helloResult = undefined;
+    /**
+     * The params (`{app, reason}`) of the `app.subscriptionEnded` that ended the last wait for an
+     * `app.event`; `undefined` before, and again after a successful `appSubscribe()`.
+     * @type {{app: string, reason: string} | undefined}
+     */
+    this.subscriptionEnded = undefined;
     /** @type {{role: string, bundleID?: string, token?: string} | undefined} */
     this._hello = options.role ? { role: options.role, bundleID: options.bundleID, token: options.token } : undefined;
     /** @type {net.Socket | null} */
@@ -642,6 +665,7 @@ export class Client extends EventEmitter {
         if ('error' in msg) p.reject(RpcError.from(msg.error, p.method));
         else {
           if (p.method === 'hello' && isObject(msg.result)) this.helloResult = msg.result;
+          if (p.method === 'app.subscribe') this._subscribed();
           p.resolve(msg.result);
         }
         return;
@@ -720,6 +744,19 @@ export class Client extends EventEmitter {
   _rawAnswer(msg) {
     this._order.answeredRaw();
     this._pushReply(msg);
+  }
+
+  /**
+   * `app.subscribe` succeeded: the `app.subscriptionEnded` notifications queued before its answer
+   * ended the subscription it replaces (the broker answers in order), not this one: they are
+   * dropped, so that they do not end the next wait for an `app.event`.
+   */
+  _subscribed() {
+    this.subscriptionEnded = undefined;
+    if (this._notifications.some((n) => n.method === SUBSCRIPTION_ENDED)) {
+      this._notifications = this._notifications.filter((n) => n.method !== SUBSCRIPTION_ENDED);
+      this._flowControl();
+    }
   }
 
   /** @param {unknown} msg */
@@ -1163,22 +1200,38 @@ export class Client extends EventEmitter {
    * queued; `undefined`, `null`, `Infinity` or more than MAX_TIMEOUT: as long as it takes.
    * Resolves `null` on timeout; rejects with ConnectionClosed once the connection has closed and
    * none is queued. Notifications a `consume()` listener takes never come here.
+   *
+   * Waiting for `method: 'app.event'`, an `app.subscriptionEnded` (another connection of the app
+   * subscribed and took its events over; the events that came before it are given first)
+   * rejects with SubscriptionEnded, the broker's reason, and its params go to
+   * `subscriptionEnded`: no more events would come. The connection stays open.
    * @param {{method?: string, timeout?: number | null, signal?: AbortSignal}} [options]
    * @returns {Promise<Notification | null>}
    */
   nextNotification(options = {}) {
     this._pulled = true;
     const { method } = options;
-    const accepts = (/** @type {Notification} */ n) => method === undefined || n.method === method;
+    const events = method === 'app.event';
+    const accepts = (/** @type {Notification} */ n) => method === undefined || n.method === method ||
+      (events && n.method === SUBSCRIPTION_ENDED);
+    /** @param {Notification} n */
+    const ended = (n) => {
+      this.subscriptionEnded = /** @type {any} */ (isObject(n.params) ? n.params : {});
+      return subscriptionEndedError(n);
+    };
     const i = this._notifications.findIndex(accepts);
     if (i >= 0) {
       const n = this._notifications.splice(i, 1)[0];
       this._flowControl();
-      return Promise.resolve(n);
+      return events && n.method === SUBSCRIPTION_ENDED ? Promise.reject(ended(n)) : Promise.resolve(n);
     }
     if (this.closed) return Promise.reject(this._closedError());
     if (options.timeout === 0) return Promise.resolve(null);
-    return new Promise((resolve, reject) => {
+    return new Promise((resolveWait, reject) => {
+      const resolve = (/** @type {Notification | null} */ n) => {
+        if (events && n !== null && n.method === SUBSCRIPTION_ENDED) reject(ended(n));
+        else resolveWait(n);
+      };
       const w = new Waiter(resolve, reject, accepts, limitOf(options.timeout),
         () => removeFrom(this._notificationWaiters, w), options.signal, () => null);
       this._notificationWaiters.push(w);
@@ -1188,7 +1241,8 @@ export class Client extends EventEmitter {
 
   /**
    * The params of the next `app.event` (`{id, kind, url | webpageURL, via, ...}`), or `null`
-   * when none comes within `timeout` ms.
+   * when none comes within `timeout` ms. Rejects with SubscriptionEnded once another connection
+   * of the app took its events over (see `nextNotification()`).
    * @param {{timeout?: number | null, signal?: AbortSignal}} [options]
    * @returns {Promise<Record<string, any> | null>}
    */
@@ -1201,7 +1255,8 @@ export class Client extends EventEmitter {
    * Iterates over notifications (of `method` when given) as they arrive. Ends when the
    * connection closes (see `closeError` for why), when `timeout` ms pass without one (`0`: once
    * what is queued has been read; `undefined` / `null` / `Infinity`: never), or when `signal`
-   * aborts.
+   * aborts; with `method: 'app.event'`, also when another connection of the app took its events
+   * over (see `subscriptionEnded` for why; the connection stays open).
    * @param {{method?: string, timeout?: number | null, signal?: AbortSignal}} [options]
    * @returns {AsyncGenerator<Notification, void, undefined>}
    */
@@ -1212,7 +1267,8 @@ export class Client extends EventEmitter {
       try {
         n = await this.nextNotification(options);
       } catch (e) {
-        if (e instanceof ConnectionClosed || (options.signal?.aborted && e === options.signal.reason)) return;
+        if (e instanceof ConnectionClosed || e instanceof SubscriptionEnded ||
+          (options.signal?.aborted && e === options.signal.reason)) return;
         throw e;
       }
       if (n === null) return;
@@ -1222,12 +1278,48 @@ export class Client extends EventEmitter {
 
   /**
    * Iterates over `app.event` notifications' params: `for await (const ev of app.events()) {...}`.
-   * Ends as `notifications()` does.
-   * @param {{timeout?: number | null, signal?: AbortSignal}} [options]
+   * Ends as `notifications()` does: when the connection closes, after `timeout` ms without an
+   * event, when `signal` aborts, and when another connection of the app takes the events over
+   * (`subscriptionEnded` says why).
+   *
+   * With `unsubscribe: true` the loop owns the subscription: when it ends otherwise than by the
+   * connection closing or a takeover — `break`, `return` or a throw in its body, the idle
+   * `timeout`, `signal` — the client sends `app.unsubscribe` (and the loop's end waits for its
+   * answer; a failure, e.g. the connection closing meanwhile, is ignored), so that new events
+   * wait for the app's next subscriber instead of coming to a connection nothing reads. Without
+   * it (the default) ending the loop leaves the subscription as it is.
+   * @param {{timeout?: number | null, signal?: AbortSignal, unsubscribe?: boolean}} [options]
    * @returns {AsyncGenerator<Record<string, any>, void, undefined>}
    */
   async *events(options = {}) {
-    for await (const n of this.notifications({ ...options, method: 'app.event' })) yield n.params;
+    const { unsubscribe, ...wait } = options;
+    let over = false; // the connection closed, or another subscriber took over: nothing to unsubscribe
+    try {
+      for (;;) {
+        if (wait.signal?.aborted) return;
+        let n;
+        try {
+          n = await this.nextNotification({ ...wait, method: 'app.event' });
+        } catch (e) {
+          if (e instanceof ConnectionClosed || e instanceof SubscriptionEnded) {
+            over = true;
+            return;
+          }
+          if (wait.signal?.aborted && e === wait.signal.reason) return;
+          throw e;
+        }
+        if (n === null) return;
+        yield n.params;
+      }
+    } finally {
+      if (unsubscribe && !over && !this.closed && !this._closedByUs) {
+        try {
+          await this.appUnsubscribe();
+        } catch {
+          // (the connection went meanwhile: the subscription went with it)
+        }
+      }
+    }
   }
 
   /** `for await (const n of client)`: every notification, as `notifications()`. */
@@ -1314,11 +1406,27 @@ export class Client extends EventEmitter {
   /**
    * Subscribes as the app (role `app`): resolves `{pending}`; then `app.event` notifications
    * arrive, the pending ones first, oldest first. A new subscription (from any connection of the
-   * app) takes over.
+   * app) takes over: the old connection is sent `app.subscriptionEnded {app, reason}` (emitted as
+   * `'app.subscriptionEnded'`; its waits for an `app.event` reject with SubscriptionEnded, its
+   * event iterators end). A successful subscribe drops the `app.subscriptionEnded` notifications
+   * still queued from before its answer (they ended the subscription it replaces).
    * @param {CallOptions} [options]
    */
   appSubscribe(options) {
     return this.call('app.subscribe', {}, options);
+  }
+
+  /**
+   * Stops the app's events on this connection, which stays open (role `app`): resolves
+   * `{unsubscribed}`, false when this connection was not the app's subscriber (never subscribed,
+   * already unsubscribed, or taken over). The app's events, unacked ones included, wait for its
+   * next subscriber (`urlOpen()` answers `delivered: false, queued: true`; an app with a `launch`
+   * command is launched for them). Events the broker wrote before it read the request may still
+   * arrive (they stay queued); unacked, they come again to the next subscriber.
+   * @param {CallOptions} [options]
+   */
+  appUnsubscribe(options) {
+    return this.call('app.unsubscribe', {}, options);
   }
 
   /**

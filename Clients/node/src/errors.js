@@ -163,6 +163,28 @@ export class ConnectionClosed extends BrokerConnectionError {
   }
 }
 
+/**
+ * The app's events went to another subscriber: another connection of the app subscribed
+ * (`app.subscribe`, a second instance of the app) and took them over, and the broker said so with
+ * `app.subscriptionEnded {app, reason}`. `nextEvent()` and `nextNotification({method: 'app.event'})`
+ * reject with it; the event iterators end instead. Not a connection failure: the client stays
+ * connected (its acks still count), and `appSubscribe()` takes the events back.
+ */
+export class SubscriptionEnded extends Error {
+  /**
+   * @param {string} reason the broker's (it names the connection that took over)
+   * @param {string | undefined} app the app's bundle ID
+   */
+  constructor(reason, app) {
+    super(`the app's events went to another subscriber: ${reason}`);
+    this.name = 'SubscriptionEnded';
+    /** The broker's reason. */
+    this.reason = reason;
+    /** The app's bundle ID. @type {string | undefined} */
+    this.app = app;
+  }
+}
+
 /** No answer came within the call's timeout (the call is abandoned: a late answer is dropped). */
 export class TimeoutError extends Error {
   /** @param {string} message */

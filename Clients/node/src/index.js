@@ -4,6 +4,7 @@
 export { Client, connect, resultOrError, MAX_TIMEOUT } from './client.js';
 export {
   ErrorCode, ERROR_NAMES, RpcError, BrokerConnectionError, ConnectionClosed, TimeoutError, ProtocolError,
+  SubscriptionEnded,
   PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS, INTERNAL_ERROR,
   UNAUTHORIZED, NOT_FOUND, NOT_ACCEPTED, NO_HANDLER, STORAGE_FAILURE, VERSION_CONFLICT, TOO_MANY_REQUESTS,
 } from './errors.js';

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { existsSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
-import { UNAUTHORIZED, INVALID_PARAMS } from '../src/index.js';
+import { UNAUTHORIZED, INVALID_PARAMS, SubscriptionEnded } from '../src/index.js';
 import { startBroker, rejectsWith, takeEvents, subscribeFresh, barrier, eventually, NODE_DIR, WAIT, APP, APP_SHARE, NOTES } from './support.js';
 
 /** @type {import('./support.js').Broker} */
@@ -207,9 +207,11 @@ test('queued while nobody listens, delivered oldest first, re-delivered after a 
   assert.equal((await tool.brokerStatus()).pendingEvents, pendingBefore - ids.length);
 });
 
-test('a second subscriber takes over; the old one gets nothing more, its acks still count', async () => {
+test('a second subscriber takes over; the old one is told, gets nothing more, its acks still count', async () => {
   const old = await broker.app();
   await subscribeFresh(old);
+  const told = [];
+  old.on('app.subscriptionEnded', (e) => told.push(e));
   const tool = await broker.tool();
   const r1 = await tool.urlOpen('deeplinkmyapp://takeover/1');
   const e1 = await old.nextEvent({ timeout: WAIT });
@@ -226,10 +228,118 @@ test('a second subscriber takes over; the old one gets nothing more, its acks st
   // The broker writes an event before the opener's answer; a round trip on the old connection
   // after that answer would have read it.
   await barrier(old);
+  // It was told (app.subscriptionEnded), which ends its wait for an event, with the reason.
+  assert.equal(told.length, 1);
+  assert.equal(told[0].app, APP);
+  assert.match(told[0].reason, /subscribed/);
+  const err = await old.nextEvent({ timeout: WAIT }).then(() => null, (e) => e);
+  assert.ok(err instanceof SubscriptionEnded, `expected SubscriptionEnded, got ${err}`);
+  assert.equal(err.reason, told[0].reason);
+  assert.equal(err.app, APP);
+  assert.ok(err.message.includes(err.reason));
+  assert.deepEqual(old.subscriptionEnded, told[0]);
   assert.equal(old.pendingNotifications, 0, 'the old subscriber still receives events');
+  assert.equal(old.closed, false);
   assert.equal((await old.appAck(e1.id)).acked, 1, 'the old connection\'s ack counts');
   assert.equal((await fresh.appAck([e1.id, r2.eventID])).acked, 1);
 });
+
+test('a takeover ends the old connection\'s events() loop; subscribing again takes the events back', async () => {
+  const old = await broker.app();
+  await subscribeFresh(old);
+  const tool = await broker.tool();
+  const r1 = await tool.urlOpen('deeplinkmyapp://takeover-iter/1');
+  assert.equal(r1.delivered, true);
+  const got = [];
+  const loop = (async () => {
+    for await (const ev of old.events()) got.push(ev.id); // no idle timeout: it waits for events
+  })();
+  const fresh = await broker.app();
+  await fresh.appSubscribe();
+  // Without the end, the loop would wait for ever.
+  const ended = await Promise.race([loop.then(() => true), new Promise((r) => setTimeout(r, 5000, false))]);
+  assert.equal(ended, true, 'the events() loop did not end at the takeover');
+  assert.deepEqual(got, [r1.eventID], 'the events sent before the takeover come first');
+  assert.equal(old.subscriptionEnded?.app, APP);
+  assert.match(old.subscriptionEnded?.reason ?? '', /subscribed/);
+  // The connection stays usable; subscribing again takes the events back, and the notice queued
+  // before its answer is dropped (it does not end the next wait).
+  await barrier(old);
+  await old.appSubscribe();
+  assert.equal(old.subscriptionEnded, undefined);
+  assert.equal((await fresh.nextEvent({ timeout: WAIT }))?.id, r1.eventID); // it had it, unacked
+  await rejectsWithSubscriptionEnded(fresh.nextEvent({ timeout: WAIT }));
+  const r2 = await tool.urlOpen('deeplinkmyapp://takeover-iter/2');
+  assert.equal(r2.delivered, true);
+  const ids = (await takeEvents(old, 2)).map((e) => e.id);
+  assert.deepEqual(ids, [r1.eventID, r2.eventID]);
+  await old.appAck(ids);
+});
+
+test('a notice queued before subscribing again does not end the new subscription', async () => {
+  const old = await broker.app();
+  await subscribeFresh(old);
+  const fresh = await broker.app();
+  await fresh.appSubscribe(); // old is told; it has not read the notice yet
+  await eventually(async () => (await barrier(old)) && old.pendingNotifications === 1, 'the notice');
+  await old.appSubscribe();
+  assert.equal(old.pendingNotifications, 0);
+  const r = await (await broker.tool()).urlOpen('deeplinkmyapp://stale-notice');
+  assert.equal((await old.nextEvent({ timeout: WAIT }))?.id, r.eventID);
+  await old.appAck(r.eventID);
+});
+
+test('appUnsubscribe(): new events wait for the next subscriber; the connection stays open', async () => {
+  const app = await broker.app();
+  await subscribeFresh(app);
+  const tool = await broker.tool();
+  assert.equal((await tool.urlOpen('deeplinkmyapp://unsub/live')).delivered, true);
+  const live = await app.nextEvent({ timeout: WAIT });
+  assert.deepEqual(await app.appUnsubscribe(), { unsubscribed: true });
+  const r = await tool.urlOpen('deeplinkmyapp://unsub/queued');
+  assert.equal(r.delivered, false);
+  assert.equal(r.queued, true);
+  assert.equal(await app.nextEvent({ timeout: 300 }), null, 'an unsubscribed connection still receives events');
+  assert.deepEqual(await app.appUnsubscribe(), { unsubscribed: false }, 'no longer the subscriber');
+  assert.deepEqual(await (await broker.app()).appUnsubscribe(), { unsubscribed: false }, 'never subscribed');
+  await rejectsWith((await broker.tool()).appUnsubscribe(), UNAUTHORIZED);
+  const { pending } = await app.appSubscribe();
+  assert.equal(pending, 2);
+  const ids = (await takeEvents(app, 2)).map((e) => e.id);
+  assert.deepEqual(ids, [live?.id, r.eventID]);
+  assert.equal((await app.appAck(ids)).acked, 2);
+});
+
+test('events({unsubscribe: true}): breaking out of the loop unsubscribes; by default it does not', async () => {
+  const app = await broker.app();
+  await subscribeFresh(app);
+  const tool = await broker.tool();
+  const r1 = await tool.urlOpen('deeplinkmyapp://loop/1');
+  for await (const ev of app.events({ timeout: WAIT })) {
+    assert.equal(ev.id, r1.eventID);
+    break;
+  }
+  const r2 = await tool.urlOpen('deeplinkmyapp://loop/2');
+  assert.equal(r2.delivered, true, 'a plain events() loop keeps the subscription');
+  for await (const ev of app.events({ timeout: WAIT, unsubscribe: true })) {
+    assert.equal(ev.id, r2.eventID);
+    break; // the loop's end waits for app.unsubscribe's answer
+  }
+  const r3 = await tool.urlOpen('deeplinkmyapp://loop/3');
+  assert.equal(r3.delivered, false);
+  assert.equal(r3.queued, true);
+  await app.appSubscribe();
+  const ids = (await takeEvents(app, 3)).map((e) => e.id);
+  assert.deepEqual(ids, [r1.eventID, r2.eventID, r3.eventID]);
+  await app.appAck(ids);
+});
+
+/** @param {Promise<unknown>} promise */
+async function rejectsWithSubscriptionEnded(promise) {
+  const err = await promise.then(() => null, (e) => e);
+  assert.ok(err instanceof SubscriptionEnded, `expected SubscriptionEnded, got ${err}`);
+  return err;
+}
 
 test('notifications that arrive while a call waits are queued in order', async () => {
   const app = await broker.app();
