@@ -25,7 +25,8 @@
 #
 # Exit status of sb_call and friends: 0 ok, 1 the broker answered an error, 64 usage error,
 # 69 broker unreachable (or no socat/nc), or it closed the connection without an answer (its
-# reason, when it gave one, on stderr).
+# reason, when it gave one, on stderr); sb_listen: 75 when another connection of the app
+# subscribed and took its events over (app.subscriptionEnded, on stderr).
 
 # The socket path the functions use.
 sb_socket() {
@@ -238,11 +239,37 @@ sb_open() {
 
 # sb_listen SECONDS: hello as SB_ROLE=app/SB_BUNDLE_ID, app.subscribe, and print the app.event
 # lines that arrive within SECONDS (pending ones first). Events stay pending until acked:
-# sb_ack ID... (any connection of the app may ack).
+# sb_ack ID... (any connection of the app may ack). When another connection of the app subscribes
+# meanwhile, it takes the events over and the broker says so (app.subscriptionEnded): sb_listen
+# then stops at once (nothing more would come), prints the events that came before, and exits 75
+# with the notice on stderr. (The subscription ends with the connection, when sb_listen returns:
+# there is no sb_unsubscribe.)
 sb_listen() {
     _sb_secs=${1:-5}
-    _sb_out=$({ sb_hello_request; sb_request '"sb-subscribe"' app.subscribe '{}'; sleep "$_sb_secs"; } | sb_raw 1)
-    if [ $? -ne 0 ] && [ -z "$(_sb_closing "$_sb_out")" ]; then return 69; fi
+    _sb_file=$(mktemp "${TMPDIR:-/tmp}/sb_listen-XXXXXX") || {
+        echo "sharebroker.sh: sb_listen: cannot create a temporary file" >&2
+        return 69
+    }
+    {
+        sb_hello_request
+        sb_request '"sb-subscribe"' app.subscribe '{}'
+        # Keep the connection open for SECONDS, or until the broker says another subscriber
+        # took the events over (the end of stdin then closes the connection).
+        sleep "$_sb_secs" >/dev/null 2>&1 &
+        _sb_sleep=$!
+        while kill -0 "$_sb_sleep" 2>/dev/null; do
+            if grep -q -F '"method":"app.subscriptionEnded"' "$_sb_file" 2>/dev/null; then
+                kill "$_sb_sleep" 2>/dev/null
+                break
+            fi
+            sleep 0.2
+        done
+        wait "$_sb_sleep" 2>/dev/null
+    } | sb_raw 1 >"$_sb_file"
+    _sb_rc=$?
+    _sb_out=$(cat "$_sb_file")
+    rm -f "$_sb_file"
+    if [ "$_sb_rc" -ne 0 ] && [ -z "$(_sb_closing "$_sb_out")" ]; then return 69; fi
     _sb_sub=$(printf '%s\n' "$_sb_out" | grep -F '"id":"sb-subscribe"')
     case $_sb_sub in
         *'"id":"sb-subscribe","result"'*) ;;
@@ -255,6 +282,11 @@ sb_listen() {
            return 1 ;;
     esac
     printf '%s\n' "$_sb_out" | grep -F '"method":"app.event"'
+    _sb_end=$(printf '%s\n' "$_sb_out" | grep -F '"method":"app.subscriptionEnded"' | head -n 1)
+    if [ -n "$_sb_end" ]; then
+        echo "sharebroker.sh: another connection of the app subscribed and took its events over: $_sb_end" >&2
+        return 75
+    fi
     return 0
 }
 

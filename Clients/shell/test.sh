@@ -228,6 +228,40 @@ check "the subscriber received it" "$(grep -F "\"$live\"" "$dir/listen.out" | he
     "d['params']['id'] == '$live' and d['params']['url'] == 'deeplinkmyapp://live'"
 SB_ROLE=app SB_BUNDLE_ID=$APP sb_ack "$live" >/dev/null
 
+# A takeover: another connection of the app subscribes while sb_listen listens; the broker tells
+# the old one (app.subscriptionEnded), and sb_listen stops at once (not after its 20 s) with 75.
+started=$(date +%s)
+SB_ROLE=app SB_BUNDLE_ID=$APP sb_listen 20 >"$dir/taken.out" 2>"$dir/taken.err" &
+listener=$!
+for _ in $(seq 1 40); do
+    sleep 0.05
+    st=$(sb_status)
+    [ "$(field "$st" 'd["result"]["subscribers"]')" = 1 ] && break
+done
+out=$(sb_open 'deeplinkmyapp://before-takeover')
+check "url.open before the takeover: delivered to sb_listen" "$out" 'd["result"]["delivered"] is True'
+before=$(field "$out" 'd["result"]["eventID"]')
+out=$(SB_ROLE=app SB_BUNDLE_ID=$APP sb_session 'app.subscribe {}' | grep -F '"id":1')
+check "another connection of the app subscribes" "$out" '"pending" in d["result"]'
+wait "$listener"; rc=$?
+elapsed=$(( $(date +%s) - started ))
+status_is "sb_listen taken over: exit 75" 75 "$rc"
+if [ "$elapsed" -lt 15 ]; then ok "... at once, not after its SECONDS"; else not_ok "... at once, not after its SECONDS" "took ${elapsed} s"; fi
+check "... printing the event that came before" "$(head -n 1 "$dir/taken.out")" "d['params']['id'] == '$before'"
+if grep -q -F 'took its events over' "$dir/taken.err" && grep -q -F '"method":"app.subscriptionEnded"' "$dir/taken.err" \
+        && grep -q -F '"reason":"another connection of com.mycompany.myapp subscribed' "$dir/taken.err"; then
+    ok "... and the broker's notice, with its reason, on stderr"
+else
+    not_ok "... and the broker's notice, with its reason, on stderr" "stderr: $(cat "$dir/taken.err")"
+fi
+SB_ROLE=app SB_BUNDLE_ID=$APP sb_ack "$before" >/dev/null
+# There is no sb_unsubscribe: a one-shot connection's subscription ends with it, and another
+# connection is never the subscriber.
+out=$(SB_ROLE=app SB_BUNDLE_ID=$APP sb_call app.unsubscribe '{}')
+check "app.unsubscribe on a connection of its own: unsubscribed false" "$out" 'd["result"] == {"unsubscribed": False}'
+out=$(SB_ROLE=app SB_BUNDLE_ID=$APP sb_session 'app.subscribe {}' 'app.unsubscribe {}' | grep -F '"id":2')
+check "app.subscribe then app.unsubscribe on one connection (sb_session): unsubscribed true" "$out" 'd["result"] == {"unsubscribed": True}'
+
 out=$(sb_call app.subscribe 2>/dev/null)
 check "app.subscribe as a tool is -32001" "$out" 'd["error"]["code"] == -32001'
 
