@@ -108,9 +108,13 @@ public final class Broker {
     var sessionCounts = SessionCounts()
     /// Open connections per peer uid (for the per-user limit).
     var connectionsByUID: [UInt32: Int] = [:]
-    /// Durable event queues (nil when the state directory cannot hold them: writes answer -32005).
+    /// Durable event queues (nil while they cannot be opened: the event methods answer -32005,
+    /// and the broker tries again, `storeReopen`).
     var store: EventStore? = nil
+    /// Why the event queues could not be opened last (nil once they are open).
     var storeOpenError: String? = nil
+    /// The event queues' failed opens and when they are tried again.
+    var storeReopen = StoreReopen()
     /// The routing decisions, rebuilt on reload.
     var router = URLRouter(apps: [], associations: [:])
     /// Association documents that failed to load (host → reason), for status and logs.

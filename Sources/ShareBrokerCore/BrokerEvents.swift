@@ -46,6 +46,24 @@ struct LaunchState {
     var timeouts = 0
 }
 
+/// The event queues when they could not be opened (an I/O error, a file in the way of
+/// `STATE/queues`...): they are tried again, at the next request that needs them (the first at
+/// once, then at most once a second) and on a timer with a backoff (1 s, 2 s, 4 s... up to a
+/// minute), so waiting events get their apps launched without a request. A failure is logged
+/// once per streak, not at each try.
+struct StoreReopen {
+    /// Failed opens (the one at start included); kept once they opened (`broker.status`).
+    var failures = 0
+    /// When the first failed (monotonic ns).
+    var since: UInt64 = 0
+    /// When they were tried last (monotonic ns).
+    var lastAttempt: UInt64 = 0
+    /// When the timer tries them next (monotonic ns; 0: not scheduled).
+    var timerDue: UInt64 = 0
+    /// A request has tried them (the first one tries at once, whenever the last try was).
+    var requestTried = false
+}
+
 extension Broker {
     /// Methods of routing and delivery, added to the method table.
     static func eventMethods() -> [MethodSpec] {
@@ -59,29 +77,95 @@ extension Broker {
         ]
     }
 
-    /// Opens the event store; when it cannot be opened the broker still runs and writes answer -32005.
-    func openStore() {
-        do {
-            let s = try EventStore(
-                directory: config.stateDirectory + "/queues", segmentLimit: config.journalSegmentLimit, turn: turn)
-            store = s
-            let r = s.recovery
-            log.log(
-                .info,
-                "event queues recovered: \(s.pendingCount) pending events from \(r.records) records in \(r.segments) segments"
-                    + (r.quarantined > 0 ? ", \(r.quarantined) damaged records quarantined" : "")
-                    + (r.truncatedBytes > 0 ? ", torn tail of \(r.truncatedBytes) bytes truncated" : ""))
-            for note in r.notes { log.log(.warning, "recovery: \(note)") }
-            if let inject = config.storeFaults { s.journal.faultInjector = inject }
-        } catch {
-            storeOpenError = error.message
-            log.log(.error, "cannot open the event queues: \(error.message); url.open and app.ack will fail with -32005")
-        }
+    /// Least time between two tries of the event queues that requests make (`requireStore`).
+    static let storeRetrySpacing: UInt64 = 1_000_000_000
+
+    /// The timer's wait after `failures` failed opens of the event queues: 1 s, doubling up to a minute.
+    static func storeRetryBackoff(_ failures: Int) -> UInt64 {
+        UInt64(min(60, 1 << min(max(failures - 1, 0), 6))) * 1_000_000_000
     }
 
-    func requireStore() throws(RPCError) -> EventStore {
+    /// Opens the event queues (at start, and again while they could not be). When they cannot be
+    /// opened the broker still runs: url.open, app.subscribe, app.ack and share.send {open} answer
+    /// -32005 and they are tried again (`StoreReopen`). Opened late, what the start does for them
+    /// is done then (`storeOpenedLate`).
+    func openStore() {
+        guard store == nil else { return }
+        let now = Clock.monotonicNanos()
+        storeReopen.lastAttempt = now
+        let s: EventStore
+        do {
+            s = try EventStore(directory: config.stateDirectory + "/queues", segmentLimit: config.journalSegmentLimit, turn: turn)
+        } catch {
+            storeOpenError = error.message
+            storeReopen.failures += 1
+            storeReopen.timerDue = now + Broker.storeRetryBackoff(storeReopen.failures)
+            nextTimerDue = min(nextTimerDue, storeReopen.timerDue)
+            if storeReopen.failures == 1 {
+                storeReopen.since = now
+                log.log(
+                    .error,
+                    "cannot open the event queues: \(error.message); url.open, app.subscribe, app.ack and share.send {open} answer -32005 until they can be (tried again at the next request that needs them, at most once a second, and every 1 s to 1 min meanwhile)")
+            } else {
+                log.log(.debug, "the event queues still cannot be opened (\(storeReopen.failures) tries): \(error.message)")
+            }
+            return
+        }
+        store = s
+        storeOpenError = nil
+        storeReopen.timerDue = 0
+        let r = s.recovery
+        let late =
+            storeReopen.failures == 0
+            ? ""
+            : " (opened after \(storeReopen.failures) failed \(storeReopen.failures == 1 ? "try" : "tries"), \((now - storeReopen.since) / 1_000_000) ms after the first)"
+        log.log(
+            .info,
+            "event queues recovered: \(s.pendingCount) pending events from \(r.records) records in \(r.segments) segments"
+                + (r.quarantined > 0 ? ", \(r.quarantined) damaged records quarantined" : "")
+                + (r.truncatedBytes > 0 ? ", torn tail of \(r.truncatedBytes) bytes truncated" : "") + late)
+        for note in r.notes { log.log(.warning, "recovery: \(note)") }
+        if let inject = config.storeFaults { s.journal.faultInjector = inject }
+        if loopStarted { storeOpenedLate(s) }
+    }
+
+    /// The event queues opened while the loop runs (they could not be at start): what the start
+    /// does after opening them is done now. Events that shares announced but that were never
+    /// written are re-created (committed with this turn, delivered after it), and apps whose
+    /// events wait are launched after the start-up grace (`--launch-grace`: running apps, whose
+    /// app.subscribe was refused meanwhile, have that long to subscribe again), at the end of the
+    /// turn at the earliest (an app whose app.subscribe opened them is not launched).
+    func storeOpenedLate(_ s: EventStore) {
+        restoreAnnouncedEvents()
+        guard !stopping, s.pendingCount > 0 else { return }
+        let grace = config.launchGraceAtStartSeconds
+        let due = Clock.monotonicNanos() + (grace > 0 ? UInt64(min(grace, 86_400) * 1e9) : 0)
+        startLaunchesDue = startLaunchesDue == 0 ? due : min(startLaunchesDue, due)
+        nextTimerDue = min(nextTimerDue, startLaunchesDue)
+    }
+
+    /// Tries the event queues again for a request that needs them, unless a request tried them
+    /// less than `storeRetrySpacing` ago (the first request tries at once).
+    func reopenStoreForRequest() {
+        guard store == nil, !stopping else { return }
+        if storeReopen.requestTried && Clock.monotonicNanos() - storeReopen.lastAttempt < Broker.storeRetrySpacing { return }
+        storeReopen.requestTried = true
+        openStore()
+    }
+
+    /// The event queues, tried again when they could not be opened; -32005 when they still cannot
+    /// (`outcome`: what that means for the request).
+    func requireStore(_ outcome: String = "nothing was stored") throws(RPCError) -> EventStore {
+        if let store { return store }
+        reopenStoreForRequest()
         guard let store else {
-            throw RPCError(.storageFailure, "Storage failure: \(storeOpenError ?? "the event store is not available"); nothing was stored")
+            let now = Clock.monotonicNanos()
+            let retry = storeReopen.lastAttempt + Broker.storeRetrySpacing
+            let due = storeReopen.timerDue
+            throw RPCError(
+                .storageFailure,
+                "Storage failure: the event queues cannot be opened: \(storeOpenError ?? "unknown error"); \(outcome) (tried again for a request \(retry > now ? (retry - now + 999_999) / 1_000_000 : 0) ms from now at the earliest, and by the broker on its own in \(due > now ? (due - now + 999_999_999) / 1_000_000_000 : 0) s)"
+            )
         }
         return store
     }
@@ -152,6 +236,8 @@ extension Broker {
 
     func appSubscribe(_ conn: Connection) throws(RPCError) -> JSONValue {
         guard let app = conn.bundleID else { throw RPCError(.unauthorized, "Unauthorized: app.subscribe needs an app session") }
+        // (not `pending: 0` when they cannot be read: the app is not subscribed, and may try again)
+        let store = try requireStore("not subscribed: the app's pending events cannot be read")
         if let old = subscribers[app], old !== conn {
             old.subscribedApp = nil
             Broker.dropQueuedEvents(old)
@@ -175,7 +261,7 @@ extension Broker {
         // Events queued this turn are delivered after the commit; the rest now, after the reply.
         // (also those of the commit being written: they are delivered when it is durable)
         let fresh = Set((turnEvents + (inflight?.events ?? [])).filter { $0.app == app }.map(\.id))
-        let backlog = (store?.pending(for: app) ?? []).filter { !fresh.contains($0.id) }
+        let backlog = store.pending(for: app).filter { !fresh.contains($0.id) }
         afterReply.append { [unowned self] in
             guard self.subscribers[app] === conn else { return }
             // The reply is held behind a reply that waits for a commit: the backlog waits for it.
@@ -586,10 +672,14 @@ extension Broker {
                 if l.starting && !l.startingWarned { next = min(next, l.startingSince + launchStartWarning) }
             }
             if startLaunchesDue != 0 { next = min(next, startLaunchesDue) }
+            if store == nil && storeReopen.timerDue != 0 { next = min(next, storeReopen.timerDue) }
             for (_, c) in stallWatch where c.stalledSince != 0 { next = min(next, c.stalledSince + stallLimit(c)) }
             for (_, c) in partialWatch where c.partialSince != 0 { next = min(next, c.partialSince + stallNanos) }
             nextTimerDue = next
         }
+        // (the event queues could not be opened: tried again with a backoff, so the apps whose
+        // events wait are launched without a request)
+        if store == nil, storeReopen.timerDue != 0, now >= storeReopen.timerDue, !stopping { openStore() }
         if !stallWatch.isEmpty { checkStalledReaders(now: now) }
         if !partialWatch.isEmpty { checkPartialMessages(now: now) }
         for (app, var l) in launches {

@@ -772,10 +772,13 @@ extension Broker {
 
     /// After recovery: re-creates the events that shares announced but that were never written
     /// (a crash between the share's commit and the event's). An event whose sequence number is
-    /// below the recovered one was written once (and acked since): it is not re-created.
+    /// below the recovered one was written once (and acked since): it is not re-created. At start
+    /// they are committed at once; when the event queues open while the loop runs (they could not
+    /// be at start), with the turn's commit, and delivered after it as the turn's other events.
     func restoreAnnouncedEvents() {
         guard let events = store else { return }
         var restored = 0
+        var restoredIDs: [String: Set<String>] = [:]
         for (_, shares) in shareStores {
             for s in shares.all {
                 guard let e = s.openEvent, let app = e["app"]?.stringValue, let id = e["id"]?.stringValue,
@@ -785,13 +788,18 @@ extension Broker {
                 do {
                     try events.restore(app: app, id: id, seq: seq, body: body)
                     restored += 1
+                    if loopStarted { restoredIDs[app, default: []].insert(id) }
                 } catch {
                     log.log(.error, "cannot re-create event \(id) of share \(s.id): \(error.message)")
                 }
             }
         }
         if restored > 0 {
-            for (_, e) in turn.commitAll() { log.log(.error, "commit failed: \(e.message)") }
+            if loopStarted {
+                for (app, ids) in restoredIDs { turnEvents += events.pending(for: app).filter { ids.contains($0.id) } }
+            } else {
+                for (_, e) in turn.commitAll() { log.log(.error, "commit failed: \(e.message)") }
+            }
             log.log(.info, "recovery: re-created \(restored) events announced by shares but not yet written")
         }
     }

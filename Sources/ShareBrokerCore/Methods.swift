@@ -417,9 +417,15 @@ extension Broker {
                 s.int("quarantinedRecords", r.quarantined)
                 s.int("truncatedBytes", r.truncatedBytes)
                 s.int("journalSegments", store.journal.segments.count)
+                s.int("failedOpens", storeReopen.failures)
             } else {
                 s.bool("available", false)
                 s.string("error", storeOpenError ?? "unavailable")
+                s.int("failedOpens", storeReopen.failures)
+                // (when the broker tries again on its own; a request that needs them may sooner)
+                let now = Clock.monotonicNanos()
+                let due = storeReopen.timerDue
+                s.decimal("retryInSeconds", thousandths: due > now ? (due - now + 500_000) / 1_000_000 : 0)
             }
         }
         if launches.isEmpty {

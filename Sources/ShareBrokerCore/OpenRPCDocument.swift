@@ -209,7 +209,7 @@ let openRPCDocumentText = ####"""
             },
             "pendingEvents": {
               "type": "integer",
-              "description": "Events not yet acked, delivered or not."
+              "description": "Events not yet acked, delivered or not (0 while the event queues cannot be opened: store.available false)."
             },
             "pendingShares": {
               "type": "integer"
@@ -269,7 +269,7 @@ let openRPCDocumentText = ####"""
             },
             "store": {
               "type": "object",
-              "description": "The event queues: available, recoveredEvents, quarantinedRecords, truncatedBytes, journalSegments; or available false and error.",
+              "description": "The event queues: available, recoveredEvents, quarantinedRecords, truncatedBytes, journalSegments, failedOpens; or, while they cannot be opened (url.open, app.subscribe, app.ack and share.send with open answer -32005; they are tried again), available false, error, failedOpens and retryInSeconds, and pendingEvents is 0 because nothing can be counted.",
               "properties": {
                 "available": {
                   "type": "boolean"
@@ -287,7 +287,16 @@ let openRPCDocumentText = ####"""
                   "type": "integer"
                 },
                 "error": {
-                  "type": "string"
+                  "type": "string",
+                  "description": "Why the event queues cannot be opened (the last try)."
+                },
+                "failedOpens": {
+                  "type": "integer",
+                  "description": "Failed tries to open the event queues, the one at start included (0 when they opened at start)."
+                },
+                "retryInSeconds": {
+                  "type": "number",
+                  "description": "While they cannot be opened: when the broker tries again on its own (1 s after the first failure, doubling up to 60 s); a request that needs them tries at most once a second, the first at once."
                 }
               }
             },
@@ -654,6 +663,10 @@ let openRPCDocumentText = ####"""
         {
           "code": -32602,
           "message": "Invalid params: params given by position (this method takes none; send {} or [] or omit them)"
+        },
+        {
+          "code": -32005,
+          "message": "Storage failure: the event queues cannot be opened; not subscribed (the broker tries again)"
         },
         {
           "code": -32007,
