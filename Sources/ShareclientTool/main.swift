@@ -331,7 +331,11 @@ func run(_ cmd: ParsedCommand) throws -> Int32 {
             field("connections", "connections")
             field("apps", "apps")
             field("subscribers", "subscribers")
-            field("pending events", "pendingEvents")
+            if st["store"]?["available"] == .bool(false) {
+                lines.append("pending events".padding(16) + "unknown (the event store is unavailable)")
+            } else {
+                field("pending events", "pendingEvents")
+            }
             field("pending shares", "pendingShares")
             field("manifest errors", "manifestErrors")
             field("assoc. errors", "associationErrors")

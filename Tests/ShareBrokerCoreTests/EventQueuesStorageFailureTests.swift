@@ -54,6 +54,9 @@ final class EventQueuesStorageFailureTests: XCTestCase {
         let failed = try XCTUnwrap(st["store"]?["failedOpens"]?.intValue, st.compactText)
         XCTAssertGreaterThanOrEqual(failed, 2, "at start, then again for the first request: \(st.compactText)")
         XCTAssertNotNil(st["store"]?["retryInSeconds"], st.compactText)
+        let said = try runProcess(Products.shareclient, ["status", "--socket", h.socket], timeout: 20)
+        XCTAssertTrue(said.out.contains("pending events  unknown (the event store is unavailable)"), said.out)
+        XCTAssertTrue(said.out.contains("event store     UNAVAILABLE: "), said.out)
 
         // While it keeps failing, requests do not try it again each time (at most once a second).
         let began = Date()
