@@ -268,6 +268,10 @@ public actor ShareBrokerClient {
     /// and the renewal are not replayed (compare `version`, or re-read with `defaultsList`, on
     /// `ConnectionEvent.reconnected`).
     ///
+    /// To start from the current values without missing a change (a widget): watch first, then
+    /// read them with `defaultsList`; skip the changes whose `version` is at most the list's
+    /// `version` (they are already in it).
+    ///
     /// Throws `.invalidParams` for an empty `keys` array, without asking the broker (pass nil to
     /// watch every key), and `.unauthorized` when the group is not in the bundle's `appGroups`
     /// (or the session is a tool's).
