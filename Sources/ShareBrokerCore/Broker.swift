@@ -288,6 +288,7 @@ public final class Broker {
         }
         try prepareStateDirectory()
         try lockStateDirectory()
+        try checkStateFormat()
         openStore()
         reloadManifests(reason: "start")
         openExistingGroups()
@@ -585,6 +586,41 @@ public final class Broker {
         _ = ftruncate(fd, 0)  // (fails harmlessly on a read-only descriptor)
         _ = text.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) }
         stateLockFD = fd
+    }
+
+    /// The format of what this broker writes under the state directory. A later version that
+    /// changes it in a way this one would misread (a record type it does not know, a layout)
+    /// raises it, so that this one refuses the directory instead of losing what it cannot read.
+    public static let stateFormat = 1
+
+    /// Checks `STATE/format` ("sharebroker-state N"): a directory a newer broker wrote (a higher
+    /// N) is refused before anything in it is read or cleaned up (this broker would drop the
+    /// records it does not know, and remove their files as orphans); one without the file (new,
+    /// or written before the file existed, which this broker reads) gets it. A directory this
+    /// broker cannot write is checked but not marked.
+    func checkStateFormat() throws(BrokerStartError) {
+        let path = config.stateDirectory + "/format"
+        let bytes: [UInt8]
+        do { bytes = try FileIO.readFile(path, limit: 256) } catch {
+            guard error.errno == ENOENT else {
+                throw BrokerStartError("cannot read \(path) (the state directory's format): \(error)")
+            }
+            guard stateLockFD >= 0 else { return }  // (read-only: nothing is written anyway)
+            do { try FileIO.writeAtomically(path, Array("sharebroker-state \(Broker.stateFormat)\n".utf8)) } catch {
+                log.log(.warning, "cannot write \(path) (the state directory's format): \(error)")
+            }
+            return
+        }
+        let text = String(decoding: bytes.prefix { $0 != 0x0A && $0 != 0x0D }, as: UTF8.self)
+        let prefix = "sharebroker-state "
+        guard text.hasPrefix(prefix), let n = Int(text.dropFirst(prefix.count)), n >= 1 else {
+            throw BrokerStartError("\(path) does not say the state directory's format ('sharebroker-state N'); refusing to guess: restore it or move it aside")
+        }
+        guard n <= Broker.stateFormat else {
+            throw BrokerStartError(
+                "the state directory \(config.stateDirectory) was written by a newer sharebroker (state format \(n); this one reads "
+                    + "format \(Broker.stateFormat) and older): run that version, or give this one another --state")
+        }
     }
 
     /// Releases the state directory's lock (when the loop has stopped).

@@ -241,6 +241,44 @@ final class LifecycleTests: XCTestCase {
         XCTAssertTrue(next.waitExit())
     }
 
+    /// STATE/format: written at the first start (0600); a directory a newer broker marked with a
+    /// higher format, or a file that says no format, is refused before anything in it is read;
+    /// one without the file (written before it existed) is marked and served.
+    func testTheStateFormatIsMarkedAndANewerOneRefused() throws {
+        let dir = TempDir()
+        dir.write("state/apps/myapp.json", #"{"bundleID": "com.mycompany.myapp", "urlSchemes": ["deeplinkmyapp"]}"#)
+        chmod(dir.path + "/state", 0o700)
+        let format = dir.path + "/state/format"
+        var p = try startBroker(dir)
+        XCTAssertEqual(try String(contentsOfFile: format, encoding: .utf8), "sharebroker-state \(Broker.stateFormat)\n")
+        XCTAssertEqual(try XCTUnwrap(fileMode(format)) & 0o777, 0o600)
+        let tool = try BrokerConnection(socketPath: p.socket)
+        try tool.hello(role: "tool")
+        _ = try tool.call("url.open", ["url": "deeplinkmyapp://kept"])
+        p.signal(SIGTERM)
+        XCTAssertTrue(p.waitExit())
+        func serve() throws -> (status: Int32, out: String, err: String) {
+            try runProcess(Products.sharebroker, ["serve", "--socket", dir.path + "/b.sock", "--state", dir.path + "/state"], timeout: 10)
+        }
+        dir.write("state/format", "sharebroker-state \(Broker.stateFormat + 1)\n")
+        chmod(format, 0o600)
+        var r = try serve()
+        XCTAssertEqual(r.status, 1, r.err)
+        XCTAssertTrue(r.err.contains("was written by a newer sharebroker (state format \(Broker.stateFormat + 1)"), r.err)
+        dir.write("state/format", "something else\n")
+        chmod(format, 0o600)
+        r = try serve()
+        XCTAssertEqual(r.status, 1, r.err)
+        XCTAssertTrue(r.err.contains("does not say the state directory's format"), r.err)
+        // Written before the file existed: marked, and what it holds is served.
+        try FileManager.default.removeItem(atPath: format)
+        p = try startBroker(dir)
+        XCTAssertEqual(try String(contentsOfFile: format, encoding: .utf8), "sharebroker-state \(Broker.stateFormat)\n")
+        XCTAssertEqual(try BrokerConnection(socketPath: p.socket).call("broker.status")["pendingEvents"]?.intValue, 1)
+        p.signal(SIGTERM)
+        XCTAssertTrue(p.waitExit())
+    }
+
     func testStaleSocketFileIsReplaced() throws {
         let dir = TempDir()
         let first = try startBroker(dir)
