@@ -495,29 +495,24 @@ final class DurabilityTests: XCTestCase {
     /// A subscriber the broker did not launch that goes away with events unacked leaves them
     /// waiting with no live subscriber: its app is launched for them.
     func testASubscriberThatLeavesWithEventsUnackedGetsItsAppLaunched() throws {
-        let dir = TempDir()
-        let pidFile = dir.path + "/pids"
-        let h = launchHarness(ackingApp(pidFile))
-        try h.start()
-        defer { for pid in launchedPIDs(pidFile) { kill(pid, SIGKILL) } }
-        let app = try h.rawSession(role: "app", bundleID: "com.mycompany.myapp")
-        app.send(#"{"jsonrpc":"2.0","id":2,"method":"app.subscribe"}"# + "\n")
-        XCTAssertEqual(app.readJSON()?["result"]?["pending"], 0)
-        let tool = try h.tool()
-        XCTAssertEqual(try tool.call("url.open", ["url": "deeplinkmyapp://unacked"])["delivered"], true)
-        XCTAssertEqual(app.readJSON()?["method"], "app.event")
-        XCTAssertTrue(launchedPIDs(pidFile).isEmpty, "a live subscriber: nothing launched")
-        _ = shutdown(app.fd, Int32(SHUT_RDWR))  // (the app goes away without acking)
-        XCTAssertTrue(
-            waitUntil(timeout: 15) { (try? tool.call("broker.status"))?["pendingEvents"]?.intValue == 0 },
-            "the app was launched for the unacked event: \((try? tool.call("broker.status"))?.compactText ?? "")")
-        XCTAssertEqual(launchedPIDs(pidFile).count, 1)
-        h.stop()
+        try subscriberStopsWithAnEventUnacked { app in _ = shutdown(app.fd, Int32(SHUT_RDWR)) }
     }
 
-    /// A subscriber the broker did not launch that unsubscribes (and stays connected) with events
-    /// unacked leaves them waiting with no live subscriber, as if it had gone: its app is launched.
+    /// So does one that unsubscribes (and stays connected), as if it had gone.
     func testASubscriberThatUnsubscribesWithEventsUnackedGetsItsAppLaunched() throws {
+        try subscriberStopsWithAnEventUnacked { app in
+            app.send(#"{"jsonrpc":"2.0","id":3,"method":"app.unsubscribe"}"# + "\n")
+            XCTAssertEqual(app.readJSON()?["result"]?["unsubscribed"], true)
+        } then: { app in
+            XCTAssertNil(app.readJSON(timeout: 0.3), "the unsubscribed connection got nothing more")
+        }
+    }
+
+    /// A raw subscriber of the app gets an event, then `stop`s taking them without acking it: the
+    /// app's launch command is run for it (once) and acks it.
+    private func subscriberStopsWithAnEventUnacked(
+        _ stop: (RawClient) -> Void, then: (RawClient) -> Void = { _ in }, file: StaticString = #filePath, line: UInt = #line
+    ) throws {
         let dir = TempDir()
         let pidFile = dir.path + "/pids"
         let h = launchHarness(ackingApp(pidFile))
@@ -525,18 +520,17 @@ final class DurabilityTests: XCTestCase {
         defer { for pid in launchedPIDs(pidFile) { kill(pid, SIGKILL) } }
         let app = try h.rawSession(role: "app", bundleID: "com.mycompany.myapp")
         app.send(#"{"jsonrpc":"2.0","id":2,"method":"app.subscribe"}"# + "\n")
-        XCTAssertEqual(app.readJSON()?["result"]?["pending"], 0)
+        XCTAssertEqual(app.readJSON()?["result"]?["pending"], 0, file: file, line: line)
         let tool = try h.tool()
-        XCTAssertEqual(try tool.call("url.open", ["url": "deeplinkmyapp://unacked"])["delivered"], true)
-        XCTAssertEqual(app.readJSON()?["method"], "app.event")
-        XCTAssertTrue(launchedPIDs(pidFile).isEmpty, "a live subscriber: nothing launched")
-        app.send(#"{"jsonrpc":"2.0","id":3,"method":"app.unsubscribe"}"# + "\n")
-        XCTAssertEqual(app.readJSON()?["result"]?["unsubscribed"], true)
+        XCTAssertEqual(try tool.call("url.open", ["url": "deeplinkmyapp://unacked"])["delivered"], true, file: file, line: line)
+        XCTAssertEqual(app.readJSON()?["method"], "app.event", file: file, line: line)
+        XCTAssertTrue(launchedPIDs(pidFile).isEmpty, "a live subscriber: nothing launched", file: file, line: line)
+        stop(app)
         XCTAssertTrue(
             waitUntil(timeout: 15) { (try? tool.call("broker.status"))?["pendingEvents"]?.intValue == 0 },
-            "the app was launched for the unacked event: \((try? tool.call("broker.status"))?.compactText ?? "")")
-        XCTAssertEqual(launchedPIDs(pidFile).count, 1)
-        XCTAssertNil(app.readJSON(timeout: 0.3), "the unsubscribed connection got nothing more")
+            "the app was launched for the unacked event: \((try? tool.call("broker.status"))?.compactText ?? "")", file: file, line: line)
+        XCTAssertEqual(launchedPIDs(pidFile).count, 1, file: file, line: line)
+        then(app)
         h.stop()
     }
 
