@@ -959,6 +959,7 @@ public final class Broker {
         stopping = true  // (also when the loop ended on an error: closing subscribers launches nothing)
         drainCommits()
         finishStoreWork()
+        settleOwedCuts()
         // Launches not started are not; one being started is called off before its spawn (a
         // stopped broker starts nothing). A spawn under way ends on its own: its child is
         // detached, as every launched app is when the broker stops.

@@ -173,6 +173,19 @@ extension Broker {
     /// At shutdown: store work not started is taken back (its `done` runs: a snapshot not written
     /// is tried again after the next start), and the compactions running are waited for, so none
     /// writes or deletes segments once the broker has stopped (and let go of its state directory).
+    /// At the stop, after the last commits: the records of a failed commit that could not be
+    /// taken off their journal then (only the journal's next commit would) are taken off now;
+    /// else they would come back at the next start, answered as not stored.
+    func settleOwedCuts() {
+        var journals: [(String, () -> Bool)] = []
+        if let s = store { journals.append(("event queues", { s.journal.settleOwedCutBack() })) }
+        for (g, s) in shareStores { journals.append(("shares of \(g)", { s.settleOwedCutBack() })) }
+        for (g, s) in defaults.stores { journals.append(("defaults of \(g)", { s.journal.settleOwedCutBack() })) }
+        for (name, settle) in journals where !settle() {
+            log.log(.error, "the records of a failed commit could not be taken off the journal of the \(name): they may come back at the next start")
+        }
+    }
+
     func finishStoreWork() {
         for (id, done) in poolWork where workers.cancel(id) {
             poolWork[id] = nil

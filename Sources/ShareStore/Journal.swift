@@ -197,8 +197,10 @@ public final class Journal {
     /// the segment is not started (the previous one stays active).
     public var onNewSegment: ((Journal) throws(StoreError) -> Void)? = nil
     /// A failed batch's records that could not be taken off the segment (`cutBack`): nothing is
-    /// written until they are (a record the broker answered as not stored must not come back).
-    var owedCutBack: (start: Int, end: Int)? = nil
+    /// written until they are (a record the broker answered as not stored must not come back),
+    /// no new segment is started, and a journal about to be closed tries once more
+    /// (`settleOwedCutBack`). `file` is the segment they are in.
+    var owedCutBack: (file: SegmentDescriptor, start: Int, end: Int)? = nil
     /// A directory fsync after segments were deleted failed: no further segment is deleted until
     /// one succeeds (a later segment must not go while an earlier one's deletion may be undone).
     var directorySyncOwed = false
@@ -469,13 +471,10 @@ public final class Journal {
             pending.removeAll(keepingCapacity: true)
             throw StoreError("cannot write \(path(of: activeSegment)): no segment is open")
         }
-        if let owed = owedCutBack {
-            guard cutBack(file.fd, from: owed.start, to: owed.end) else {
-                pending.removeAll(keepingCapacity: true)
-                throw StoreError(
-                    "cannot write \(activePath): the records of a failed commit could not be taken off it yet (\(owed.end - owed.start) bytes at offset \(owed.start))")
-            }
-            owedCutBack = nil
+        if let owed = owedCutBack, !settleOwedCutBack() {
+            pending.removeAll(keepingCapacity: true)
+            throw StoreError(
+                "cannot write \(activePath): the records of a failed commit could not be taken off it yet (\(owed.end - owed.start) bytes at offset \(owed.start))")
         }
         var bytes: [UInt8] = []
         swap(&bytes, &pending)
@@ -507,7 +506,7 @@ public final class Journal {
             // Cutting the file back also frees the blocks reserved past the cut: the next record
             // reserves them again (so a full disk still shows at append, not at commit).
             if !cutBack(batch.fd, from: batch.startOffset, to: batch.startOffset + batch.bytes.count) {
-                owedCutBack = (batch.startOffset, batch.startOffset + batch.bytes.count)
+                owedCutBack = (batch.file, batch.startOffset, batch.startOffset + batch.bytes.count)
             }
             activeSize = batch.startOffset
             writtenEnd = batch.startOffset
@@ -533,11 +532,24 @@ public final class Journal {
         return sb_datasync(fd) == 0
     }
 
+    /// Takes off the records of a failed commit that could not be taken off then (`owedCutBack`),
+    /// if any; false when that still cannot be done (they may come back at replay).
+    @discardableResult
+    public func settleOwedCutBack() -> Bool {
+        guard let owed = owedCutBack else { return true }
+        guard cutBack(owed.file.fd, from: owed.start, to: owed.end) else { return false }
+        owedCutBack = nil
+        return true
+    }
+
     /// Gives back the active segment's space reserved or zeroed past its last record, for a
-    /// store about to be closed (nothing pending or in flight: else nothing is done). Reopened,
-    /// the journal appends after that record as usual.
+    /// store about to be closed (nothing pending or in flight: else nothing is done), after
+    /// taking off a failed commit's records still owed (`settleOwedCutBack`). Reopened, the
+    /// journal appends after that record as usual.
     public func trimReserved() {
-        guard !hasPending, !batchInFlight, activeFD >= 0, writtenEnd > activeSize || reservedEnd > activeSize else { return }
+        guard !hasPending, !batchInFlight, activeFD >= 0 else { return }
+        settleOwedCutBack()
+        guard writtenEnd > activeSize || reservedEnd > activeSize else { return }
         _ = ftruncate(activeFD, off_t(activeSize))
         writtenEnd = activeSize
         reservedEnd = activeSize
@@ -555,6 +567,13 @@ public final class Journal {
     /// it are gone).
     func startSegment(_ number: Int) throws(StoreError) {
         let p = path(of: number)
+        // Records of a failed commit still owed a cut are in the active segment: it is not
+        // sealed with them (its best-effort trim below is not durable, and the next commit
+        // would cut the new segment instead).
+        if let owed = owedCutBack, !settleOwedCutBack() {
+            throw StoreError(
+                "cannot start \(p): the records of a failed commit could not be taken off \(activePath) yet (\(owed.end - owed.start) bytes at offset \(owed.start))")
+        }
         let fd = open(p, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
         if fd < 0 { throw StoreError("cannot create \(p)", SystemError("open", errno: currentErrno())) }
         if activeFD >= 0 {

@@ -333,6 +333,11 @@ public final class ShareRecordStore: TurnParticipant, SegmentCompacting {
     /// The journal's segment numbers, oldest first (tests watch compaction through it).
     public var journalSegments: [Int] { journal.segments }
 
+    /// Takes off a failed commit's records still owed a cut (`Journal.settleOwedCutBack`);
+    /// false when they still cannot be.
+    @discardableResult
+    public func settleOwedCutBack() -> Bool { journal.settleOwedCutBack() }
+
     /// Number of pending shares.
     public var count: Int { shares.count }
 
