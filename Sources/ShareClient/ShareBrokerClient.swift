@@ -225,7 +225,9 @@ public actor ShareBrokerClient {
     ///
     /// With `reconnect: true` the subscription is renewed after a reconnection; events that were
     /// yielded but not acked are then yielded again with the same ids (at-least-once delivery),
-    /// so handle and ack idempotently. One subscription per client: subscribing again ends the
+    /// so handle and ack idempotently (a renewal the broker refuses with `-32005` because its
+    /// event queues cannot be opened yet is tried again, the stream staying open). One
+    /// subscription per client: subscribing again ends the
     /// previous stream. Ending iteration (or cancelling the task) unsubscribes (`app.unsubscribe`):
     /// the connection stays open and the app counts as having no subscriber, so new events wait
     /// for the next one (`url.open` answers `queued: true`; an app with a `launch` command is
@@ -616,6 +618,37 @@ public actor ShareBrokerClient {
         emit(.gaveUp(error))
     }
 
+    /// Tries the renewal of the subscription `id` again on `t` after `delay` (its app.subscribe
+    /// was refused with -32005 while the broker's event queues could not be opened), doubling the
+    /// wait up to 30 s while it is refused so; a connection that drops meanwhile renews it itself,
+    /// another refusal ends the stream.
+    func renewSubscriptionLater(_ id: Int, on t: SocketTransport, after delay: Duration) {
+        Task { [weak self] in
+            try? await Task.sleep(for: delay)
+            await self?.renewSubscription(id, on: t, delay: delay)
+        }
+    }
+
+    func renewSubscription(_ id: Int, on t: SocketTransport, delay: Duration) async {
+        guard let sink = eventSink, sink.id == id, transport === t, state == .connected || state == .reconnecting else { return }
+        if state == .reconnecting {  // (still renewing the watches: not before it is connected)
+            renewSubscriptionLater(id, on: t, after: .milliseconds(100))
+            return
+        }
+        do throws(ShareBrokerError) {
+            _ = try await send("app.subscribe", .object([:]), on: t, deadline: callDeadline())
+        } catch {
+            if error.isConnectionError { return }  // (the reconnection renews it)
+            guard eventSink?.id == id else { return }
+            if case .storageFailure = error {
+                renewSubscriptionLater(id, on: t, after: min(delay * 2, .seconds(30)))
+                return
+            }
+            eventSink = nil
+            sink.continuation.finish(throwing: error)
+        }
+    }
+
     /// Renews the subscription and the watches on a new connection. Connection failures are
     /// thrown (the caller retries); a refusal ends only the stream it concerns.
     func restoreStreams(on t: SocketTransport) async throws(ShareBrokerError) {
@@ -624,8 +657,14 @@ public actor ShareBrokerClient {
                 _ = try await send("app.subscribe", .object([:]), on: t, deadline: callDeadline())
             } catch {
                 if error.isConnectionError { throw error }
-                if eventSink?.id == sink.id { eventSink = nil }
-                sink.continuation.finish(throwing: error)
+                if case .storageFailure = error {
+                    // The broker's event queues cannot be opened yet (a transient fault it tries
+                    // again itself): the stream stays, and the subscription is tried again.
+                    renewSubscriptionLater(sink.id, on: t, after: .seconds(1))
+                } else {
+                    if eventSink?.id == sink.id { eventSink = nil }
+                    sink.continuation.finish(throwing: error)
+                }
             }
         }
         var groups: [String] = []
