@@ -783,8 +783,9 @@ public final class Broker {
             // spawned yet; `finishLaunch` starts the new one)
             state.ticket?.callOff()
         }
-        // An app that now has a launch command (or a new one) is started for the events it has waiting.
-        if loopStarted { launchAppsWithWaitingEvents() }
+        // An app that now has a launch command (or a new one) is started for the events it has waiting
+        // (within the start-up grace, at its end: running apps may still be reconnecting).
+        if loopStarted && startLaunchesDue == 0 { launchAppsWithWaitingEvents() }
     }
 
     /// What decides an app's launch, to see which a reload changed.

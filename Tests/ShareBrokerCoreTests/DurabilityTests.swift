@@ -572,6 +572,33 @@ final class DurabilityTests: XCTestCase {
         h.stop()
     }
 
+    /// A manifest reload within the launch grace (SIGHUP, apps.reload: an installer's) does not
+    /// launch the apps whose events a previous run left pending before the grace is over: they
+    /// launch at its end as without the reload.
+    func testAReloadWithinTheLaunchGraceDoesNotCutItShort() throws {
+        let dir = TempDir()
+        let pidFile = dir.path + "/pids"
+        let h = launchHarness(ackingApp(pidFile))
+        h.dir.write("state/apps/myapp.json", myAppManifest(launch: nil))
+        try h.start()
+        defer { for pid in launchedPIDs(pidFile) { kill(pid, SIGKILL) } }
+        var tool = try h.tool()
+        _ = try tool.call("url.open", ["url": "deeplinkmyapp://left"])
+        h.stop()
+        h.dir.write("state/apps/myapp.json", myAppManifest(launch: ackingApp(pidFile)))
+        let grace = 3 * sanitizerSlowdown
+        try h.start { $0.launchGraceAtStartSeconds = grace }
+        tool = try h.tool()
+        _ = try tool.call("apps.reload")
+        usleep(useconds_t(grace / 2 * 1e6))
+        XCTAssertTrue(launchedPIDs(pidFile).isEmpty, "launched within the grace, by the reload")
+        XCTAssertTrue(
+            waitUntil(timeout: 15) { (try? tool.call("broker.status"))?["pendingEvents"]?.intValue == 0 },
+            "launched after the grace: \((try? tool.call("broker.status"))?.compactText ?? "")")
+        XCTAssertEqual(launchedPIDs(pidFile).count, 1)
+        h.stop()
+    }
+
     /// A launched app that subscribes, then exits without acking (a crash on an event) is launched
     /// again with a growing backoff, never every retry-base seconds for ever.
     func testALaunchedAppThatCrashesAfterSubscribingBacksOff() throws {
