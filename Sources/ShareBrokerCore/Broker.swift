@@ -1141,6 +1141,7 @@ public final class Broker {
                 next += 1
             }
             store.finishCommit(job, error: error)
+            if error != nil && store.failedRecordsMayRemain { error?.recordsMayRemain = true }
             if let error {
                 failed[ObjectIdentifier(store)] = error
                 failAccumulated(ObjectIdentifier(store), error)
@@ -1595,6 +1596,15 @@ public final class Broker {
         }
     }
 
+    /// What a request whose commit failed is told of its change: nothing was stored, unless the
+    /// journal could not take the commit's records back (the disk refuses every write), and then
+    /// that they may be there after a restart.
+    static func outcome(of e: StoreError) -> String {
+        e.recordsMayRemain
+            ? "it may nonetheless be there after a restart: what the commit wrote could not be taken back (the disk refuses the writes), and no more is written until it is"
+            : "nothing was stored"
+    }
+
     /// Serializes a held reply: deferred results become -32005 when a store they changed failed to commit.
     static func writeHeld(_ h: HeldReply, failed: [ObjectIdentifier: StoreError], to out: inout [UInt8]) {
         switch h {
@@ -1602,8 +1612,7 @@ public final class Broker {
         case .deferred(let id, let result, let touched):
             // (Most commits fail nothing: then no store needs looking up.)
             if !failed.isEmpty, let e = touched.firstMapped({ failed[$0] }) {
-                RPCCodec.writeError(
-                    id: id, error: RPCError(.storageFailure, "Storage failure: \(e.message); nothing was stored"), to: &out)
+                RPCCodec.writeError(id: id, error: RPCError(.storageFailure, "Storage failure: \(e.message); \(Broker.outcome(of: e))"), to: &out)
             } else {
                 result.writeResponse(id: id, to: &out)
             }

@@ -90,6 +90,8 @@ public final class DefaultsStore: TurnParticipant {
     public let group: String
     /// The journal (exposed for fault injection and segment settings in tests).
     public let journal: Journal
+
+    public var failedRecordsMayRemain: Bool { journal.hasOwedCutBack }
     /// Size limits and compaction thresholds.
     public var limits: DefaultsLimits
     /// The turn log this store reports its changes to (nil: the caller commits by hand).

@@ -561,6 +561,8 @@ public final class EventStore: TurnParticipant, SegmentCompacting {
     /// hands such a commit to its sync worker rather than writing it itself).
     public var pendingIncludesUpkeep: Bool { carryPending != nil }
 
+    public var failedRecordsMayRemain: Bool { journal.hasOwedCutBack }
+
     /// Set at shutdown: no more copies are made (what is pending is written; the rest waits for
     /// the next start).
     public var carryingPaused = false

@@ -18,6 +18,9 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
     public var message: String
     /// True for "no space left on device".
     public var diskFull: Bool
+    /// Set on a failed commit's error when its records could not be taken off the journal (the
+    /// disk refuses the cut and the zeros too): they may be there after a restart.
+    public var recordsMayRemain = false
     /// Creates an error.
     public init(_ message: String, diskFull: Bool = false) {
         self.message = message
@@ -200,6 +203,8 @@ public final class Journal {
     /// written until they are (a record the broker answered as not stored must not come back),
     /// no new segment is started, and a journal about to be closed tries once more
     /// (`settleOwedCutBack`). `file` is the segment they are in.
+    /// True while a failed commit's records could not be taken off (`owedCutBack`).
+    public var hasOwedCutBack: Bool { owedCutBack != nil }
     var owedCutBack: (file: SegmentDescriptor, start: Int, end: Int)? = nil
     /// A directory fsync after segments were deleted failed: no further segment is deleted until
     /// one succeeds (a later segment must not go while an earlier one's deletion may be undone).

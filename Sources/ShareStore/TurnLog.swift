@@ -23,6 +23,9 @@ public protocol TurnParticipant: AnyObject {
     /// True when the store's own upkeep (compaction's copies, up to thousands of records no
     /// request waits for) is among what waits for the next commit.
     var pendingIncludesUpkeep: Bool { get }
+    /// True after a failed commit whose records the journal could not take off (the disk
+    /// refuses every write): they may be there after a restart, whatever the requests were told.
+    var failedRecordsMayRemain: Bool { get }
 }
 
 extension TurnParticipant {
@@ -31,6 +34,9 @@ extension TurnParticipant {
 
     /// Changes are requests' unless a store says otherwise.
     public var pendingIncludesUpkeep: Bool { false }
+
+    /// A store without a journal of its own keeps nothing of a failed commit.
+    public var failedRecordsMayRemain: Bool { false }
 
     /// Makes the changes since the last commit durable on the calling thread (both halves of the
     /// pipelined commit, the job run in between); on failure they are undone and the error thrown.
