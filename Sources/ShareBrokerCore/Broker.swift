@@ -1596,13 +1596,14 @@ public final class Broker {
         }
     }
 
-    /// What a request whose commit failed is told of its change: nothing was stored, unless the
-    /// journal could not take the commit's records back (the disk refuses every write), and then
-    /// that they may be there after a restart.
-    static func outcome(of e: StoreError) -> String {
-        e.recordsMayRemain
-            ? "it may nonetheless be there after a restart: what the commit wrote could not be taken back (the disk refuses the writes), and no more is written until it is"
-            : "nothing was stored"
+    /// The answer of a request whose commit failed: -32005, nothing was stored; unless the
+    /// journal could not take the commit's records back (the disk refuses every write): then the
+    /// outcome is not known (-32603, which promises nothing, unlike -32005), and it says so.
+    static func commitFailure(_ e: StoreError) -> RPCError {
+        guard e.recordsMayRemain else { return RPCError(.storageFailure, "Storage failure: \(e.message); nothing was stored") }
+        return RPCError(
+            .internalError,
+            "Internal error: the commit failed (\(e.message)) and what it wrote could not be taken back (the disk refuses the writes): the change may be there after a restart; no more is written there until it is taken back")
     }
 
     /// Serializes a held reply: deferred results become -32005 when a store they changed failed to commit.
@@ -1612,7 +1613,7 @@ public final class Broker {
         case .deferred(let id, let result, let touched):
             // (Most commits fail nothing: then no store needs looking up.)
             if !failed.isEmpty, let e = touched.firstMapped({ failed[$0] }) {
-                RPCCodec.writeError(id: id, error: RPCError(.storageFailure, "Storage failure: \(e.message); \(Broker.outcome(of: e))"), to: &out)
+                RPCCodec.writeError(id: id, error: Broker.commitFailure(e), to: &out)
             } else {
                 result.writeResponse(id: id, to: &out)
             }
