@@ -101,7 +101,14 @@ final class SegmentDescriptor: @unchecked Sendable {  // the descriptor never ch
     deinit { FD.close(fd) }
 }
 
+/// Whether a batch's write put any of its bytes into the file (set by the thread that writes it,
+/// read by the loop once the commit's outcome is in: the worker's lock orders the two).
+final class BatchProgress: @unchecked Sendable {
+    var wroteSome = false
+}
+
 public struct JournalBatch: @unchecked Sendable {  // the bytes are the worker's alone
+    let progress = BatchProgress()
     let file: SegmentDescriptor
     var fd: Int32 { file.fd }
     let bytes: [UInt8]
@@ -125,8 +132,10 @@ public struct JournalBatch: @unchecked Sendable {  // the bytes are the worker's
     func writeAndSync() -> StoreError? {
         do throws(SystemError) {
             if let e = faults?(.write) { throw SystemError("write", errno: e) }
+            var written = 0
+            defer { progress.wroteSome = written > 0 }
             try bytes.withUnsafeBytes { buf in
-                Result { () throws(SystemError) in try FD.pwriteAll(fd, buf, at: startOffset) }
+                Result { () throws(SystemError) in try FD.pwriteAll(fd, buf, at: startOffset, written: &written) }
             }.get()
             // Best effort: a zero fill that fails costs only speed (the records are written).
             var at = zeroFrom
@@ -509,8 +518,10 @@ public final class Journal {
         batchInFlight = false
         if failed {
             // Cutting the file back also frees the blocks reserved past the cut: the next record
-            // reserves them again (so a full disk still shows at append, not at commit).
-            if !cutBack(batch.fd, from: batch.startOffset, to: batch.startOffset + batch.bytes.count) {
+            // reserves them again (so a full disk still shows at append, not at commit). A batch
+            // that put nothing in the file (its write failed at once, or it was never written: a
+            // directory fsync before it failed) owes no cut when this one fails.
+            if !cutBack(batch.fd, from: batch.startOffset, to: batch.startOffset + batch.bytes.count) && batch.progress.wroteSome {
                 owedCutBack = (batch.file, batch.startOffset, batch.startOffset + batch.bytes.count)
             }
             activeSize = batch.startOffset

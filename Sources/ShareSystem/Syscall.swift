@@ -171,6 +171,11 @@ public enum FD {
     /// short writes); the descriptor's own offset is untouched.
     public static func pwriteAll(_ fd: Int32, _ buf: UnsafeRawBufferPointer, at offset: Int) throws(SystemError) {
         var done = 0
+        try pwriteAll(fd, buf, at: offset, written: &done)
+    }
+
+    /// `pwriteAll`, counting in `done` the bytes written (also those before an error).
+    public static func pwriteAll(_ fd: Int32, _ buf: UnsafeRawBufferPointer, at offset: Int, written done: inout Int) throws(SystemError) {
         while done < buf.count {
             let n = pwrite(fd, buf.baseAddress! + done, buf.count - done, off_t(offset + done))
             if n >= 0 {

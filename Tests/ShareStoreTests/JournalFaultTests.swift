@@ -251,6 +251,28 @@ final class JournalFaultTests: XCTestCase {
         XCTAssertEqual(try records(), [1], "the refused record is not replayed")
     }
 
+    /// A batch whose write put nothing in the file owes no cut, even when the cut fails: the
+    /// journal goes on (and its requests were truly not stored).
+    func testABatchThatWroteNothingOwesNoCut() throws {
+        let faults = CountedFaults()
+        do {
+            let j = try Journal(directory: dir, name: "t")
+            _ = try j.replay { _ in }
+            j.faultInjector = faults.injector
+            try j.append(type: 1) { $0.append(contentsOf: [UInt8](repeating: 1, count: 100)) }
+            try j.commit()
+            try j.append(type: 1) { $0.append(contentsOf: [UInt8](repeating: 2, count: 100)) }
+            faults.fail(.write)
+            faults.fail(.cutBack)
+            faults.fail(.cutBackZeros)
+            XCTAssertThrowsError(try j.commit())
+            XCTAssertFalse(j.hasOwedCutBack)
+            try j.append(type: 1) { $0.append(contentsOf: [UInt8](repeating: 3, count: 100)) }
+            try j.commit()
+        }
+        XCTAssertEqual(try records(), [1, 3])
+    }
+
     /// Neither the cut nor the zeros work: nothing more is written until they do; then the next
     /// records take the refused one's place.
     func testRecordsThatCannotBeTakenOffBlockFurtherCommitsUntilTheyAre() throws {
