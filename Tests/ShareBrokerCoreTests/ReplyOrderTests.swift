@@ -104,11 +104,12 @@ final class ReplyOrderTests: XCTestCase {
         faults.lock.withLock { faults.failNext = true }
         faults.permit.signal()  // X succeeds
         let reply = try XCTUnwrap(sender.readJSON(timeout: 10)?.arrayValue)
+        XCTAssertEqual(other.readJSON(timeout: 10)?["error"]?["code"], -32005, "the share whose commit failed")
+        // (read once Y's outcome is in: Y may be written by the worker after X's replies went out)
         let pending = try observer.call("broker.status")["pendingShares"]
         XCTAssertEqual(pending, 1, "A's share is durable, the other one's commit failed")
         XCTAssertNotNil(reply[0]["result"]?["shareID"], "A is answered as stored: \(reply[0])")
         XCTAssertNotNil(reply[1]["result"]?["targets"], "\(reply[1])")
-        XCTAssertEqual(other.readJSON(timeout: 10)?["error"]?["code"], -32005, "the share whose commit failed")
         h.stop()
     }
 
