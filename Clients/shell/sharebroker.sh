@@ -252,7 +252,7 @@ sb_listen() {
     }
     {
         sb_hello_request
-        sb_request '"sb-subscribe"' app.subscribe '{}'
+        sb_request '"sb-subscribe"' app.subscribe '{"takeoverNotice":true}'
         # Keep the connection open for SECONDS, or until the broker says another subscriber
         # took the events over (the end of stdin then closes the connection).
         sleep "$_sb_secs" >/dev/null 2>&1 &

@@ -71,7 +71,7 @@ extension Broker {
             MethodSpec("url.open", encoding: { b, c, p throws(RPCError) in try b.urlOpen(c, p) }),
             MethodSpec("url.canOpen") { b, _, p throws(RPCError) in try b.urlCanOpen(p) },
             MethodSpec("url.explain") { b, _, p throws(RPCError) in try b.urlExplain(p) },
-            MethodSpec("app.subscribe", roles: [.app]) { b, c, _ throws(RPCError) in try b.appSubscribe(c) },
+            MethodSpec("app.subscribe", roles: [.app]) { b, c, p throws(RPCError) in try b.appSubscribe(c, p) },
             MethodSpec("app.ack", roles: [.app]) { b, c, p throws(RPCError) in try b.appAck(c, p) },
             MethodSpec("app.unsubscribe", roles: [.app]) { b, c, _ throws(RPCError) in try b.appUnsubscribe(c) },
         ]
@@ -234,24 +234,30 @@ extension Broker {
 
     // MARK: app.*
 
-    func appSubscribe(_ conn: Connection) throws(RPCError) -> JSONValue {
+    func appSubscribe(_ conn: Connection, _ p: Params) throws(RPCError) -> JSONValue {
         guard let app = conn.bundleID else { throw RPCError(.unauthorized, "Unauthorized: app.subscribe needs an app session") }
+        let wantsNotice = try p.optionalBool("takeoverNotice") ?? false
         // (not `pending: 0` when they cannot be read: the app is not subscribed, and may try again)
         let store = try requireStore("not subscribed: the app's pending events cannot be read")
         if let old = subscribers[app], old !== conn {
             old.subscribedApp = nil
             Broker.dropQueuedEvents(old)
             log.log(.info, "\(app): subscription taken over by connection \(conn.id)", connection: old.id)
-            // The old subscriber is told (its event stream would otherwise just go quiet).
-            let why = "another connection of \(app) subscribed (connection \(conn.id)); its events go there"
-            old.emit {
-                RPCCodec.writeRequest(
-                    id: nil, method: "app.subscriptionEnded", params: ["app": .string(app), "reason": .string(why)], to: &$0)
+            // The old subscriber is told, when it asked to be (its event stream would otherwise
+            // just go quiet; opt-in: a client that knows only the contract's notifications gets
+            // none it does not expect).
+            if old.wantsTakeoverNotice {
+                let why = "another connection of \(app) subscribed (connection \(conn.id)); its events go there"
+                old.emit {
+                    RPCCodec.writeRequest(
+                        id: nil, method: "app.subscriptionEnded", params: ["app": .string(app), "reason": .string(why)], to: &$0)
+                }
+                markDirty(old)
             }
-            markDirty(old)
         }
         subscribers[app] = conn
         conn.subscribedApp = app
+        conn.wantsTakeoverNotice = wantsNotice
         Broker.dropQueuedEvents(conn)  // (subscribing again: the backlog below has them all)
         if var l = launches[app] {  // the launched app arrived (a retry still scheduled waits: see runTimers)
             l.subscribed = true

@@ -60,6 +60,9 @@ final class Connection {
     var lastShareStore: ShareRecordStore? = nil
     /// The app whose events this connection receives (after `app.subscribe`, until taken over).
     var subscribedApp: String? = nil
+    /// The subscription asked for `app.subscriptionEnded` when another connection takes it over
+    /// (`app.subscribe {takeoverNotice: true}`).
+    var wantsTakeoverNotice = false
     /// Replies held until this turn's commit (non-nil while the connection has a reply that waits
     /// for durability; later replies queue behind it to keep their order).
     var held: [HeldReply]? = nil

@@ -638,9 +638,18 @@ let openRPCDocumentText = ####"""
     {
       "name": "app.subscribe",
       "summary": "Receive this app's events: pending ones now (oldest first), new ones as they come, as app.event notifications.",
-      "description": "One subscriber per app: a new subscription takes over and receives what the old one had not acked; the old one receives no more events (its acks still count) and an app.subscriptionEnded notification.",
+      "description": "One subscriber per app: a new subscription takes over and receives what the old one had not acked; the old one receives no more events (its acks still count), and an app.subscriptionEnded notification when it subscribed with takeoverNotice true.",
       "paramStructure": "by-name",
-      "params": [],
+      "params": [
+        {
+          "name": "takeoverNotice",
+          "required": false,
+          "description": "Ask for app.subscriptionEnded when another connection of the app takes this subscription over (default false: nothing is sent then).",
+          "schema": {
+            "type": "boolean"
+          }
+        }
+      ],
       "result": {
         "name": "subscribed",
         "schema": {
@@ -1743,7 +1752,7 @@ let openRPCDocumentText = ####"""
     },
     {
       "name": "app.subscriptionEnded",
-      "description": "Sent to an app's subscriber when another connection of the app subscribes and takes its events over; this connection receives no more app.event (its acks still count). reason names the connection that took over.",
+      "description": "Sent to an app's subscriber that subscribed with takeoverNotice true, when another connection of the app subscribes and takes its events over; this connection receives no more app.event (its acks still count). reason names the connection that took over.",
       "params": {
         "type": "object",
         "required": [

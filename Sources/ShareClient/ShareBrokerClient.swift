@@ -252,7 +252,7 @@ public actor ShareBrokerClient {
             Task { await self.dropEventSink(id) }
         }
         do throws(ShareBrokerError) {
-            _ = try await send("app.subscribe", .object([:]), on: t, deadline: deadline)
+            _ = try await send("app.subscribe", Self.subscribeParams, on: t, deadline: deadline)
         } catch {
             if eventSink?.id == id { eventSink = previous }
             continuation.finish()
@@ -322,6 +322,9 @@ public actor ShareBrokerClient {
     /// answer), so that new events wait for the app's next subscriber instead of being sent here
     /// and dropped. Not sent when the stream ended for another reason (the client closed, the
     /// connection lost, another subscriber took over: `eventSink` is already gone or replaced).
+    /// `app.subscribe`'s params: this client asks to be told of a takeover (`app.subscriptionEnded`).
+    static let subscribeParams: JSONValue = ["takeoverNotice": true]
+
     func dropEventSink(_ id: Int) {
         guard eventSink?.id == id else { return }
         eventSink = nil
@@ -636,7 +639,7 @@ public actor ShareBrokerClient {
             return
         }
         do throws(ShareBrokerError) {
-            _ = try await send("app.subscribe", .object([:]), on: t, deadline: callDeadline())
+            _ = try await send("app.subscribe", Self.subscribeParams, on: t, deadline: callDeadline())
         } catch {
             if error.isConnectionError { return }  // (the reconnection renews it)
             guard eventSink?.id == id else { return }
@@ -654,7 +657,7 @@ public actor ShareBrokerClient {
     func restoreStreams(on t: SocketTransport) async throws(ShareBrokerError) {
         if let sink = eventSink {
             do throws(ShareBrokerError) {
-                _ = try await send("app.subscribe", .object([:]), on: t, deadline: callDeadline())
+                _ = try await send("app.subscribe", Self.subscribeParams, on: t, deadline: callDeadline())
             } catch {
                 if error.isConnectionError { throw error }
                 if case .storageFailure = error {

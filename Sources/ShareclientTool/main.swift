@@ -398,7 +398,7 @@ func run(_ cmd: ParsedCommand) throws -> Int32 {
         }
         let conn = try openConnection(socketPath(cmd))
         try conn.hello(role: "app", bundleID: bundle, token: tokenFor(cmd, bundle: bundle))
-        try conn.call("app.subscribe")
+        try conn.call("app.subscribe", ["takeoverNotice": true])  // (stops when taken over)
         var seen = 0
         while count == nil || seen < count! {
             let result = Result { () throws(ClientError) -> BrokerNotification? in

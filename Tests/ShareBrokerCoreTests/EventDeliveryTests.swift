@@ -319,11 +319,7 @@ final class EventDeliveryTests: XCTestCase {
         XCTAssertEqual(try second.nextNotification(timeoutMillis: 5000)?.params?["id"]?.stringValue, ids[2])
         let newID = try tool.call("url.open", ["url": "deeplinkmyapp://new"])["eventID"]!.stringValue!
         XCTAssertEqual(try second.nextNotification(timeoutMillis: 5000)?.params?["id"]?.stringValue, newID)
-        // The first is told, once, and then gets nothing more.
-        let ended = try first.nextNotification(timeoutMillis: 5000)
-        XCTAssertEqual(ended?.method, "app.subscriptionEnded")
-        XCTAssertEqual(ended?.params?["app"], "com.mycompany.myapp")
-        XCTAssertTrue(ended?.params?["reason"]?.stringValue?.contains("another connection of com.mycompany.myapp subscribed") == true, "\(String(describing: ended))")
+        // (it did not ask for app.subscriptionEnded: nothing at all, as the contract has it)
         XCTAssertThrowsError(try first.nextNotification(timeoutMillis: 300)) { e in
             guard case ClientError.timeout = e else { return XCTFail("\(e)") }
         }
@@ -331,6 +327,32 @@ final class EventDeliveryTests: XCTestCase {
         XCTAssertEqual(try first.call("app.ack", ["ids": [.string(ids[1])]])["acked"]?.intValue, 1)
         XCTAssertEqual(try tool.call("broker.status")["pendingEvents"]?.intValue, 2)
         h.stop()
+    }
+
+    /// A subscriber that asked for it (`takeoverNotice: true`) is told of a takeover, once, with
+    /// `app.subscriptionEnded {app, reason}`, and then gets nothing more; its acks still count.
+    func testASubscriberThatAskedIsToldOfATakeover() throws {
+        let h = try makeBroker()
+        defer { h.stop() }
+        let tool = try h.tool()
+        let first = try app(h)
+        XCTAssertEqual(try first.call("app.subscribe", ["takeoverNotice": true])["pending"], 0)
+        let e1 = try XCTUnwrap(tool.call("url.open", ["url": "deeplinkmyapp://one"])["eventID"])
+        XCTAssertEqual(try first.nextNotification(timeoutMillis: 5000)?.params?["id"], e1)
+        let second = try app(h)
+        XCTAssertEqual(try second.call("app.subscribe")["pending"], 1)
+        let ended = try first.nextNotification(timeoutMillis: 5000)
+        XCTAssertEqual(ended?.method, "app.subscriptionEnded")
+        XCTAssertEqual(ended?.params?["app"], "com.mycompany.myapp")
+        XCTAssertTrue(
+            ended?.params?["reason"]?.stringValue?.contains("another connection of com.mycompany.myapp subscribed") == true,
+            "\(String(describing: ended))")
+        _ = try tool.call("url.open", ["url": "deeplinkmyapp://two"])
+        XCTAssertThrowsError(try first.nextNotification(timeoutMillis: 300), "nothing more") { e in
+            guard case ClientError.timeout = e else { return XCTFail("\(e)") }
+        }
+        XCTAssertEqual(try first.call("app.ack", ["ids": [e1]])["acked"], 1, "its acks still count")
+        XCTAssertEqual(rpcCode { try first.call("app.subscribe", ["takeoverNotice": "yes"]) }, -32602)
     }
 
     /// `app.unsubscribe`: the connection stays open and gets no more events; the app has no
@@ -355,7 +377,7 @@ final class EventDeliveryTests: XCTestCase {
         }
         XCTAssertEqual(try tool.call("broker.status")["pendingEvents"]?.intValue, 2)
         // The same connection subscribes again: both, oldest first.
-        XCTAssertEqual(try a.call("app.subscribe")["pending"]?.intValue, 2)
+        XCTAssertEqual(try a.call("app.subscribe", ["takeoverNotice": true])["pending"]?.intValue, 2)
         XCTAssertEqual(try a.nextNotification(timeoutMillis: 5000)?.params?["id"], first["eventID"])
         XCTAssertEqual(try a.nextNotification(timeoutMillis: 5000)?.params?["id"], second["eventID"])
         // A connection that was taken over is not the subscriber: its unsubscribe changes nothing.

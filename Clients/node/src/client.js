@@ -1406,14 +1406,15 @@ export class Client extends EventEmitter {
   /**
    * Subscribes as the app (role `app`): resolves `{pending}`; then `app.event` notifications
    * arrive, the pending ones first, oldest first. A new subscription (from any connection of the
-   * app) takes over: the old connection is sent `app.subscriptionEnded {app, reason}` (emitted as
+   * app) takes over: the old connection is sent `app.subscriptionEnded {app, reason}` (this
+   * client asks for it: `takeoverNotice: true`; emitted as
    * `'app.subscriptionEnded'`; its waits for an `app.event` reject with SubscriptionEnded, its
    * event iterators end). A successful subscribe drops the `app.subscriptionEnded` notifications
    * still queued from before its answer (they ended the subscription it replaces).
    * @param {CallOptions} [options]
    */
   appSubscribe(options) {
-    return this.call('app.subscribe', {}, options);
+    return this.call('app.subscribe', { takeoverNotice: true }, options);
   }
 
   /**

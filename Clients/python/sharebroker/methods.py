@@ -93,10 +93,11 @@ class BrokerMethods:
         notifications arrive (pending ones first, oldest first). Read them with
         ``next_notification``/``events``/``next_event``. A new subscription (from any connection
         of the app) takes over: the old connection is sent ``app.subscriptionEnded {app, reason}``
+        (this client asks for it: ``takeoverNotice: true``)
         (its waits for an ``app.event`` then raise :class:`~sharebroker.SubscriptionEnded`, its
         event iterators end). A successful subscribe drops the ``app.subscriptionEnded``
         notifications still queued from before it (they ended the subscription it replaces)."""
-        return self.call("app.subscribe", {})
+        return self.call("app.subscribe", {"takeoverNotice": True})
 
     def app_unsubscribe(self):
         """Stop receiving the app's events on this connection, which stays open (role ``app``):
