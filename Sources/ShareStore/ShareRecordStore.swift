@@ -219,6 +219,7 @@ public final class ShareRecordStore: TurnParticipant, SegmentCompacting {
     /// elsewhere must not be written through: the group's next store would share its files).
     public func prepareToClose() {
         journal.trimReserved()
+        removeFilesOfCutRecords()
         isClosed = true
     }
 
@@ -338,7 +339,22 @@ public final class ShareRecordStore: TurnParticipant, SegmentCompacting {
     /// Takes off a failed commit's records still owed a cut (`Journal.settleOwedCutBack`);
     /// false when they still cannot be.
     @discardableResult
-    public func settleOwedCutBack() -> Bool { journal.settleOwedCutBack() }
+    public func settleOwedCutBack() -> Bool {
+        let settled = journal.settleOwedCutBack()
+        removeFilesOfCutRecords()
+        return settled
+    }
+
+    /// The files of shares whose records a failed commit could not take off the journal
+    /// (`Journal.hasOwedCutBack`): kept while the records may come back at replay.
+    var filesOfOwedRecords: [String] = []
+
+    /// Removes the files of `filesOfOwedRecords` once their records are cut.
+    func removeFilesOfCutRecords() {
+        guard !filesOfOwedRecords.isEmpty, !journal.hasOwedCutBack else { return }
+        for d in filesOfOwedRecords { ShareRecordStore.removeTree(d) }
+        filesOfOwedRecords.removeAll()
+    }
 
     /// Number of pending shares.
     public var count: Int { shares.count }
@@ -673,6 +689,7 @@ public final class ShareRecordStore: TurnParticipant, SegmentCompacting {
             rollback()
             throw error
         }
+        removeFilesOfCutRecords()  // (taking a batch cuts what was owed first)
         // The in-flight lists are empty (finishCommit clears them keeping capacity): swapping hands
         // the turn's lists over without copying or allocating.
         swap(&inflightUndo, &undo)
@@ -689,8 +706,16 @@ public final class ShareRecordStore: TurnParticipant, SegmentCompacting {
         if error != nil {
             rollback()  // the changes made since, then the job's own
             undoAll(inflightUndo)
-            for d in inflightCreatedDirs { ShareRecordStore.removeTree(d) }
             if let b = job?.batch { journal.finishBatch(b, failed: true) }
+            if journal.hasOwedCutBack {
+                // The journal could not take the job's records back: they may come back at replay
+                // (their requests were told so), and then with their files. The files go once the
+                // records are cut (`removeFilesOfCutRecords`), else at the next start if the
+                // records are not there (files without a record are removed then).
+                filesOfOwedRecords += inflightCreatedDirs
+            } else {
+                for d in inflightCreatedDirs { ShareRecordStore.removeTree(d) }
+            }
             carryInflight = nil  // (the originals stay where they are)
         } else {
             if let b = job?.batch { journal.finishBatch(b, failed: false) }
