@@ -340,6 +340,7 @@ public final class EventStore: TurnParticipant, SegmentCompacting {
         journal = try Journal(directory: directory, name: "events")
         if let segmentLimit { journal.segmentLimit = segmentLimit }
         var maxSeq: UInt64 = 0
+        var marked = Set<Int>()  // segments holding a sequence mark
         recovery = try journal.replay { rec in
             ledger.records[rec.segment, default: 0] += 1
             guard let value = try? JSONParser.parseBuffer(rec.payload), case .object(let o) = value else {
@@ -370,6 +371,7 @@ public final class EventStore: TurnParticipant, SegmentCompacting {
             case .sequence?:
                 if case .number(let s)? = o["next"], let n = UInt64(s), n > 0, n < EventStore.maxSequence {
                     maxSeq = max(maxSeq, n - 1)
+                    marked.insert(rec.segment)
                 }
             case nil:
                 return
@@ -380,6 +382,9 @@ public final class EventStore: TurnParticipant, SegmentCompacting {
         nextSeq = maxSeq + 1
         recoveredNextSequence = nextSeq
         recoveredEvents = pendingCount
+        // A crash between a new segment's creation and the commit of its mark leaves it empty;
+        // reopened, it is the active segment without a mark (see `forgetSegments`).
+        activeSegmentUnmarked = journal.segments.count > 1 && !marked.contains(journal.activeSegment)
         journal.onNewSegment = { [unowned self] j throws(StoreError) in
             try j.append(type: RecordType.sequence.rawValue) { out in
                 JSONValue.object(["next": .number(String(self.nextSeq))]).write(to: &out)
@@ -684,8 +689,18 @@ public final class EventStore: TurnParticipant, SegmentCompacting {
     /// Most events copied forward by one compaction (tests lower it).
     var carryChunk = 4096
 
-    /// Deletes the segments up to `last` and forgets their counts.
+    /// True while the active segment holds no sequence mark and follows older segments (a crash
+    /// left it before its mark was committed): the older segments hold the highest ids used, so
+    /// none goes before a segment with a mark is started (`forgetSegments`).
+    var activeSegmentUnmarked = false
+
+    /// Deletes the segments up to `last` and forgets their counts; first starts a new segment
+    /// (with its mark) when the active one has none.
     func forgetSegments(through last: Int) {
+        if activeSegmentUnmarked {
+            do { try journal.roll() } catch { return }  // (tried again at the next compaction)
+            activeSegmentUnmarked = false
+        }
         guard let deleted = journal.deleteSegments(through: last) else { return }
         ledger.forget(through: deleted)
     }
