@@ -1,7 +1,8 @@
-// Review reproduction: url.open answered -32005 (its commit's fdatasync failed, and so did
-// taking its record off the journal: the cut, then the zeros); the broker stops before any other
-// event is committed. The event must not come back at the next start (nothing was stored, the
-// client was told), yet it does: the owed cut is only ever made by the journal's next commit.
+// Review reproduction: url.open answered (its commit's fdatasync failed, and so did taking its
+// record off the journal: the cut, then the zeros); the broker stops before any other event is
+// committed. The event used to come back at the next start although the client was told nothing
+// was stored: the owed cut was only ever made by the journal's next commit. It is made at the stop
+// now; and while it cannot be made the answer is -32603 (the outcome is not known), not -32005.
 
 import Foundation
 import ShareClient
