@@ -128,6 +128,17 @@ public struct JournalBatch: @unchecked Sendable {  // the bytes are the worker's
         return UnsafeRawBufferPointer(start: p, count: size)
     }()
 
+    /// Writes zeros over `from..<to` of `fd`; false at the first write that fails.
+    static func writeZeros(_ fd: Int32, from: Int, to: Int) -> Bool {
+        var at = from
+        while at < to {
+            let n = min(to - at, zeros.count)
+            guard (try? FD.pwriteAll(fd, UnsafeRawBufferPointer(rebasing: zeros[0..<n]), at: at)) != nil else { return false }
+            at += n
+        }
+        return true
+    }
+
     /// pwrite(2) at the batch's offset (plus the zero fill) + fdatasync. Runs on the worker thread.
     func writeAndSync() -> StoreError? {
         do throws(SystemError) {
@@ -138,13 +149,7 @@ public struct JournalBatch: @unchecked Sendable {  // the bytes are the worker's
                 Result { () throws(SystemError) in try FD.pwriteAll(fd, buf, at: startOffset, written: &written) }
             }.get()
             // Best effort: a zero fill that fails costs only speed (the records are written).
-            var at = zeroFrom
-            while at < zeroTo {
-                let n = min(zeroTo - at, JournalBatch.zeros.count)
-                guard (try? FD.pwriteAll(fd, UnsafeRawBufferPointer(rebasing: JournalBatch.zeros[0..<n]), at: at)) != nil
-                else { break }
-                at += n
-            }
+            _ = JournalBatch.writeZeros(fd, from: zeroFrom, to: zeroTo)
             if let e = faults?(.sync) { throw SystemError("fdatasync", errno: e) }
             _ = try retrying("fdatasync") { sb_datasync(fd) }
         } catch {
@@ -538,13 +543,7 @@ public final class Journal {
     /// failed fdatasync says nothing of what reached it) and would come back at replay.
     func cutBack(_ fd: Int32, from start: Int, to end: Int) -> Bool {
         if faultInjector?(.cutBack) == nil, ftruncate(fd, off_t(start)) == 0, sb_datasync(fd) == 0 { return true }
-        guard faultInjector?(.cutBackZeros) == nil else { return false }
-        var at = start
-        while at < end {
-            let n = min(end - at, JournalBatch.zeros.count)
-            guard (try? FD.pwriteAll(fd, UnsafeRawBufferPointer(rebasing: JournalBatch.zeros[0..<n]), at: at)) != nil else { return false }
-            at += n
-        }
+        guard faultInjector?(.cutBackZeros) == nil, JournalBatch.writeZeros(fd, from: start, to: end) else { return false }
         return sb_datasync(fd) == 0
     }
 
