@@ -115,6 +115,12 @@ public final class Broker {
     var storeOpenError: String? = nil
     /// The event queues' failed opens and when they are tried again.
     var storeReopen = StoreReopen()
+    /// The input files as last read: a reload that cannot read one again for a reason that may
+    /// pass keeps it as read then (`StateFiles.load(previous:)`).
+    var lastInputs: StateFiles.Inputs? = nil
+    /// Loads in a row that could not read every input (a reason that may pass), and when the
+    /// timer loads them again (monotonic ns; 0: not scheduled).
+    var inputRetry = (failures: 0, due: UInt64(0))
     /// The routing decisions, rebuilt on reload.
     var router = URLRouter(apps: [], associations: [:])
     /// Association documents that failed to load (host → reason), for status and logs.
@@ -700,8 +706,32 @@ public final class Broker {
     /// at start, before any client is served; `startLaunchChecks` or `launchChecksTask` off the
     /// loop once they are.
     func reloadManifests(reason: String) {
-        let loaded = StateFiles.load(stateDirectory: config.stateDirectory)
+        // The spare descriptor is lent to the reload: at the open-file limit (thousands of
+        // connections), reading the manifests must not fail and make every app unknown.
+        let lent = spareFD >= 0
+        if lent {
+            FD.close(spareFD)
+            spareFD = -1
+        }
+        let loaded = StateFiles.load(stateDirectory: config.stateDirectory, previous: lastInputs, readFault: config.inputReadFaults)
+        if lent { spareFD = open("/dev/null", O_RDONLY | O_CLOEXEC) }
         manifestLoads += 1
+        lastInputs = loaded.inputs
+        if loaded.transientFailures.isEmpty {
+            if inputRetry.failures > 0 {
+                log.log(.info, "every manifest and association document could be read again (after \(inputRetry.failures) \(inputRetry.failures == 1 ? "load" : "loads") that could not)")
+            }
+            inputRetry = (0, 0)
+        } else {
+            // Read again on a timer (1 s doubling to a minute) until every input could be.
+            inputRetry.failures += 1
+            inputRetry.due = Clock.monotonicNanos() + Broker.storeRetryBackoff(inputRetry.failures)
+            nextTimerDue = min(nextTimerDue, inputRetry.due)
+            log.log(
+                inputRetry.failures == 1 ? .warning : .debug,
+                "could not read \(loaded.transientFailures.joined(separator: "; ")) (\(reason)); "
+                    + "what was read of them before is kept, and they are read again in \(Broker.storeRetryBackoff(inputRetry.failures) / 1_000_000_000) s")
+        }
         let launchesBefore = Broker.launchSpecs(registry)
         registry = loaded.registry
         for issue in registry.issues {

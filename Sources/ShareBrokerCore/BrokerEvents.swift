@@ -679,6 +679,7 @@ extension Broker {
             }
             if startLaunchesDue != 0 { next = min(next, startLaunchesDue) }
             if store == nil && storeReopen.timerDue != 0 { next = min(next, storeReopen.timerDue) }
+            if inputRetry.due != 0 { next = min(next, inputRetry.due) }
             for (_, c) in stallWatch where c.stalledSince != 0 { next = min(next, c.stalledSince + stallLimit(c)) }
             for (_, c) in partialWatch where c.partialSince != 0 { next = min(next, c.partialSince + stallNanos) }
             nextTimerDue = next
@@ -686,6 +687,12 @@ extension Broker {
         // (the event queues could not be opened: tried again with a backoff, so the apps whose
         // events wait are launched without a request)
         if store == nil, storeReopen.timerDue != 0, now >= storeReopen.timerDue, !stopping { openStore() }
+        // (manifests or association documents that could not be read for a reason that may pass)
+        if inputRetry.due != 0, now >= inputRetry.due, !stopping {
+            inputRetry.due = 0
+            reloadManifests(reason: "read again after a failed read")
+            startLaunchChecks()
+        }
         if !stallWatch.isEmpty { checkStalledReaders(now: now) }
         if !partialWatch.isEmpty { checkPartialMessages(now: now) }
         for (app, var l) in launches {

@@ -86,6 +86,9 @@ public struct BrokerConfiguration: Sendable {
     /// Test seam: the open-file limit the broker budgets its connections with, instead of the
     /// process's (which it raises to the hard limit); the real limit is unchanged.
     public var openFileLimitForBudget: Int? = nil
+    /// Test seam: fails the broker's read of an input file or directory (a manifest, an
+    /// association document, `STATE/apps`, `STATE/associations`) with the errno it returns.
+    public var inputReadFaults: (@Sendable (String) -> Int32?)? = nil
     /// Test seam: injects failures into the event journal (see `JournalFaultPoint`).
     public var storeFaults: (@Sendable (JournalFaultPoint) -> Int32?)? = nil
     /// Test seam: runs on a worker thread before each piece of off-loop work (reading the files

@@ -19,6 +19,35 @@ public struct StateFiles: Sendable {
     public var router: URLRouter
     /// Association documents that failed to load: host → "FILE: reason".
     public var associationErrors: [String: String]
+    /// What was read, so a later load can keep it where a read fails for a reason that may pass.
+    public var inputs = Inputs()
+    /// Reads that failed for a reason that may pass (an I/O error, the open-file table full,
+    /// memory short): "PATH: reason". Where an earlier load had read that input, it is used again
+    /// (the app or document stays as it was, with a note); the broker loads again later.
+    public var transientFailures: [String] = []
+
+    /// The input files as read: what a load that cannot read them again keeps.
+    public struct Inputs: Sendable {
+        /// STATE/apps/*.json: file name → bytes.
+        public var manifests: [String: [UInt8]] = [:]
+        /// STATE/apps folders (imported projects and bundles), as imported.
+        public var imported: [ImportedAppsEntry] = []
+        /// STATE/associations/*.json: file name → bytes.
+        public var associations: [String: [UInt8]] = [:]
+        /// Empty inputs.
+        public init() {}
+    }
+
+    /// Whether a read that failed with `errno` may succeed when tried again, with nothing
+    /// changed by the user: an I/O error, the process's or system's open-file table full, memory
+    /// or buffers short, an interrupted or timed-out call, a stale NFS handle. A file that is
+    /// gone, a symlink, no permission, or not a file is what the user made it: not transient.
+    public static func isTransient(_ errno: Int32) -> Bool {
+        switch errno {
+        case EIO, EMFILE, ENFILE, ENOMEM, ENOBUFS, EAGAIN, EINTR, ETIMEDOUT, ESTALE, EBUSY: return true
+        default: return false
+        }
+    }
 
     /// Why an input file could not be read, in words (a symlink is named as one: files under the
     /// state directory are never opened through a symlink).
@@ -53,51 +82,127 @@ public struct StateFiles: Sendable {
 
     /// Why `path`, which could not be listed, is no readable directory; nil when it does not
     /// exist (no apps or documents yet is fine).
-    static func unreadableDirectory(_ path: String) -> String? {
-        let err = errno
+    static func unreadableDirectory(_ path: String, errno err: Int32) -> String? {
         guard FileIO.exists(path) else { return nil }
         return err == ENOTDIR ? "is not a directory" : "cannot be read: \(String(cString: strerror(err)))"
     }
 
+    /// Names in `path` (`FileIO.listDirectory`), or the errno it failed with.
+    static func list(_ path: String, fault: Int32?) -> Result<[String], SystemError> {
+        if let e = fault { return .failure(SystemError("opendir \(path)", errno: e)) }
+        if let names = FileIO.listDirectory(path) { return .success(names) }
+        return .failure(SystemError("opendir \(path)", errno: errno))
+    }
+
+    /// Reads `path` (`FileIO.readFile`), or fails with the injected errno.
+    static func read(_ path: String, limit: Int, fault: Int32?) throws(SystemError) -> [UInt8] {
+        if let e = fault { throw SystemError("open \(path)", errno: e) }
+        return try FileIO.readFile(path, limit: limit)
+    }
+
     /// Reads and validates every input file. Problems are reported in the result, never thrown.
-    public static func load(stateDirectory: String) -> StateFiles {
+    /// A read that fails for a reason that may pass (`isTransient`) keeps what `previous` read
+    /// of that input, if anything, and is listed in `transientFailures`. `readFault` (a test
+    /// seam) fails the read of a path with the errno it gives.
+    public static func load(
+        stateDirectory: String, previous: Inputs? = nil, readFault: (@Sendable (String) -> Int32?)? = nil
+    ) -> StateFiles {
         let appsDir = stateDirectory + "/apps"
         var files: [(name: String, bytes: [UInt8])] = []
         var readIssues: [ManifestIssue] = []
+        var inputs = Inputs()
+        var transient: [String] = []
         let appsUntrusted = untrusted(appsDir)
-        let appNames = appsUntrusted == nil ? FileIO.listDirectory(appsDir) : []
+        var appNames: [String] = []
+        var keptAll = false
         if let why = appsUntrusted {
             readIssues.append(ManifestIssue(file: "apps", field: "", message: "\(appsDir) \(why): no manifest was read", fatal: true))
-        } else if appNames == nil, let why = unreadableDirectory(appsDir) {
-            readIssues.append(ManifestIssue(file: "apps", field: "", message: "\(appsDir) \(why): no manifest was read", fatal: true))
+        } else {
+            switch list(appsDir, fault: readFault?(appsDir)) {
+            case .success(let names): appNames = names
+            case .failure(let error):
+                if isTransient(error.errno) {
+                    transient.append("\(appsDir): \(String(cString: strerror(error.errno)))")
+                    if let previous {
+                        // The manifests read last time stand, as read then.
+                        keptAll = true
+                        inputs.manifests = previous.manifests
+                        inputs.imported = previous.imported
+                        for (name, bytes) in previous.manifests.sorted(by: { $0.key < $1.key }) { files.append((name, bytes)) }
+                        readIssues.append(
+                            ManifestIssue(
+                                file: "apps", field: "",
+                                message: "\(appsDir) cannot be read now (\(String(cString: strerror(error.errno)))): the manifests read before are kept; read again in a moment",
+                                fatal: false))
+                        break
+                    }
+                }
+                if let why = unreadableDirectory(appsDir, errno: error.errno) {
+                    readIssues.append(ManifestIssue(file: "apps", field: "", message: "\(appsDir) \(why): no manifest was read", fatal: true))
+                }
+            }
         }
-        for name in appNames ?? [] where name.hasSuffix(".json") && !name.hasPrefix(".") {
-            if let why = untrusted(appsDir + "/" + name) {
+        for name in appNames where name.hasSuffix(".json") && !name.hasPrefix(".") {
+            let path = appsDir + "/" + name
+            if let why = untrusted(path) {
                 readIssues.append(ManifestIssue(file: name, field: "", message: why, fatal: true))
                 continue
             }
             do {
-                files.append((name, try FileIO.readFile(appsDir + "/" + name, limit: 4 * 1024 * 1024)))
+                let bytes = try read(path, limit: 4 * 1024 * 1024, fault: readFault?(path))
+                files.append((name, bytes))
+                inputs.manifests[name] = bytes
             } catch {
+                if isTransient(error.errno) {
+                    transient.append("\(path): \(String(cString: strerror(error.errno)))")
+                    if let bytes = previous?.manifests[name] {
+                        files.append((name, bytes))
+                        inputs.manifests[name] = bytes
+                        readIssues.append(
+                            ManifestIssue(
+                                file: name, field: "",
+                                message: "cannot be read now (\(String(cString: strerror(error.errno)))): the version read before is kept; read again in a moment",
+                                fatal: false))
+                        continue
+                    }
+                }
                 readIssues.append(ManifestIssue(file: name, field: "", message: StateFiles.readProblem(error), fatal: true))
             }
         }
         // Folders (an .app bundle or an Xcode project) are imported from their Info.plist and entitlements.
-        let imported = appsUntrusted == nil ? ProjectImporter.importDirectories(inAppsDirectory: appsDir, fileCheck: untrusted) : []
+        if !keptAll && appsUntrusted == nil {
+            inputs.imported = ProjectImporter.importDirectories(inAppsDirectory: appsDir, fileCheck: untrusted)
+        }
         let registry = AppRegistry(
-            files: files, imported: imported, extraIssues: readIssues,
+            files: files, imported: inputs.imported, extraIssues: readIssues,
             groupDirectories: FileIO.listDirectory(stateDirectory + "/groups") ?? [])
         let assocDir = stateDirectory + "/associations"
         var docs: [String: AssociationDocumentResult] = [:]
         var errors: [String: String] = [:]
         let assocUntrusted = untrusted(assocDir)
-        let assocNames = assocUntrusted == nil ? FileIO.listDirectory(assocDir) : []
+        var assocNames: [String] = []
+        var keptBytes: [String: [UInt8]] = [:]
         if let why = assocUntrusted {
             errors["associations"] = "\(assocDir) \(why): no association document was read"
-        } else if assocNames == nil, let why = unreadableDirectory(assocDir) {
-            errors["associations"] = "\(assocDir) \(why): no association document was read"
+        } else {
+            switch list(assocDir, fault: readFault?(assocDir)) {
+            case .success(let names): assocNames = names
+            case .failure(let error):
+                if isTransient(error.errno) {
+                    transient.append("\(assocDir): \(String(cString: strerror(error.errno)))")
+                    if let previous {
+                        // The documents read last time stand, as read then.
+                        keptBytes = previous.associations
+                        assocNames = previous.associations.keys.sorted()
+                        break
+                    }
+                }
+                if let why = unreadableDirectory(assocDir, errno: error.errno) {
+                    errors["associations"] = "\(assocDir) \(why): no association document was read"
+                }
+            }
         }
-        for name in assocNames ?? [] where name.hasSuffix(".json") && !name.hasPrefix(".") {
+        for name in assocNames where name.hasSuffix(".json") && !name.hasPrefix(".") {
             // (a Unicode file name, `bücher.de.json`, is the document of the IDNA host)
             let written = String(name.dropLast(5))
             let host = URLReference.idnaHost(written) ?? written.lowercased()
@@ -107,21 +212,38 @@ public struct StateFiles: Sendable {
                     + "(DOMAIN.json, or DOMAIN:PORT.json for an applinks:DOMAIN:PORT entry)"
                 continue
             }
-            if let why = untrusted(assocDir + "/" + name) {
-                errors[host] = "\(name): \(why)"
-                docs[host] = .failure(AssociationDocumentError(key: "", reason: why))
-                continue
+            let path = assocDir + "/" + name
+            var bytes = keptBytes[name]
+            if bytes == nil {
+                if let why = untrusted(path) {
+                    errors[host] = "\(name): \(why)"
+                    docs[host] = .failure(AssociationDocumentError(key: "", reason: why))
+                    continue
+                }
+                do {
+                    bytes = try read(path, limit: 8 * 1024 * 1024, fault: readFault?(path))
+                } catch {
+                    if isTransient(error.errno) {
+                        transient.append("\(path): \(String(cString: strerror(error.errno)))")
+                        bytes = previous?.associations[name]
+                    }
+                    if bytes == nil {
+                        errors[host] = "\(name): \(StateFiles.readProblem(error))"
+                        docs[host] = .failure(AssociationDocumentError(key: "", reason: StateFiles.readProblem(error)))
+                        continue
+                    }
+                }
             }
-            do {
-                let result = AssociationDocument.load(try FileIO.readFile(assocDir + "/" + name, limit: 8 * 1024 * 1024))
-                if case .failure(let e) = result { errors[host] = "\(name): \(e)" }
-                docs[host] = result
-            } catch {
-                errors[host] = "\(name): \(StateFiles.readProblem(error))"
-                docs[host] = .failure(AssociationDocumentError(key: "", reason: StateFiles.readProblem(error)))
-            }
+            guard let bytes else { continue }
+            inputs.associations[name] = bytes
+            let result = AssociationDocument.load(bytes)
+            if case .failure(let e) = result { errors[host] = "\(name): \(e)" }
+            docs[host] = result
         }
-        return StateFiles(
+        var loaded = StateFiles(
             registry: registry, router: URLRouter(apps: registry.apps, associations: docs), associationErrors: errors)
+        loaded.inputs = inputs
+        loaded.transientFailures = transient
+        return loaded
     }
 }

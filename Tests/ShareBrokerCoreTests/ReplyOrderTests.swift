@@ -58,7 +58,7 @@ final class ReplyOrderTests: XCTestCase {
         let h = try start(gate, faults)
         let dir = TempDir()
         let path = dir.path + "/a.pdf"
-        FileManager.default.createFile(atPath: path, contents: Data(pdfBytes))
+        _ = FileManager.default.createFile(atPath: path, contents: Data(pdfBytes))
         let sender = try h.rawSession()
         faults.lock.withLock { faults.blockNext = true }
         sender.send(
@@ -84,7 +84,7 @@ final class ReplyOrderTests: XCTestCase {
         let h = try start(gate, faults)
         let dir = TempDir()
         let path = dir.path + "/a.pdf"
-        FileManager.default.createFile(atPath: path, contents: Data(pdfBytes))
+        _ = FileManager.default.createFile(atPath: path, contents: Data(pdfBytes))
         let sender = try h.rawSession()
         let observer = try h.tool()
         let other = try h.rawSession()
@@ -123,7 +123,7 @@ final class ReplyOrderTests: XCTestCase {
         let opened = try tool.call("url.open", ["url": "deeplinkmyapp://x"])
         let dir = TempDir()
         let path = dir.path + "/a.pdf"
-        FileManager.default.createFile(atPath: path, contents: Data(pdfBytes))
+        _ = FileManager.default.createFile(atPath: path, contents: Data(pdfBytes))
         let app = try h.rawSession(role: "app", bundleID: "com.mycompany.myapp")
         let batch: JSONValue = .array([
             ["jsonrpc": "2.0", "id": 1, "method": "app.subscribe"],

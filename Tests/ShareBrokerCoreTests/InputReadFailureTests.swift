@@ -1,0 +1,235 @@
+// Manifests and association documents that cannot be read for a reason that may pass (an I/O
+// error, the open-file table full): a reload keeps what it read of them before (their apps stay
+// registered, their sessions and subscribers stay), and the broker reads them again on a timer
+// until it can, also when the failure was at start. A reason the user made (no permission, the
+// file gone) is not papered over. At the open-file limit, a reload borrows the broker's spare
+// descriptor, so thousands of connections do not make every app unknown.
+
+import Foundation
+import ShareBrokerCore
+import ShareClient
+import ShareProtocol
+import XCTest
+
+/// Which input paths fail to read, and with which errno; set from the test, read by the broker.
+final class InputFaults: @unchecked Sendable {
+    private let lock = NSLock()
+    private var failing: [String: Int32] = [:]
+    private var hits = 0
+
+    /// Fails reads of paths ending in `suffix` with `code` (nil: no longer).
+    func set(_ suffix: String, _ code: Int32?) {
+        lock.lock()
+        failing[suffix] = code
+        lock.unlock()
+    }
+
+    /// Reads failed so far.
+    var failed: Int {
+        lock.lock()
+        defer { lock.unlock() }
+        return hits
+    }
+
+    /// The seam: the errno for `path`, if it is to fail.
+    func fault(_ path: String) -> Int32? {
+        lock.lock()
+        defer { lock.unlock() }
+        for (suffix, code) in failing where path.hasSuffix(suffix) {
+            hits += 1
+            return code
+        }
+        return nil
+    }
+}
+
+final class InputReadFailureTests: XCTestCase {
+    let appsJSON = ["10-myapp.json": deepLinkApp, "20-browser.json": browserApp]
+
+    func start(_ faults: InputFaults) throws -> BrokerHarness {
+        let h = BrokerHarness(manifests: appsJSON, associations: ["example.com": exampleAASA])
+        try h.start { $0.inputReadFaults = { path in faults.fault(path) } }
+        return h
+    }
+
+    func subscribedApp(_ h: BrokerHarness) throws -> BrokerConnection {
+        let app = try h.connect()
+        try app.hello(role: "app", bundleID: "com.mycompany.myapp")
+        _ = try app.call("app.subscribe")
+        return app
+    }
+
+    /// The next `app.event`'s URL (its `url` or `webpageURL`).
+    func nextEventURL(_ app: BrokerConnection) throws -> String? {
+        while let n = try app.nextNotification(timeoutMillis: 5000) {
+            if n.method == "app.event" {
+                return n.params?["url"]?.stringValue ?? n.params?["webpageURL"]?.stringValue
+            }
+        }
+        return nil
+    }
+
+    func issues(_ tool: BrokerConnection) throws -> String {
+        let list = try tool.call("apps.list")
+        return ((list["errors"]?.arrayValue ?? []) + (list["warnings"]?.arrayValue ?? [])).map(\.compactText).joined(separator: "\n")
+    }
+
+    /// An EIO reading an app's manifest at a reload: the app stays registered as read before, its
+    /// subscriber keeps its session and gets what is opened for it, apps.list says why; once the
+    /// manifest reads again, the timer's reload takes it in (changes included) with no request.
+    func testAManifestThatCannotBeReadAtAReloadStaysAsReadBefore() throws {
+        let faults = InputFaults()
+        let h = try start(faults)
+        defer { h.stop() }
+        let app = try subscribedApp(h)
+        let tool = try h.tool()
+
+        faults.set("/10-myapp.json", EIO)
+        _ = try tool.call("apps.reload")
+        XCTAssertGreaterThan(faults.failed, 0)
+        let opened = try tool.call("url.open", ["url": "deeplinkmyapp://during/1"])
+        XCTAssertEqual(opened["app"], "com.mycompany.myapp", opened.compactText)
+        XCTAssertEqual(opened["delivered"], true, "the subscriber kept its session: \(opened.compactText)")
+        XCTAssertEqual(try nextEventURL(app), "deeplinkmyapp://during/1")
+        let said = try issues(tool)
+        XCTAssertTrue(said.contains("10-myapp.json") && said.contains("the version read before is kept"), said)
+        XCTAssertEqual(try tool.call("broker.status")["manifestErrors"], 0)
+
+        // Changed meanwhile, and readable again: taken in without a request (1 s, then 2 s...).
+        h.dir.write(
+            "state/apps/10-myapp.json",
+            deepLinkApp.replacingOccurrences(of: #"["deeplinkmyapp"]"#, with: #"["deeplinkmyapp", "secondscheme"]"#))
+        faults.set("/10-myapp.json", nil)
+        XCTAssertTrue(
+            waitUntil(timeout: 10) { (try? tool.call("url.canOpen", ["url": "secondscheme://x"])["app"]) == "com.mycompany.myapp" },
+            "read again on the timer")
+        XCTAssertFalse(try issues(tool).contains("the version read before is kept"))
+        _ = try tool.call("url.open", ["url": "deeplinkmyapp://after/1"])
+        XCTAssertEqual(try nextEventURL(app), "deeplinkmyapp://after/1", "the same session, still subscribed")
+    }
+
+    /// STATE/apps itself cannot be listed (the open-file table full): every manifest stays.
+    func testAnAppsDirectoryThatCannotBeListedKeepsEveryManifest() throws {
+        let faults = InputFaults()
+        let h = try start(faults)
+        defer { h.stop() }
+        let app = try subscribedApp(h)
+        let tool = try h.tool()
+        faults.set("/state/apps", EMFILE)
+        _ = try tool.call("apps.reload")
+        XCTAssertEqual(try tool.call("url.canOpen", ["url": "https://example.org/"])["app"], "org.example.browser")
+        XCTAssertEqual(try tool.call("url.open", ["url": "deeplinkmyapp://kept"])["delivered"], true)
+        XCTAssertEqual(try nextEventURL(app), "deeplinkmyapp://kept")
+        XCTAssertTrue(try issues(tool).contains("the manifests read before are kept"))
+        faults.set("/state/apps", nil)
+        XCTAssertTrue(waitUntil(timeout: 10) { !((try? self.issues(tool))?.contains("read before are kept") ?? true) })
+        XCTAssertEqual(try tool.call("url.canOpen", ["url": "https://example.org/"])["app"], "org.example.browser")
+    }
+
+    /// An association document that cannot be read at a reload keeps routing universal links.
+    func testAnAssociationDocumentThatCannotBeReadKeepsRouting() throws {
+        let faults = InputFaults()
+        let h = try start(faults)
+        defer { h.stop() }
+        let tool = try h.tool()
+        let before = try tool.call("url.canOpen", ["url": "https://example.com/computers/1"])
+        XCTAssertEqual(before["app"], "com.mycompany.myapp", before.compactText)
+        faults.set("/associations/example.com.json", EIO)
+        _ = try tool.call("apps.reload")
+        XCTAssertEqual(try tool.call("url.canOpen", ["url": "https://example.com/computers/1"]), before)
+        faults.set("/associations/example.com.json", nil)
+        faults.set("/state/associations", ENFILE)
+        _ = try tool.call("apps.reload")
+        XCTAssertEqual(try tool.call("url.canOpen", ["url": "https://example.com/computers/1"]), before)
+        let status = try tool.call("broker.status")
+        XCTAssertEqual(status["associationErrors"]?.intValue ?? 0, 0, status.compactText)
+    }
+
+    /// A manifest that cannot be read at start (nothing read before): its app is unknown, and
+    /// registered once it reads, with no reload asked for; events opened meanwhile fall back
+    /// as for any unknown scheme, and a pending backlog waits for it.
+    func testAManifestThatCannotBeReadAtStartIsReadOnceItCanBe() throws {
+        let faults = InputFaults()
+        faults.set("/10-myapp.json", EIO)
+        let h = try start(faults)
+        defer { h.stop() }
+        let tool = try h.tool()
+        XCTAssertEqual(rpcCode { _ = try tool.call("url.open", ["url": "deeplinkmyapp://early"]) }, -32004)
+        XCTAssertTrue(try issues(tool).contains("10-myapp.json"))
+        faults.set("/10-myapp.json", nil)
+        XCTAssertTrue(
+            waitUntil(timeout: 10) { (try? tool.call("url.canOpen", ["url": "deeplinkmyapp://x"])["app"]) == "com.mycompany.myapp" },
+            "registered once its manifest reads")
+        let app = try subscribedApp(h)
+        _ = try tool.call("url.open", ["url": "deeplinkmyapp://later"])
+        XCTAssertEqual(try nextEventURL(app), "deeplinkmyapp://later")
+    }
+
+    /// A reason the user made is not papered over: a manifest that cannot be read for want of
+    /// permission takes its app out at the reload, as a removed one does.
+    func testAManifestThatIsNotPermittedIsNotKept() throws {
+        let faults = InputFaults()
+        let h = try start(faults)
+        defer { h.stop() }
+        let app = try subscribedApp(h)
+        let tool = try h.tool()
+        faults.set("/10-myapp.json", EACCES)
+        _ = try tool.call("apps.reload")
+        XCTAssertEqual(rpcCode { _ = try tool.call("url.open", ["url": "deeplinkmyapp://gone"]) }, -32004)
+        XCTAssertTrue(try issues(tool).contains("Permission denied"))
+        XCTAssertThrowsError(try app.call("broker.status"), "its session ended: the bundle is no longer registered")
+    }
+
+    /// A real broker at its open-file limit (a few dozen descriptors, all taken by connections):
+    /// SIGHUP reads the manifests with the spare descriptor, and the app keeps its session.
+    func testAReloadAtTheOpenFileLimitKeepsEveryApp() throws {
+        let dir = TempDir()
+        dir.write("state/apps/10-myapp.json", deepLinkApp)
+        let socket = dir.path + "/s.sock"
+        let broker = try BrokerProcess(
+            socket: socket, state: dir.path + "/state", logDir: dir.path,
+            runVia: ["/bin/sh", "-c", #"ulimit -n 48 && exec "$0" "$@""#])
+        XCTAssertTrue(broker.waitReady(), broker.stderrText)
+        let app = try BrokerConnection(socketPath: socket)
+        try app.hello(role: "app", bundleID: "com.mycompany.myapp")
+        _ = try app.call("app.subscribe")
+        let tool = try BrokerConnection(socketPath: socket)
+        try tool.hello(role: "tool")
+        // Every descriptor left is taken by idle connections (the broker sheds the ones past it).
+        var idle: [Int32] = []
+        defer { for fd in idle { close(fd) } }
+        for _ in 0..<80 {
+            let fd = socket.withCString { sb_test_connect($0) }
+            if fd >= 0 { idle.append(fd) }
+        }
+        XCTAssertTrue(
+            waitUntil(timeout: 10) { broker.stderrText.contains("open-file limit (48) reached") }, broker.stderrText)
+        broker.signal(SIGHUP)
+        XCTAssertTrue(waitUntil(timeout: 10) { broker.stderrText.contains("(SIGHUP)") }, broker.stderrText)
+        XCTAssertTrue(broker.stderrText.contains("loaded 1 apps (SIGHUP); 0 manifest errors"), broker.stderrText)
+        XCTAssertFalse(broker.stderrText.contains("could not read"), "read, not kept from before: \(broker.stderrText)")
+        let opened = try tool.call("url.open", ["url": "deeplinkmyapp://at-the-limit"])
+        XCTAssertEqual(opened["delivered"], true, opened.compactText)
+        XCTAssertEqual(try nextEventURL(app), "deeplinkmyapp://at-the-limit")
+    }
+}
+
+/// A connected Unix stream socket to `path`, or -1 (no client, no hello: an idle connection).
+func sb_test_connect(_ path: UnsafePointer<CChar>) -> Int32 {
+    let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+    guard fd >= 0 else { return -1 }
+    var addr = sockaddr_un()
+    addr.sun_family = sa_family_t(AF_UNIX)
+    let n = strlen(path)
+    withUnsafeMutableBytes(of: &addr.sun_path) { raw in
+        raw.copyMemory(from: UnsafeRawBufferPointer(start: path, count: min(n, raw.count - 1)))
+    }
+    let ok = withUnsafePointer(to: &addr) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+    }
+    if ok != 0 {
+        close(fd)
+        return -1
+    }
+    return fd
+}
