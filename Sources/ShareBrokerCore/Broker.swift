@@ -1319,6 +1319,17 @@ public final class Broker {
                     continue
                 }
             }
+            if openFileLimit > 0 && connections.count >= openFileLimit - ownFileReserve {
+                // Connections, the broker's own user's too, leave the broker the descriptors its
+                // own work needs (journals, a new group's files, a share's files being written,
+                // launches, reading the manifests): past this, one client opening connections
+                // in a loop made every share answer -32005.
+                throttledWarning(
+                    "own files' reserve",
+                    "refusing a connection from uid \(peer.map { String($0.uid) } ?? "?"): \(connections.count) connections are open; the other \(ownFileReserve) descriptors of the open-file limit (\(openFileLimit)) are kept for the broker's own files")
+                refuseAccepted(fd, "Unauthorized: this broker has \(connections.count) connections open, all its open-file limit (\(openFileLimit)) allows beside its own files; try again later")
+                continue
+            }
             let conn = Connection(id: id, fd: fd, peer: peer, maxMessage: config.maxMessage, meter: outputMeter)
             do { try poller.add(fd, interest: .readable, token: id) } catch {
                 log.log(.error, "cannot watch new connection: \(error)")
@@ -1348,6 +1359,14 @@ public final class Broker {
     /// it tells that error from the answer to a message it could not tie to a request (an error
     /// without an id too, after which the connection stays open).
     static let closingData: JSONValue = ["closing": true]
+
+    /// Descriptors of the open-file limit no connection may take: the broker's own (its pipes,
+    /// listener, lock, event journal, a journal and defaults file per open group) and room for
+    /// its work in flight (a new group's files, a share's files, launches, reading the
+    /// manifests, compaction); at most a quarter of the limit.
+    var ownFileReserve: Int {
+        min(openFileLimit / 4, 64 + 2 * (shareStores.count + defaults.stores.count))
+    }
 
     /// Tells a connection just accepted why it is refused (an error without an id), and closes it.
     func refuseAccepted(_ fd: Int32, _ message: String) {

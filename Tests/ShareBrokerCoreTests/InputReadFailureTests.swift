@@ -212,6 +212,42 @@ final class InputReadFailureTests: XCTestCase {
         XCTAssertEqual(opened["delivered"], true, opened.compactText)
         XCTAssertEqual(try nextEventURL(app), "deeplinkmyapp://at-the-limit")
     }
+
+    /// Connections, the broker's own user's included, leave the broker the descriptors its own
+    /// work needs: with every other descriptor taken by idle connections, a share with a file
+    /// is still stored (its file written), a new group's journal opened, and the connections past
+    /// the budget are refused with a reason instead of the broker's files failing.
+    func testConnectionsLeaveTheBrokerTheDescriptorsItsFilesNeed() throws {
+        let dir = TempDir()
+        dir.write("state/apps/20-pdf.json", pdfApp)
+        dir.write("state/apps/10-myapp.json", youtubeApp)
+        let socket = dir.path + "/s.sock"
+        let broker = try BrokerProcess(
+            socket: socket, state: dir.path + "/state", logDir: dir.path,
+            runVia: ["/bin/sh", "-c", #"ulimit -n 256 && exec "$0" "$@""#])
+        XCTAssertTrue(broker.waitReady(), broker.stderrText)
+        let pdf = try BrokerConnection(socketPath: socket)
+        try pdf.hello(role: "extension", bundleID: "com.example.pdfreader.share")
+        let yt = try BrokerConnection(socketPath: socket)
+        try yt.hello(role: "extension", bundleID: "com.mycompany.myapp.share")
+        var idle: [Int32] = []
+        defer { for fd in idle { close(fd) } }
+        for _ in 0..<400 {
+            let fd = socket.withCString { sb_test_connect($0) }
+            if fd >= 0 { idle.append(fd) }
+        }
+        // (the refused ones are told why, and closed by the broker)
+        XCTAssertTrue(
+            waitUntil(timeout: 10) { broker.stderrText.contains("kept for the broker's own files") }, broker.stderrText)
+        for _ in 0..<3 {
+            let sent = try pdf.call("share.send", ["items": [["data": .string(base64(pdfBytes)), "name": "report.pdf"]]])
+            XCTAssertNotNil(sent["shareID"], sent.compactText)
+        }
+        // A group whose journal was not open yet (its first share).
+        let url = try yt.call("share.send", ["items": [["url": "https://youtu.be/dQw4w9WgXcQ"]]])
+        XCTAssertNotNil(url["shareID"], url.compactText)
+        XCTAssertFalse(broker.stderrText.contains("Too many open files"), broker.stderrText)
+    }
 }
 
 /// A connected Unix stream socket to `path`, or -1 (no client, no hello: an idle connection).
