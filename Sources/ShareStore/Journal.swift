@@ -89,6 +89,8 @@ public enum JournalFaultPoint: Sendable {
     /// fsync of a directory whose new entries a commit's records name (a share's files, and the
     /// share's directory in `files/`).
     case directorySync
+    /// Removing a share's files once it is completed (or refused): nothing is removed.
+    case removeFiles
 }
 
 /// One journal's records of one commit, written and made durable off the loop thread.

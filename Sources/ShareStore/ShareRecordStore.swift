@@ -352,8 +352,30 @@ public final class ShareRecordStore: TurnParticipant, SegmentCompacting {
     /// Removes the files of `filesOfOwedRecords` once their records are cut.
     func removeFilesOfCutRecords() {
         guard !filesOfOwedRecords.isEmpty, !journal.hasOwedCutBack else { return }
-        for d in filesOfOwedRecords { ShareRecordStore.removeTree(d) }
+        for d in filesOfOwedRecords { removeShareFiles(d) }
         filesOfOwedRecords.removeAll()
+    }
+
+    /// Share directories in `files/` whose removal failed (an I/O error, say) although no record
+    /// needs them: removed at a later commit of the group (else at the next start, which removes
+    /// files without a record).
+    public private(set) var leftoverFiles: [String] = []
+
+    /// Removes the directory of a share no record needs any more; one that cannot be removed
+    /// now is kept in `leftoverFiles`, to be removed later.
+    func removeShareFiles(_ dir: String) {
+        if faultInjector?(.removeFiles) != nil || !ShareRecordStore.removeTree(dir) { leftoverFiles.append(dir) }
+    }
+
+    /// Tries `leftoverFiles` again (not through a `files/` or group directory a symlink
+    /// replaced meanwhile).
+    func removeLeftoverFiles() {
+        guard !leftoverFiles.isEmpty, plainPath else { return }
+        let dirs = leftoverFiles
+        leftoverFiles.removeAll()
+        // (a share with that id stored since owns the directory now: 96 random bits make that
+        // all but impossible, but its files must never go)
+        for d in dirs where shares[String(d.split(separator: "/").last ?? "")] == nil { removeShareFiles(d) }
     }
 
     /// Number of pending shares.
@@ -714,7 +736,7 @@ public final class ShareRecordStore: TurnParticipant, SegmentCompacting {
                 // records are not there (files without a record are removed then).
                 filesOfOwedRecords += inflightCreatedDirs
             } else {
-                for d in inflightCreatedDirs { ShareRecordStore.removeTree(d) }
+                for d in inflightCreatedDirs { removeShareFiles(d) }
             }
             carryInflight = nil  // (the originals stay where they are)
         } else {
@@ -726,8 +748,9 @@ public final class ShareRecordStore: TurnParticipant, SegmentCompacting {
             // Their completions are durable: the files go, unless `files/` or the group's own
             // directory was replaced by a symlink meanwhile (deleting through it would reach
             // outside the state directory).
+            removeLeftoverFiles()
             if !inflightCompletedDirs.isEmpty && plainPath {
-                for d in inflightCompletedDirs { ShareRecordStore.removeTree(d) }
+                for d in inflightCompletedDirs { removeShareFiles(d) }
             }
         }
         restorableCount -= ShareRecordStore.restorable(in: inflightUndo)
@@ -790,15 +813,16 @@ public final class ShareRecordStore: TurnParticipant, SegmentCompacting {
         set { journal.faultInjector = newValue }
     }
 
-    /// Removes a directory tree without following symlinks.
-    public static func removeTree(_ path: String) {
+    /// Removes a directory tree without following symlinks; false when something of it could not
+    /// be removed (it is gone, or was never there: true).
+    @discardableResult
+    public static func removeTree(_ path: String) -> Bool {
         var st = stat()
-        guard lstat(path, &st) == 0 else { return }
+        guard lstat(path, &st) == 0 else { return errno == ENOENT }
         if (st.st_mode & S_IFMT) == S_IFDIR {
             for name in FileIO.listDirectory(path) ?? [] { removeTree(path + "/" + name) }
-            rmdir(path)
-        } else {
-            unlink(path)
+            return rmdir(path) == 0 || errno == ENOENT
         }
+        return unlink(path) == 0 || errno == ENOENT
     }
 }

@@ -301,3 +301,38 @@ final class JournalFaultTests: XCTestCase {
         XCTAssertEqual(try records(), [1, 4])
     }
 }
+
+/// A share's files that cannot be removed when it is completed (or refused) are removed at a
+/// later commit of the group, not left until the next start.
+final class LeftoverShareFilesTests: XCTestCase {
+    var dir: String = ""
+    override func setUp() { dir = NSTemporaryDirectory() + "sbleft-\(UUID().uuidString.prefix(8))" }
+    override func tearDown() { try? FileManager.default.removeItem(atPath: dir) }
+
+    func addPDF(_ s: ShareRecordStore, _ id: String) throws {
+        _ = try s.add(
+            id: id, extensionID: "com.example.app.share", app: "com.example.app", created: "2026-12-02T12:00:00.000Z",
+            items: [["file": "f.pdf", "type": "com.adobe.pdf"]],
+            files: [ShareFile(name: "f.pdf", source: .bytes(Array("%PDF-1.4".utf8)))])
+    }
+
+    func testFilesThatCannotBeRemovedAtCompletionGoAtTheNextCommit() throws {
+        let s = try ShareRecordStore(group: "group.com.example", directory: dir, segmentLimit: nil, turn: nil)
+        try addPDF(s, "sh-a")
+        try s.commitTurn()
+        XCTAssertTrue(FileManager.default.fileExists(atPath: dir + "/files/sh-a/f.pdf"))
+        let faults = CountedFaults()
+        faults.fail(.removeFiles, times: 1, EIO)
+        s.faultInjector = faults.injector
+        XCTAssertTrue(try s.complete("sh-a"))
+        try s.commitTurn()
+        XCTAssertTrue(FileManager.default.fileExists(atPath: dir + "/files/sh-a"), "the injected failure kept them")
+        XCTAssertEqual(s.leftoverFiles, [dir + "/files/sh-a"])
+        // The group's next commit (any: a new share) removes them.
+        try addPDF(s, "sh-b")
+        try s.commitTurn()
+        XCTAssertFalse(FileManager.default.fileExists(atPath: dir + "/files/sh-a"))
+        XCTAssertTrue(FileManager.default.fileExists(atPath: dir + "/files/sh-b/f.pdf"), "not the new share's")
+        XCTAssertEqual(s.leftoverFiles, [])
+    }
+}
