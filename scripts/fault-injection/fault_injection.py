@@ -1,0 +1,1024 @@
+#!/usr/bin/env python3
+"""Fault-injection campaign for sharebroker: fail the N-th file system call the broker makes
+under its state directory (EIO or ENOSPC, through an LD_PRELOAD shim), run a fixed workload,
+SIGKILL the broker, restart it without the shim on the same state and check that
+
+  * the broker neither crashed nor hung under the fault (a refusal to start, exit 1 with a
+    message, is allowed: it is the start-up's way to fail);
+  * every request answered with success is there exactly as answered: events with their ids, in
+    order, none delivered again after its ack; shares with their items and files byte for byte;
+    defaults values and the group version;
+  * every request answered with an error (-32005 and any other code but -32603) left nothing
+    visible, and no event of such a request was ever delivered;
+  * a request answered -32603 (outcome unknown) may or may not be there, but whole;
+  * event ids are never reused (a new url.open after the restart gets a larger id than every id
+    seen before);
+  * nothing is quarantined, no share files are left without their share (torn mode may
+    quarantine: a half-written record is what it simulates).
+
+    python3 scripts/fault-injection/fault_injection.py --count            # how many calls the workload makes
+    python3 scripts/fault-injection/fault_injection.py --n 57 [--errno ENOSPC] [--mode sticky] [-v] [--keep]
+    python3 scripts/fault-injection/fault_injection.py --sample 40 --seed 7  # CI: spread over the range
+    python3 scripts/fault-injection/fault_injection.py --sweep [--jobs 2]    # every N, both errnos, transient
+                                                                              # (+ --sticky-every K, --torn-every K)
+
+Prints one line per failed run and a summary "fault-injection: R runs, F failed". Exit 0 when
+every run passed, 1 when one failed (its N, the failed call and the violations are printed),
+2 on a setup error (no gcc, no broker binary, the workload fails without faults).
+"""
+
+import argparse
+import concurrent.futures
+import hashlib
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+sys.path.insert(0, str(REPO / "Clients" / "python"))
+
+import sharebroker as sb  # noqa: E402
+from sharebroker import BrokerError  # noqa: E402
+
+APP = "com.faultinj.app"
+EXT = "com.faultinj.app.share"
+GROUP = "group.com.faultinj"
+SCHEME = "fiapp"
+APP_B = "com.faultinj.second"
+EXT_B = "com.faultinj.second.share"
+GROUP_B = "group.com.faultinj.second"
+SCHEME_B = "fibapp"
+
+MANIFEST = {
+    "bundleID": APP, "name": "Fault injection app", "urlSchemes": [SCHEME], "appGroups": [GROUP],
+    "extensions": [{"bundleID": EXT, "point": "com.apple.share-services", "name": "FI share",
+                    "appGroups": [GROUP], "activationRule": "TRUEPREDICATE"}],
+}
+# Added by the workload before its apps.reload.
+MANIFEST_B = {
+    "bundleID": APP_B, "name": "Fault injection second app", "urlSchemes": [SCHEME_B],
+    "appGroups": [GROUP_B],
+    "extensions": [{"bundleID": EXT_B, "point": "com.apple.share-services", "name": "FI share 2",
+                    "appGroups": [GROUP_B], "activationRule": "TRUEPREDICATE"}],
+}
+
+SEGMENT = 4096          # --journal-segment-size: the smallest, so segments seal and go often
+REQUEST_TIMEOUT = 20.0  # a request not answered in this long: the broker hangs
+LOST = (sb.BrokerConnectionError, ConnectionError, OSError)
+ABSENT = "<absent>"
+
+
+def ev_num(eid):
+    try:
+        return int(str(eid).split("-", 1)[1])
+    except (IndexError, ValueError):
+        return -1
+
+
+def jkey(v):
+    return json.dumps(v, sort_keys=True, separators=(",", ":"))
+
+
+# ------------------------------------------------------------------------------------------------
+# The shim
+
+
+def build_shim(out_dir):
+    src = HERE / "fault_shim.c"
+    out = Path(out_dir) / "fault_shim.so"
+    gcc = shutil.which("gcc") or shutil.which("cc")
+    if not gcc:
+        raise SetupError("gcc not found (the shim is built with it)")
+    r = subprocess.run([gcc, "-shared", "-fPIC", "-O2", "-Wall", "-Wno-format-truncation", "-o", str(out),
+                        str(src), "-ldl"], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise SetupError(f"building the shim failed:\n{r.stderr}")
+    return str(out)
+
+
+class SetupError(Exception):
+    pass
+
+
+# ------------------------------------------------------------------------------------------------
+# One run
+
+
+class Broker:
+    def __init__(self, binary, sock, state, log_path):
+        self.binary, self.sock, self.state, self.log_path = binary, sock, state, log_path
+        self.proc = None
+
+    def start(self, env_extra=None, timeout=20.0):
+        """Starts and waits until this process answers. Returns None, or ("exited", rc) when it
+        exited during its start, or ("timeout", None)."""
+        env = dict(os.environ)
+        for k in list(env):
+            if k.startswith("FI_") or k == "LD_PRELOAD":
+                del env[k]
+        env.update(env_extra or {})
+        with open(self.log_path, "ab") as log:
+            log.write(f"---- fault-injection: starting broker ({'with' if env_extra else 'without'} the shim)\n".encode())
+            log.flush()
+            self.proc = subprocess.Popen([self.binary, "serve", "--socket", self.sock, "--state", self.state,
+                                          "--journal-segment-size", str(SEGMENT), "--launch-grace", "0"],
+                                         stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            rc = self.proc.poll()
+            if rc is not None:
+                return ("exited", rc)
+            try:
+                with sb.Client(self.sock, timeout=2.0) as c:
+                    st = c.broker_status()
+                if st.get("pid") == self.proc.pid:
+                    return None
+            except (LOST + (BrokerError,)):
+                pass
+            time.sleep(0.01)
+        return ("timeout", None)
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def kill(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+        if self.proc:
+            self.proc.wait()
+
+    def terminate(self, timeout=10.0):
+        """SIGTERM; returns the exit status (None when it had to be killed)."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            return None
+
+    def log_tail(self, n=30):
+        try:
+            return "\n".join(Path(self.log_path).read_text(errors="replace").splitlines()[-n:])
+        except OSError:
+            return "(no log)"
+
+
+class Model:
+    """What the answers say must, may or must not be there."""
+
+    def __init__(self):
+        # url -> {"id": eid or None, "created": "ok"|"maybe"|"no", "acked": "ok"|"maybe"|"no", "app": bundle}
+        self.events = {}
+        self.ids_seen = {}          # eid -> url (answers and deliveries)
+        self.delivered = []         # (app, eid, url) as delivered during the faulted run
+        # marker -> {"id", "sent": ok|maybe|no, "completed": ok|maybe|no, "items": [...], "group", "open_url"}
+        self.shares = {}
+        # group -> {"values": {key: set(jkey)}, "versions": set}
+        self.defaults = {}
+        self.answers = []           # (step, outcome) for the report
+        self.codes = {}
+
+    def group(self, g):
+        return self.defaults.setdefault(g, {"values": {}, "versions": {0}})
+
+
+class Run:
+    """One run of the workload with the fault at call n (n=0: no fault)."""
+
+    def __init__(self, binary, shim, n, mode, err, work, verbose=False):
+        self.binary, self.shim, self.n, self.mode, self.err = binary, shim, n, mode, err
+        self.work = Path(work)
+        self.verbose = verbose
+        self.state = self.work / "state"
+        self.sock = str(self.work / "sock" / "broker.sock")
+        self.counter = str(self.work / "counter")
+        self.fi_log = str(self.work / "calls.log")
+        self.broker = Broker(binary, self.sock, str(self.state), str(self.work / "broker.log"))
+        self.model = Model()
+        self.failures = []
+        self.notes = []
+        self.clients = []
+        self.inputs = self.work / "inputs"
+        self.rng = random.Random(1234)   # the workload's bytes: the same in every run
+        self.step_no = 0
+        self.ready_count = None
+        self.kill_at = 0            # the shim SIGKILLs the broker at this call (0: never)
+        self.owed = {}              # app -> events it must be sent (counted from the answers)
+        self.received = {}
+        self.subscribed = set()
+
+    # -- helpers -------------------------------------------------------------------------------
+
+    def fail(self, msg):
+        self.failures.append(msg)
+
+    def shim_env(self):
+        return {"LD_PRELOAD": self.shim, "FI_STATE": str(self.state), "FI_N": str(self.n),
+                "FI_MODE": self.mode, "FI_ERRNO": self.err, "FI_COUNTER": self.counter,
+                "FI_LOG": self.fi_log, "FI_KILL_AT": str(self.kill_at)}
+
+    def calls_so_far(self):
+        try:
+            with open(self.counter, "rb") as f:
+                return int.from_bytes(f.read(8), "little")
+        except OSError:
+            return 0
+
+    def connect(self, role, bundle=None):
+        """A connected client that said hello; a client whose hello failed is returned too (its
+        later calls then fail and are recorded as errors)."""
+        c = sb.Client(self.sock, timeout=REQUEST_TIMEOUT)
+        try:
+            c.connect()
+            self.clients.append(c)
+        except LOST as e:
+            raise BrokerGone(f"connect: {e}")
+        self.call(f"hello {role} {bundle or ''}", lambda: c.hello(role, bundle, None))
+        return c
+
+    def close_clients(self):
+        for c in self.clients:
+            try:
+                c.close()
+            except Exception:
+                pass
+        self.clients = []
+
+    def call(self, step, fn):
+        """Runs one request; returns ("ok", result) | ("err", code, message). A lost connection or
+        a timeout is a failure of the run (raises BrokerGone)."""
+        self.step_no += 1
+        try:
+            r = fn()
+            out = ("ok", r)
+        except BrokerError as e:
+            out = ("err", e.code, str(e))
+            self.model.codes[e.code] = self.model.codes.get(e.code, 0) + 1
+        except TimeoutError:
+            raise BrokerGone(f"{step}: no answer within {REQUEST_TIMEOUT:.0f} s (hang)")
+        except LOST as e:
+            raise BrokerGone(f"{step}: connection lost ({type(e).__name__}: {e})")
+        self.model.answers.append((step, out if out[0] == "err" else ("ok",)))
+        if self.verbose:
+            print(f"    {step[:100]}: {out[0]}{'' if out[0] == 'ok' else ' ' + str(out[1]) + ' ' + out[2][:150]}")
+        return out
+
+    @staticmethod
+    def status_of(out):
+        if out[0] == "ok":
+            return "ok"
+        return "maybe" if out[1] == -32603 else "no"
+
+    # -- workload pieces -----------------------------------------------------------------------
+
+    def url_open(self, tool, url, app=APP):
+        out = self.call(f"url.open {url}", lambda: tool.url_open(url))
+        e = {"id": None, "created": self.status_of(out), "acked": "no", "app": app}
+        if out[0] == "ok":
+            e["id"] = out[1]["eventID"]
+            self.see_id(e["id"], url)
+            if out[1].get("delivered"):
+                self.owed[app] = self.owed.get(app, 0) + 1
+        self.model.events[url] = e
+        return out
+
+    def subscribe(self, client, app):
+        out = self.call(f"app.subscribe {app}", lambda: client.app_subscribe())
+        if out[0] == "ok":
+            self.subscribed.add(app)
+            self.owed[app] = out[1].get("pending", 0)
+            self.received[app] = 0
+        return out
+
+    def see_id(self, eid, url):
+        prev = self.model.ids_seen.get(eid)
+        if prev is not None and prev != url:
+            self.fail(f"event id {eid} reused: first for {prev}, then for {url}")
+        self.model.ids_seen[eid] = url
+
+    def drain(self, app_client, app):
+        """Collects the app.events owed to the app (answered delivered: true, the backlog a
+        subscribe announced), waiting up to 5 s for each, then any already there."""
+        got = []
+        while True:
+            owed = self.owed.get(app, 0) > self.received.get(app, 0)
+            try:
+                ev = app_client.next_event(timeout=5.0 if owed else 0)
+            except (sb.SubscriptionEnded, sb.BrokerConnectionError, OSError):
+                break
+            if ev is None:
+                if owed:
+                    self.fail(f"{app}: {self.owed[app] - self.received.get(app, 0)} events answered as delivered "
+                              f"(or announced by app.subscribe) did not come within 5 s")
+                    self.received[app] = self.owed[app]
+                break
+            self.received[app] = self.received.get(app, 0) + 1
+            url = ev.get("url") or ev.get("webpageURL")
+            got.append((ev["id"], url))
+            self.model.delivered.append((app, ev["id"], url))
+            self.see_id(ev["id"], url)
+        return got
+
+    def ack(self, app_client, urls):
+        ids = [self.model.events[u]["id"] for u in urls if self.model.events.get(u, {}).get("id")]
+        if not ids:
+            return
+        out = self.call(f"app.ack {ids}", lambda: app_client.app_ack(ids))
+        st = self.status_of(out)
+        for u in urls:
+            e = self.model.events.get(u)
+            if e and e["id"] in ids and e["acked"] != "ok":
+                e["acked"] = st if st != "no" else e["acked"]
+
+    def share_send(self, client, marker, items, expect, group, open_=None):
+        """expect: the items as share.get should show them, minus paths: list of dicts with
+        url/text/name/sha256."""
+        out = self.call(f"share.send {marker}", lambda: client.share_send(items, open=open_))
+        s = {"id": None, "sent": self.status_of(out), "completed": "no", "items": expect,
+             "group": group, "open": open_, "open_url": None}
+        if out[0] == "ok":
+            s["id"] = out[1]["shareID"]
+            if open_ is not None:
+                url = open_ if isinstance(open_, str) else f"{SCHEME}://open-from-share?share={s['id']}"
+                s["open_url"] = url
+                self.model.events[url] = {"id": out[1].get("eventID"), "created": "ok", "acked": "no", "app": APP}
+                if out[1].get("eventID"):
+                    self.see_id(out[1]["eventID"], url)
+                if APP in self.subscribed:
+                    self.owed[APP] = self.owed.get(APP, 0) + 1
+        elif isinstance(open_, str):
+            self.model.events[open_] = {"id": None, "created": s["sent"], "acked": "no", "app": APP}
+        self.model.shares[marker] = s
+        return out
+
+    def share_complete(self, app_client, marker):
+        s = self.model.shares.get(marker)
+        if not s or not s["id"]:
+            return
+        out = self.call(f"share.complete {marker}", lambda: app_client.share_complete(s["id"]))
+        st = self.status_of(out)
+        if st != "no":
+            s["completed"] = st
+
+    def dset(self, client, group, key, value):
+        out = self.call(f"defaults.set {group} {key}", lambda: client.defaults_set(group, key, value))
+        g = self.model.group(group)
+        if out[0] == "ok":
+            g["values"][key] = {jkey(value)}
+            g["versions"] = {out[1]["version"]}
+        elif out[1] == -32603:
+            g["values"].setdefault(key, {ABSENT}).add(jkey(value))
+            g["versions"] = g["versions"] | {v + 1 for v in g["versions"]}
+        return out
+
+    def dremove(self, client, group, key):
+        out = self.call(f"defaults.remove {group} {key}", lambda: client.defaults_remove(group, key))
+        g = self.model.group(group)
+        if out[0] == "ok" and out[1].get("removed"):
+            g["values"][key] = {ABSENT}
+            g["versions"] = {out[1]["version"]}
+        elif out[1] == -32603:
+            g["values"].setdefault(key, {ABSENT}).add(ABSENT)
+            g["versions"] = g["versions"] | {v + 1 for v in g["versions"]}
+        return out
+
+    def file_input(self, name, size):
+        p = self.inputs / name
+        data = bytes(self.rng.getrandbits(8) for _ in range(size))
+        p.write_bytes(data)
+        return p, data
+
+    # -- the workload --------------------------------------------------------------------------
+
+    def setup(self):
+        for d in (self.work, self.state, self.state / "apps", self.work / "sock", self.inputs):
+            d.mkdir(parents=True, exist_ok=True)
+            os.chmod(d, 0o700)
+        (self.state / "apps" / "10-fi.json").write_text(json.dumps(MANIFEST))
+        Path(self.counter).write_bytes(b"\0" * 4096)
+
+    def start_faulted(self, which):
+        r = self.broker.start(self.shim_env())
+        if r is None:
+            return True
+        kind, rc = r
+        if kind == "exited" and rc is not None and rc > 0:
+            self.notes.append(f"{which} start refused (exit {rc}) under the fault")
+            return False
+        if kind == "exited":
+            self.fail(f"{which} start: broker died with signal {-rc}")
+        else:
+            self.fail(f"{which} start: broker did not answer within 20 s (hang)")
+        self.broker.kill()
+        return False
+
+    def workload(self):
+        if not self.start_faulted("first"):
+            return
+        self.ready_count = self.calls_so_far()
+        try:
+            self.phase_one()
+            self.broker_alive("before the restart")
+            self.close_clients()
+            rc = self.broker.terminate()
+            if rc is None:
+                self.fail("SIGTERM: the broker did not stop within 10 s (hang)")
+            elif rc < 0:
+                self.fail(f"SIGTERM: the broker died with signal {-rc}")
+            elif rc != 0:
+                self.notes.append(f"SIGTERM: exit status {rc}")
+            if not self.start_faulted("second"):
+                return
+            self.phase_two()
+            self.broker_alive("at the end")
+        except BrokerGone as e:
+            try:  # a broker that just died may not be reaped yet
+                rc = self.broker.proc.wait(2.0)
+            except subprocess.TimeoutExpired:
+                rc = None
+            if self.kill_at and rc == -signal.SIGKILL:
+                self.notes.append(f"killed by the shim at call {self.kill_at} ({e})")
+            elif rc is not None and rc < 0:
+                self.fail(f"broker crashed (signal {-rc}) at: {e}")
+            elif rc is not None:
+                self.fail(f"broker exited (status {rc}) at: {e}")
+            else:
+                self.fail(f"broker hung or dropped the connection: {e}")
+        finally:
+            self.close_clients()
+            self.broker.kill()
+
+    def broker_alive(self, when):
+        rc = self.broker.proc.poll()
+        if rc is not None:
+            raise BrokerGone(f"{when}: the broker is gone (status {rc})")
+        try:
+            with sb.Client(self.sock, timeout=REQUEST_TIMEOUT) as c:
+                c.broker_status()
+        except TimeoutError:
+            raise BrokerGone(f"{when}: broker.status not answered (hang)")
+        except LOST as e:
+            raise BrokerGone(f"{when}: broker.status: {e}")
+
+    def phase_one(self):
+        tool = self.connect("tool")
+        ext = self.connect("extension", EXT)
+        app = self.connect("app", APP)
+        self.subscribe(app, APP)
+        # Events, some acked.
+        for i in range(1, 5):
+            self.url_open(tool, f"{SCHEME}://ev/{i}")
+        self.drain(app, APP)
+        self.ack(app, [f"{SCHEME}://ev/1", f"{SCHEME}://ev/2"])
+        # Shares: a URL with open, inline data + text, a file from the file system.
+        self.share_send(ext, "s1", [sb.url_item("https://example.org/fi/1")],
+                        [{"url": "https://example.org/fi/1"}], GROUP, open_=True)
+        data2 = bytes(self.rng.getrandbits(8) for _ in range(3000))
+        self.share_send(ext, "s2", [sb.text_item("fi-share-2"), sb.data_item(data2, name="doc-2.bin")],
+                        [{"text": "fi-share-2"}, {"name": "doc-2.bin", "sha": hashlib.sha256(data2).hexdigest()}], GROUP)
+        p3, data3 = self.file_input("photo-3.dat", 70000)
+        self.share_send(ext, "s3", [sb.url_item("https://example.org/fi/3"), sb.path_item(p3)],
+                        [{"url": "https://example.org/fi/3"}, {"name": "photo-3.dat", "sha": hashlib.sha256(data3).hexdigest()}],
+                        GROUP, open_=f"{SCHEME}://shared/3")
+        self.drain(app, APP)
+        # Defaults.
+        self.dset(app, GROUP, "color", "blue")
+        self.dset(ext, GROUP, "prefs", {"a": 1, "b": [1, 2.50, "x"], "c": None})
+        self.dset(app, GROUP, "color", "green")
+        self.dremove(app, GROUP, "prefs")
+        self.share_complete(app, "s1")
+        # Enough events (and acks) to seal several 4 KiB segments: segments are deleted and
+        # pending events copied forward.
+        pad = "p" * 300
+        for i in range(5, 21):
+            self.url_open(tool, f"{SCHEME}://ev/{i}?{pad}")
+            if i % 4 == 0:
+                self.drain(app, APP)
+                self.ack(app, [f"{SCHEME}://ev/{k}?{pad}" for k in range(i - 3, i) if k >= 5])
+        self.drain(app, APP)
+        # A defaults compaction: >= 1 MiB superseded and more than twice the live records.
+        blobs = [self.dset(app, GROUP, "blob", f"{i}-" + "b" * 400_000) for i in range(4)]
+        if all(o[0] == "ok" for o in blobs):
+            self.wait_compaction(tool)
+        self.dset(app, GROUP, "after-compaction", 1)
+        # A second app, added by a reload: its group is created on first use.
+        (self.state / "apps" / "20-fi-second.json").write_text(json.dumps(MANIFEST_B))
+        self.call("apps.reload", lambda: tool.apps_reload())
+        app_b = self.connect("app", APP_B)
+        ext_b = self.connect("extension", EXT_B)
+        self.dset(app_b, GROUP_B, "k", 1)
+        self.url_open(tool, f"{SCHEME_B}://b/1", app=APP_B)
+        self.share_send(ext_b, "b1", [sb.text_item("fi-share-b1"), sb.data_item(b"second app bytes", name="b.txt")],
+                        [{"text": "fi-share-b1"}, {"name": "b.txt", "sha": hashlib.sha256(b"second app bytes").hexdigest()}],
+                        GROUP_B)
+
+    def wait_compaction(self, tool):
+        """Waits (up to 3 s) until the defaults compaction has finished (a snapshot segment, no
+        temporary file, no older segment) or failed (compactionErrors), so that what comes next
+        is counted in the same order in every run."""
+        deadline = time.monotonic() + 3.0
+        gdir = self.state / "groups" / GROUP
+        while time.monotonic() < deadline:
+            segs = sorted(gdir.glob("defaults-*.log"))
+            tmp = list(gdir.glob("defaults-*.log.tmp"))
+            if segs and not tmp:
+                try:
+                    with open(segs[0], "rb") as f:
+                        head = f.read(3)
+                except OSError:
+                    head = b""
+                if head[:3] == b"\xa5\x53\x03":     # the oldest segment is the snapshot
+                    return
+            out = self.call_quiet(lambda: tool.broker_status())
+            if out is not None and out.get("defaults", {}).get("compactionErrors", 0):
+                return
+            time.sleep(0.01)
+        self.notes.append("defaults compaction not seen finished within 3 s")
+
+    def call_quiet(self, fn):
+        try:
+            return fn()
+        except BrokerError:
+            return None
+        except TimeoutError:
+            raise BrokerGone("broker.status: no answer (hang)")
+        except LOST as e:
+            raise BrokerGone(f"broker.status: {e}")
+
+    def phase_two(self):
+        tool = self.connect("tool")
+        ext = self.connect("extension", EXT)
+        app = self.connect("app", APP)
+        self.subscribed = set()
+        self.subscribe(app, APP)
+        got = self.drain(app, APP)
+        # Ack the two oldest events delivered after the restart.
+        urls = [u for _, u in got[:2] if u in self.model.events]
+        self.ack(app, urls)
+        self.url_open(tool, f"{SCHEME}://after-restart/1")
+        p4, data4 = self.file_input("after-4.dat", 20000)
+        self.share_send(ext, "s4", [sb.text_item("fi-share-4"), sb.path_item(p4)],
+                        [{"text": "fi-share-4"}, {"name": "after-4.dat", "sha": hashlib.sha256(data4).hexdigest()}], GROUP)
+        self.share_complete(app, "s2")
+        self.dset(app, GROUP, "color", "red")
+        app_b = self.connect("app", APP_B)
+        self.subscribe(app_b, APP_B)
+        got_b = self.drain(app_b, APP_B)
+        self.ack(app_b, [u for _, u in got_b if u in self.model.events])
+        self.dremove(app_b, GROUP_B, "k")
+        self.drain(app, APP)
+
+    # -- the check after the restart without the shim ------------------------------------------
+
+    def verify(self):
+        r = self.broker.start(None)
+        if r is not None:
+            self.fail(f"restart without the shim failed: {r}")
+            return
+        try:
+            self.verify_running()
+        except BrokerGone as e:
+            self.fail(f"after the restart: {e}")
+        finally:
+            self.close_clients()
+            self.broker.terminate()
+
+    def verify_running(self):
+        m = self.model
+        tool = self.connect("tool")
+        st = self.call("broker.status", lambda: tool.broker_status())
+        if st[0] != "ok":
+            self.fail("broker.status failed after the restart")
+            return
+        store = st[1].get("store", {})
+        if not store.get("available", False):
+            self.fail(f"event queues not available after the restart: {store.get('error')}")
+        quarantined = store.get("quarantinedRecords", 0)
+        qfiles = []
+        for q in self.state.rglob("quarantine"):
+            if q.is_dir():
+                qfiles += [str(p.relative_to(self.state)) for p in q.iterdir()]
+        if (quarantined or qfiles) and self.mode not in ("torn", "lie"):
+            self.fail(f"quarantined after a {self.mode} fault: {quarantined} records, files {qfiles}")
+        elif quarantined or qfiles:
+            self.notes.append(f"quarantined (torn mode): {quarantined} records, {len(qfiles)} files")
+
+        # Events, per app.
+        present_urls = {}
+        for app_id in (APP, APP_B):
+            c = self.connect("app", app_id)
+            out = self.call(f"app.subscribe {app_id} (check)", lambda: c.app_subscribe())
+            if out[0] != "ok":
+                if app_id == APP or any(e["app"] == APP_B and e["created"] == "ok" and e["acked"] != "ok"
+                                        for e in m.events.values()):
+                    self.fail(f"app.subscribe {app_id} after the restart: {out[1:]}")
+                continue
+            pending = out[1].get("pending", 0)
+            evs = []
+            while len(evs) < pending:
+                try:
+                    ev = c.next_event(timeout=5.0)
+                except (sb.SubscriptionEnded, sb.BrokerConnectionError, OSError) as e:
+                    raise BrokerGone(f"reading {app_id}'s events: {e}")
+                if ev is None:
+                    self.fail(f"{app_id}: subscribe said {pending} pending, only {len(evs)} came")
+                    break
+                evs.append(ev)
+            nums = [ev_num(ev["id"]) for ev in evs]
+            if nums != sorted(nums) or len(set(nums)) != len(nums):
+                self.fail(f"{app_id}: events out of order or repeated after the restart: {[ev['id'] for ev in evs]}")
+            for ev in evs:
+                url = ev.get("url") or ev.get("webpageURL")
+                present_urls[url] = ev["id"]
+                e = m.events.get(url)
+                if e is None:
+                    # An open-from-share event of a share whose send answered -32603 is allowed
+                    # when that share is there (checked with the shares below).
+                    if "open-from-share?share=" in (url or ""):
+                        continue
+                    self.fail(f"{app_id}: unknown event after the restart: {ev['id']} {url}")
+                    continue
+                if e["created"] == "no":
+                    self.fail(f"{app_id}: event {ev['id']} {url} is there, but its request was answered with an error")
+                if e["acked"] == "ok":
+                    self.fail(f"{app_id}: event {ev['id']} {url} came back after its ack was answered")
+                if e["id"] and e["id"] != ev["id"]:
+                    self.fail(f"{app_id}: event {url} answered as {e['id']} came back as {ev['id']}")
+                prev = m.ids_seen.get(ev["id"])
+                if prev is not None and prev != url:
+                    self.fail(f"event id {ev['id']} was {prev}, is now {url}")
+        for url, e in m.events.items():
+            if e["created"] == "ok" and e["acked"] == "no" and url not in present_urls:
+                self.fail(f"event {e['id']} {url} (answered, never acked) is missing after the restart")
+        for app_id, eid, url in m.delivered:
+            e = m.events.get(url)
+            if e is not None and e["created"] == "no":
+                self.fail(f"event {eid} {url} was delivered, but its request was answered with an error")
+
+        # Shares.
+        app_clients = {APP: self.connect("app", APP), APP_B: self.connect("app", APP_B)}
+        present = {}
+        for app_id, group in ((APP, GROUP), (APP_B, GROUP_B)):
+            c = app_clients[app_id]
+            out = self.call(f"share.list {group} (check)", lambda: c.share_list(group))
+            if out[0] != "ok":
+                if group == GROUP or (self.state / "groups" / GROUP_B).exists():
+                    if any(s["group"] == group and s["sent"] == "ok" for s in m.shares.values()):
+                        self.fail(f"share.list {group} after the restart: {out[1:]}")
+                continue
+            for sh in out[1].get("shares", []):
+                got = self.share_items(c, sh)
+                marker = self.match_share(sh, got)
+                present[sh["shareID"]] = (marker, group)
+                if marker is None:
+                    self.fail(f"{group}: unknown share {sh['shareID']} after the restart: {got}")
+                    continue
+                s = m.shares[marker]
+                if s["sent"] == "no":
+                    self.fail(f"{group}: share {marker} ({sh['shareID']}) is there, but share.send was answered with an error")
+                if s["completed"] == "ok":
+                    self.fail(f"{group}: share {marker} ({sh['shareID']}) came back after share.complete was answered")
+                if s["id"] and s["id"] != sh["shareID"]:
+                    self.fail(f"{group}: share {marker} answered as {s['id']} is there as {sh['shareID']}")
+                if got != s["items"]:
+                    self.fail(f"{group}: share {marker} ({sh['shareID']}) items differ: {got} != {s['items']}")
+                if s["open"] is not None:
+                    url = s["open_url"] or (s["open"] if isinstance(s["open"], str)
+                                            else f"{SCHEME}://open-from-share?share={sh['shareID']}")
+                    e = m.events.get(url, {})
+                    if url not in present_urls and e.get("acked", "no") == "no":
+                        self.fail(f"share {marker} ({sh['shareID']}) is there without its open event {url}")
+        for marker, s in m.shares.items():
+            if s["sent"] == "ok" and s["completed"] == "no" and s["id"] not in present:
+                self.fail(f"share {marker} ({s['id']}, answered) is missing after the restart")
+        for url, eid in present_urls.items():
+            if "open-from-share?share=" in url and url not in m.events:
+                sid = url.rsplit("=", 1)[1]
+                if sid not in present:
+                    self.fail(f"event {eid} {url} announces a share that is not there")
+        # Files: exactly the present shares' directories.
+        for group in (GROUP, GROUP_B):
+            files = self.state / "groups" / group / "files"
+            if files.is_dir():
+                dirs = {p.name for p in files.iterdir()}
+                extra = dirs - {sid for sid, (_, g) in present.items() if g == group}
+                if extra:
+                    self.fail(f"{group}/files holds directories of shares that are not there: {sorted(extra)}")
+
+        # Defaults.
+        for group, g in m.defaults.items():
+            c = app_clients[APP if group == GROUP else APP_B]
+            out = self.call(f"defaults.list {group} (check)", lambda: c.defaults_list(group))
+            if out[0] != "ok":
+                self.fail(f"defaults.list {group} after the restart: {out[1:]}")
+                continue
+            values = out[1].get("values", {})
+            version = out[1].get("version")
+            if version not in g["versions"]:
+                self.fail(f"defaults {group}: version {version}, answered {sorted(g['versions'])}")
+            for key, allowed in g["values"].items():
+                have = jkey(values[key]) if key in values else ABSENT
+                if have not in allowed:
+                    shown = have if len(have) < 80 else have[:60] + f"...({len(have)} chars)"
+                    self.fail(f"defaults {group} {key}: {shown} is not what was answered")
+            for key in values:
+                if key not in g["values"]:
+                    self.fail(f"defaults {group}: key {key} is there, but no set of it was answered with success")
+
+        # Ids never reused: a new event gets an id above every id seen.
+        out = self.url_open(tool, f"{SCHEME}://check/after-restart")
+        if out[0] == "ok":
+            top = max([ev_num(i) for i in m.ids_seen if i != out[1]["eventID"]] +
+                      [ev_num(i) for i in present_urls.values()] + [0])
+            if ev_num(out[1]["eventID"]) <= top:
+                self.fail(f"event id reused: a new url.open after the restart got {out[1]['eventID']}, ids up to ev-{top} were handed out")
+        else:
+            self.fail(f"url.open after the restart without the shim failed: {out[1:]}")
+
+    def share_items(self, c, sh):
+        out = self.call(f"share.get {sh['shareID']} (check)", lambda: c.share_get(sh["shareID"]))
+        if out[0] != "ok":
+            return [{"error": out[1]}]
+        items = []
+        for it in out[1].get("items", []):
+            if "path" in it:
+                try:
+                    data = Path(it["path"]).read_bytes()
+                    items.append({"name": it.get("name"), "sha": hashlib.sha256(data).hexdigest()})
+                except OSError as e:
+                    items.append({"name": it.get("name"), "error": str(e)})
+            elif "url" in it:
+                items.append({"url": it["url"]})
+            elif "text" in it:
+                items.append({"text": it["text"]})
+            else:
+                items.append({"other": it})
+        return items
+
+    def match_share(self, sh, got):
+        for marker, s in self.model.shares.items():
+            if s["id"] == sh["shareID"]:
+                return marker
+        key = jkey(got[:1])
+        for marker, s in self.model.shares.items():
+            if s["id"] is None and jkey(s["items"][:1]) == key:
+                return marker
+        return None
+
+    # -- all of it -----------------------------------------------------------------------------
+
+    def failed_call(self):
+        try:
+            for line in Path(self.fi_log).read_text(errors="replace").splitlines():
+                if " FAULT" in line or " LIE" in line:
+                    return line
+        except OSError:
+            pass
+        return None
+
+    def execute(self):
+        self.setup()
+        self.workload()
+        self.verify()
+        return self
+
+
+class BrokerGone(Exception):
+    pass
+
+
+# ------------------------------------------------------------------------------------------------
+# Campaign
+
+
+def run_one(args, shim, n, mode, err, keep_dir=None):
+    work = tempfile.mkdtemp(prefix=f"sb-fi-{n}-", dir=args.tmp)
+    run = Run(args.broker, shim, n, mode, err, work, verbose=args.verbose)
+    run.kill_at = getattr(args, "kill_at", 0) or 0
+    try:
+        run.execute()
+    except Exception as e:  # a bug of the driver is a failed run, with its traceback
+        import traceback
+        run.fail(f"driver error: {type(e).__name__}: {e}\n{traceback.format_exc()}")
+        try:
+            run.broker.kill()
+        except Exception:
+            pass
+    run.fault_line = run.failed_call()
+    run.log_tail = run.broker.log_tail() if run.failures else ""
+    if args.keep or (run.failures and args.keep_failed):
+        run.kept = work
+    else:
+        run.kept = None
+        shutil.rmtree(work, ignore_errors=True)
+    return run
+
+
+def count_calls(args, shim):
+    """The counting run: no fault; the number of calls and the trace."""
+    work = tempfile.mkdtemp(prefix="sb-fi-count-", dir=args.tmp)
+    run = Run(args.broker, shim, 0, "transient", "EIO", work, verbose=args.verbose)
+    run.execute()
+    trace = Path(run.fi_log).read_text().splitlines() if Path(run.fi_log).exists() else []
+    total = run.calls_so_far()
+    ready = run.ready_count
+    codes = dict(run.model.codes)
+    shutil.rmtree(work, ignore_errors=True)
+    if run.failures:
+        raise SetupError("the workload fails without any fault:\n  " + "\n  ".join(run.failures))
+    if codes:
+        raise SetupError(f"the workload got errors without any fault: {codes}")
+    return total, ready, trace
+
+
+def plan_sample(total, trace, k, seed):
+    """k runs spread over 1..total: one N per stratum; every 5th run sticky, every 6th torn (on a
+    write call), the errno alternating."""
+    rng = random.Random(seed)
+    writes = [i + 1 for i, line in enumerate(trace[:total]) if line.split()[1:2] and line.split()[1] in ("write", "pwrite", "writev")]
+    plan = []
+    for i in range(k):
+        lo = 1 + (total * i) // k
+        hi = max(lo, (total * (i + 1)) // k)
+        n = rng.randint(lo, hi)
+        err = "EIO" if i % 2 == 0 else "ENOSPC"
+        mode = "transient"
+        if i % 5 == 4:
+            mode = "sticky"
+        elif i % 6 == 5 and writes:
+            mode = "torn"
+            near = [w for w in writes if lo <= w <= hi]
+            n = rng.choice(near or writes)
+        plan.append((n, mode, err))
+    return plan
+
+
+def plan_sweep(total, trace, sticky_every, torn_every, transient=True):
+    plan = [(n, "transient", err) for n in range(1, total + 1) for err in ("EIO", "ENOSPC")] if transient else []
+    if sticky_every:
+        plan += [(n, "sticky", err) for n in range(1, total + 1, sticky_every) for err in ("EIO", "ENOSPC")]
+    if torn_every:
+        writes = [i + 1 for i, line in enumerate(trace[:total]) if line.split()[1:2] and line.split()[1] in ("write", "pwrite", "writev")]
+        plan += [(n, "torn", "EIO") for n in writes[::torn_every]]
+    return plan
+
+
+def describe(run):
+    lines = [f"FAIL N={run.n} {run.mode} {run.err}: failed call: {run.fault_line or '(the fault was not reached)'}"]
+    for f in run.failures:
+        lines.append(f"    - {f if len(f) < 400 else f[:400] + '...'}")
+    for nt in run.notes:
+        lines.append(f"    note: {nt}")
+    errs = [(s, o) for s, o in run.model.answers if o[0] == "err"]
+    for s, o in errs[:8]:
+        lines.append(f"    answered {o[1]} to {s}: {o[2][:160]}")
+    if run.kept:
+        lines.append(f"    kept: {run.kept}")
+    if run.log_tail:
+        lines.append("    broker log tail:\n" + "\n".join("      " + l for l in run.log_tail.splitlines()[-12:]))
+    return "\n".join(lines)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--broker", help="broker binary (default: $SHAREBROKER_BIN, else .build/release/sharebroker, else .build/debug/sharebroker)")
+    g = ap.add_mutually_exclusive_group()
+    g.add_argument("--count", action="store_true", help="only the counting run: print the number of calls (and the trace with -v)")
+    g.add_argument("--n", type=int, help="one run with the fault at call N")
+    g.add_argument("--sample", type=int, metavar="K", help="K runs with N spread over the range (CI)")
+    g.add_argument("--sweep", action="store_true", help="every N, EIO and ENOSPC, transient (+ --sticky-every, --torn-every)")
+    ap.add_argument("--self-test", action="store_true",
+                    help="first check the checks: a run whose disk silently drops every write after the start "
+                         "(shim mode lie) must fail; exit 1 if it passes")
+    ap.add_argument("--mode", default="transient", choices=("transient", "sticky", "torn", "lie"), help="with --n")
+    ap.add_argument("--errno", default="EIO", choices=("EIO", "ENOSPC"), help="with --n")
+    ap.add_argument("--kill-at", type=int, default=0, metavar="M",
+                    help="with --n: the shim SIGKILLs the broker at call M (a crash right after the fault; "
+                         "the run goes on with the check after the restart)")
+    ap.add_argument("--seed", type=int, default=None, help="with --sample (default: random, printed)")
+    ap.add_argument("--sticky-every", type=int, default=0, metavar="K", help="with --sweep: sticky runs (EIO and ENOSPC) every K calls")
+    ap.add_argument("--no-transient", action="store_true", help="with --sweep: leave out the transient runs")
+    ap.add_argument("--torn-every", type=int, default=0, metavar="K", help="with --sweep: a torn run on every K-th write call")
+    ap.add_argument("--jobs", type=int, default=1, help="runs at once (default 1)")
+    ap.add_argument("--budget", type=float, default=0, metavar="SECONDS", help="stop starting runs after this long (0: no limit); the runs not made are reported")
+    ap.add_argument("--keep", action="store_true", help="keep every run's directory")
+    ap.add_argument("--keep-failed", action="store_true", help="keep the directories of failed runs")
+    ap.add_argument("--tmp", default=None, help="where the runs' directories go (default: the system's temp dir)")
+    ap.add_argument("-v", "--verbose", action="store_true")
+    args = ap.parse_args()
+
+    if sys.platform != "linux":
+        print("fault-injection: skipped: the shim is for Linux (glibc) only")
+        return 0
+    binary = args.broker or os.environ.get("SHAREBROKER_BIN")
+    if not binary:
+        for cand in (REPO / ".build" / "release" / "sharebroker", REPO / ".build" / "debug" / "sharebroker"):
+            if cand.exists():
+                binary = str(cand)
+                break
+    if not binary or not os.access(binary, os.X_OK):
+        print(f"fault-injection: no broker binary ({binary}); swift build -c release --product sharebroker", file=sys.stderr)
+        return 2
+    args.broker = os.path.abspath(binary)
+
+    shim_dir = tempfile.mkdtemp(prefix="sb-fi-shim-")
+    started = time.monotonic()
+    try:
+        try:
+            shim = build_shim(shim_dir)
+            if args.n is not None and not args.self_test:
+                total, ready, trace = None, None, []
+            else:
+                total, ready, trace = count_calls(args, shim)
+                again = count_calls(args, shim)[0]
+                print(f"fault-injection: broker {args.broker}; the workload makes {total} file calls under the state "
+                      f"directory ({ready} before the broker answers; a second counting run: {again})")
+                if args.count:
+                    if args.verbose:
+                        print("\n".join(trace))
+                    return 0
+        except SetupError as e:
+            print(f"fault-injection: setup error: {e}", file=sys.stderr)
+            return 2
+
+        if args.self_test:
+            # Every write from the first call after the broker answered is dropped while the
+            # broker is told it succeeded: the answered events, shares and defaults are lost
+            # at the SIGKILL, and the checks must say so.
+            r = run_one(args, shim, ready + 1, "lie", "EIO")
+            missing = [f for f in r.failures if "missing" in f or "is not what was answered" in f]
+            if not missing:
+                print("fault-injection: self-test FAILED: a disk that drops every write after the start was not "
+                      "caught:\n" + describe(r))
+                return 1
+            print(f"fault-injection: self-test passed: a disk that drops writes is caught "
+                  f"({len(r.failures)} violations, e.g. {missing[0]})")
+
+        if args.n is not None:
+            plan = [(args.n, args.mode, args.errno)]
+        elif args.sample is not None:
+            seed = args.seed if args.seed is not None else random.randrange(1 << 30)
+            print(f"fault-injection: --sample {args.sample} --seed {seed}")
+            plan = plan_sample(total, trace, args.sample, seed)
+        else:
+            plan = plan_sweep(total, trace, args.sticky_every, args.torn_every, not args.no_transient)
+
+        results = []
+        skipped = 0
+        lock = threading.Lock()
+
+        def one(item):
+            nonlocal skipped
+            if args.budget and time.monotonic() - started > args.budget:
+                with lock:
+                    skipped += 1
+                return None
+            r = run_one(args, shim, *item)
+            with lock:
+                results.append(r)
+                if r.failures:
+                    print(describe(r), flush=True)
+                elif args.verbose or args.n is not None:
+                    print(f"ok N={r.n} {r.mode} {r.err}: {r.fault_line or '(not reached)'}"
+                          + "".join(f"\n    note: {nt}" for nt in r.notes), flush=True)
+                if len(results) % 100 == 0:
+                    print(f"  ... {len(results)}/{len(plan)} runs, {sum(1 for x in results if x.failures)} failed "
+                          f"({time.monotonic() - started:.0f} s)", flush=True)
+            return r
+
+        with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+            list(pool.map(one, plan))
+
+        failed = [r for r in results if r.failures]
+        reached = sum(1 for r in results if r.fault_line)
+        refused = sum(1 for r in results if any("start refused" in nt for nt in r.notes))
+        by_mode = {}
+        for r in results:
+            k = (r.mode, r.err)
+            a, b = by_mode.get(k, (0, 0))
+            by_mode[k] = (a + 1, b + (1 if r.failures else 0))
+        modes = ", ".join(f"{m} {e}: {a} runs, {b} failed" for (m, e), (a, b) in sorted(by_mode.items()))
+        print(f"fault-injection: {len(results)} runs ({modes}); the fault was reached in {reached}, "
+              f"start refused in {refused}; {len(failed)} failed"
+              + (f"; {skipped} not run (--budget)" if skipped else "")
+              + f" ({time.monotonic() - started:.0f} s)")
+        return 1 if failed else 0
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        shutil.rmtree(shim_dir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
