@@ -186,7 +186,7 @@ public final class Broker {
     var afterCommit: [(ObjectIdentifier, () -> Void)] = []
     /// Work that undoes, in another store, what a request did when this store's commit fails
     /// (a share whose announcing event could not be stored is completed again).
-    var compensations: [(ObjectIdentifier, () -> Void)] = []
+    var compensations: [Compensation] = []
     var openFileLimit = 0
     /// `STATE/broker.lock`, flock'ed while this broker uses the state directory.
     var stateLockFD: Int32 = -1
@@ -1179,11 +1179,12 @@ public final class Broker {
         }
         for (_, e) in failed { log.log(.error, "commit failed: \(e.message)") }
         decideWaitingBatches(commit: ticket.id, failed: failed)
-        if !failed.isEmpty {
-            // Undo, in other stores, what requests did whose own store failed (they join the next commit).
-            for (participant, undo) in ticket.compensations where failed[participant] != nil { undo() }
+        var held = ticket.held
+        if !failed.isEmpty && !ticket.compensations.isEmpty {
+            let undoneFailed = compensate(ticket.compensations, failed: failed)
+            if !undoneFailed.isEmpty { held = held.map { ($0.0, $0.1.map { Broker.undoFailed($0, failed, undoneFailed) }, $0.2, $0.3) } }
         }
-        releaseHeld(ticket.held, failed)
+        releaseHeld(held, failed)
         // The commit's events go to their apps' live subscribers (no closure per event: the
         // ticket lists them), then the other work that waited for durability.
         if !ticket.events.isEmpty, let events = store, failed[ObjectIdentifier(events)] == nil {
@@ -1205,6 +1206,53 @@ public final class Broker {
         for (participant, action) in ticket.afterCommit where failed[participant] == nil { action() }
     }
 
+    /// Undoes, in other stores, what requests did whose own store failed in this commit, and
+    /// makes that durable at once, before their replies go: their changes there were durable
+    /// (a share whose announcing event failed), and "nothing was stored" holds only once the undo
+    /// is (a crash, or a disk refusing it, would otherwise keep the share, and recovery would
+    /// re-create its event). Rare (a failed commit), so on the loop. Returns the stores whose
+    /// undo could not be made durable, with their errors (their other pending changes failed too).
+    func compensate(_ list: [Compensation], failed: [ObjectIdentifier: StoreError]) -> [ObjectIdentifier: StoreError] {
+        var undone: [TurnParticipant] = []
+        for c in list where failed[c.failing] != nil {
+            c.undo()
+            if !undone.contains(where: { $0 === c.undoes }) { undone.append(c.undoes) }
+        }
+        var undoFailed: [ObjectIdentifier: StoreError] = [:]
+        for store in undone where failed[ObjectIdentifier(store)] == nil {
+            do { try store.commitTurn() } catch {
+                var e = error
+                if store.failedRecordsMayRemain { e.recordsMayRemain = true }
+                log.log(.error, "commit failed: \(e.message) (taking back what requests stored with a failed commit of another store)")
+                undoFailed[ObjectIdentifier(store)] = e
+                failAccumulated(ObjectIdentifier(store), e)
+            }
+        }
+        return undoFailed
+    }
+
+    /// A held reply of a request whose commit failed in one store while its change in another
+    /// was durable and could not be taken back (`compensate`): not -32005 ("nothing was
+    /// stored") but -32603, saying what may be there.
+    static func undoFailed(
+        _ h: HeldReply, _ failed: [ObjectIdentifier: StoreError], _ notUndone: [ObjectIdentifier: StoreError]
+    ) -> HeldReply {
+        switch h {
+        case .deferred(let id, _, let touched):
+            guard let cause = touched.firstMapped({ failed[$0] }), let e = touched.firstMapped({ notUndone[$0] }) else { return h }
+            var out: [UInt8] = []
+            RPCCodec.writeError(
+                id: id,
+                error: RPCError(
+                    .internalError,
+                    "Internal error: part of this request was stored and the rest could not be (\(cause.message)); taking the stored part back failed too (\(e.message)): it may be there after a restart"),
+                to: &out)
+            return .bytes(out)
+        case .batch(let parts): return .batch(parts.map { undoFailed($0, failed, notUndone) })
+        case .bytes: return h
+        }
+    }
+
     /// A commit of `store` failed, and the store undid what it had changed since too: the requests
     /// of the next commit that touched it answer -32005 (in place, so replies keep their order),
     /// their after-commit work is dropped and their compensations run now.
@@ -1223,9 +1271,9 @@ public final class Broker {
         for c in heldConnections { c.held = c.held?.map(convert) }
         failWaitingBatches(store, error)
         afterCommit.removeAll { $0.0 == store }
-        let undo = compensations.filter { $0.0 == store }
-        compensations.removeAll { $0.0 == store }
-        for (_, action) in undo { action() }
+        let undo = compensations.filter { $0.failing == store }
+        compensations.removeAll { $0.failing == store }
+        for c in undo { c.undo() }
         if let events = self.store, ObjectIdentifier(events) == store { turnEvents.removeAll() }
     }
 

@@ -762,7 +762,7 @@ extension Broker {
             }
             turnEvents.append(event)  // delivered once the commit is durable (finishCommit)
             let shareID = stored.id
-            compensations.append((ObjectIdentifier(events), { _ = try? store.complete(shareID) }))
+            compensations.append(Compensation(failing: ObjectIdentifier(events), undoes: store, undo: { _ = try? store.complete(shareID) }))
             if subscribers[route.app] == nil { launchIfNeeded(route.app) }
             result.string("eventID", event.id)
         }

@@ -224,6 +224,17 @@ final class OutputMeter {
     var bytes = 0
 }
 
+/// Work that undoes, in another store, what a request did when one store's commit fails: a share
+/// whose announcing event could not be stored is completed again.
+struct Compensation {
+    /// The store whose failure calls for it.
+    let failing: ObjectIdentifier
+    /// The store it changes (its change joins that store's next commit).
+    let undoes: TurnParticipant
+    /// The change.
+    let undo: () -> Void
+}
+
 /// A commit handed to the sync worker, with everything that waits for it to be durable.
 final class CommitTicket {
     let id: UInt64
@@ -236,14 +247,14 @@ final class CommitTicket {
     /// Work to run for each store once it is durable (e.g. delivering events).
     let afterCommit: [(ObjectIdentifier, () -> Void)]
     /// Work that undoes, in another store, what a request did when this store fails.
-    let compensations: [(ObjectIdentifier, () -> Void)]
+    let compensations: [Compensation]
     /// Events queued in it (not delivered before it is durable).
     let events: [StoredEvent]
 
     init(
         id: UInt64, stores: [(TurnParticipant, SyncJob?)], failed: [ObjectIdentifier: StoreError],
         held: [(Connection, [HeldReply], Int, Int)], afterCommit: [(ObjectIdentifier, () -> Void)],
-        compensations: [(ObjectIdentifier, () -> Void)], events: [StoredEvent]
+        compensations: [Compensation], events: [StoredEvent]
     ) {
         self.id = id
         self.stores = stores

@@ -212,6 +212,7 @@ class Run:
         self.inputs = self.work / "inputs"
         self.rng = random.Random(1234)   # the workload's bytes: the same in every run
         self.step_no = 0
+        self.lost = None  # why the connection was lost (a request without an answer): later ones raise BrokerGone
         self.ready_count = None
         self.kill_at = 0            # the shim SIGKILLs the broker at this call (0: never)
         self.owed = {}              # app -> events it must be sent (counted from the answers)
@@ -259,6 +260,8 @@ class Run:
         """Runs one request; returns ("ok", result) | ("err", code, message). A lost connection or
         a timeout is a failure of the run (raises BrokerGone)."""
         self.step_no += 1
+        if self.lost:
+            raise BrokerGone(self.lost)
         try:
             r = fn()
             out = ("ok", r)
@@ -268,7 +271,10 @@ class Run:
         except TimeoutError:
             raise BrokerGone(f"{step}: no answer within {REQUEST_TIMEOUT:.0f} s (hang)")
         except LOST as e:
-            raise BrokerGone(f"{step}: connection lost ({type(e).__name__}: {e})")
+            # No answer: the request is in doubt, like one answered -32603 (the broker may have
+            # made it durable before it died). Recorded as such; the next request raises.
+            self.lost = f"{step}: connection lost ({type(e).__name__}: {e})"
+            out = ("err", -32603, "no answer: " + self.lost)
         self.model.answers.append((step, out if out[0] == "err" else ("ok",)))
         if self.verbose:
             print(f"    {step[:100]}: {out[0]}{'' if out[0] == 'ok' else ' ' + str(out[1]) + ' ' + out[2][:150]}")
@@ -582,6 +588,7 @@ class Run:
     # -- the check after the restart without the shim ------------------------------------------
 
     def verify(self):
+        self.lost = None  # (a new broker: its connections are new)
         r = self.broker.start(None)
         if r is not None:
             self.fail(f"restart without the shim failed: {r}")

@@ -1,0 +1,111 @@
+// share.send {open} stores the share in its group's journal and the announcing event in the event
+// journal; the group's commit goes first. When the event journal's commit then fails, the share
+// (durable already) is taken back by a completion. The reply -32005 ("nothing was stored") used to
+// go out before that completion was durable: a crash, or a disk refusing it, kept the share, and
+// recovery re-created its event (found by scripts/fault-injection: sticky N=56, and N=56 with a
+// SIGKILL at call 59). The completion is now made durable before the reply; when it cannot be,
+// the answer is -32603, saying the share may be there.
+
+import Foundation
+import ShareClient
+import ShareProtocol
+import ShareStore
+import XCTest
+
+@testable import ShareBrokerCore
+
+/// Fails the calls at one fault point whose numbers (counted from `arm`) are listed.
+final class NumberedFaults: @unchecked Sendable {  // guarded by `lock`
+    private let lock = NSLock()
+    private var point: JournalFaultPoint? = nil
+    private var failing: Set<Int> = []
+    private var seen = 0
+
+    /// From now on, the `numbers`-th calls at `point` (1-based) fail with EIO.
+    func arm(_ point: JournalFaultPoint, _ numbers: Set<Int>) {
+        lock.lock()
+        self.point = point
+        failing = numbers
+        seen = 0
+        lock.unlock()
+    }
+
+    /// Calls seen at the armed point since `arm`.
+    var calls: Int {
+        lock.lock()
+        defer { lock.unlock() }
+        return seen
+    }
+
+    var injector: @Sendable (JournalFaultPoint) -> Int32? {
+        { [self] p in
+            lock.lock()
+            defer { lock.unlock() }
+            guard let point, p == point else { return nil }
+            seen += 1
+            return failing.contains(seen) ? EIO : nil
+        }
+    }
+}
+
+final class CompensationCommitTests: XCTestCase {
+    func start(_ faults: NumberedFaults) throws -> BrokerHarness {
+        let h = BrokerHarness(manifests: ["10-myapp.json": youtubeApp])
+        try h.start { $0.storeFaults = faults.injector }
+        return h
+    }
+
+    func sendOpen(_ ext: BrokerConnection, _ url: String) throws -> JSONValue {
+        try ext.call("share.send", ["items": [["url": .string(url)]], "open": true])
+    }
+
+    func shareURLs(_ h: BrokerHarness) throws -> [String] {
+        let app = try h.connect()
+        try app.hello(role: "app", bundleID: "com.mycompany.myapp")
+        let shares = try XCTUnwrap(app.call("share.list")["shares"]?.arrayValue)
+        return shares.compactMap { $0["items"]?.arrayValue?.first?["url"]?.stringValue }
+    }
+
+    /// The event's commit fails, and so does the share's take-back: -32603, not -32005, and the
+    /// share is there after a restart, its event re-created (as the answer allowed).
+    func testATakeBackThatCannotBeMadeDurableIsNotAnsweredNothingStored() throws {
+        let faults = NumberedFaults()
+        let h = try start(faults)
+        let ext = try h.connect()
+        try ext.hello(role: "extension", bundleID: "com.mycompany.myapp.share")
+        _ = try sendOpen(ext, "https://youtu.be/first")  // (opens the group and the queues)
+        // fdatasync 1: the group's journal (the share); 2: the event journal; 3: the take-back.
+        faults.arm(.sync, [2, 3])
+        let refused = rpcError { _ = try self.sendOpen(ext, "https://youtu.be/second") }
+        XCTAssertEqual(faults.calls, 3, "the take-back was committed before the reply")
+        XCTAssertEqual(refused?.code, -32603, "\(String(describing: refused))")
+        XCTAssertTrue(refused?.message.contains("it may be there after a restart") ?? false, "\(String(describing: refused))")
+        faults.arm(.sync, [])
+        h.stop()
+        try h.start { $0.storeFaults = faults.injector }
+        defer { h.stop() }
+        XCTAssertEqual(try shareURLs(h), ["https://youtu.be/first", "https://youtu.be/second"])
+        let tool = try h.tool()
+        XCTAssertEqual(try tool.call("broker.status")["pendingEvents"]?.intValue, 2, "its event re-created with it")
+    }
+
+    /// The event's commit fails once: the take-back is durable before the -32005, so nothing of
+    /// the share is there, also after a restart.
+    func testATakeBackIsDurableBeforeTheReply() throws {
+        let faults = NumberedFaults()
+        let h = try start(faults)
+        let ext = try h.connect()
+        try ext.hello(role: "extension", bundleID: "com.mycompany.myapp.share")
+        _ = try sendOpen(ext, "https://youtu.be/first")
+        faults.arm(.sync, [2])
+        let refused = rpcError { _ = try self.sendOpen(ext, "https://youtu.be/second") }
+        XCTAssertEqual(refused?.code, -32005, "\(String(describing: refused))")
+        XCTAssertEqual(faults.calls, 3, "the take-back's fdatasync came before the reply")
+        XCTAssertEqual(try shareURLs(h), ["https://youtu.be/first"])
+        h.stop()
+        try h.start { $0.storeFaults = faults.injector }
+        defer { h.stop() }
+        XCTAssertEqual(try shareURLs(h), ["https://youtu.be/first"])
+        XCTAssertEqual(try h.tool().call("broker.status")["pendingEvents"]?.intValue, 1)
+    }
+}
