@@ -2,6 +2,7 @@
 // results, defaults entries and changes, apps and status. Each keeps the broker's JSON as `raw`
 // so fields added to the protocol later stay reachable.
 
+import Foundation
 import ShareProtocol
 
 /// Reads required fields of a result, failing with `.unexpectedResponse` naming the field.
@@ -470,6 +471,17 @@ public struct DefaultsChange: Sendable, Equatable {
         }
         version = json["version"]?.intValue ?? -1
         raw = json
+    }
+
+    /// The new value decoded as `T` (as `defaultsSet(group:key:encoding:)` wrote it); nil for a
+    /// removal. Throws `.unexpectedResponse` when the value is not a `T`.
+    public func value<T: Decodable>(as type: T.Type) throws(ShareBrokerError) -> T? {
+        guard let value else { return nil }
+        do {
+            return try JSONDecoder().decode(T.self, from: Data(value.bytes))
+        } catch {
+            throw .unexpectedResponse("the new value of '\(key)' in \(group) is not a \(T.self): \(error)")
+        }
     }
 }
 

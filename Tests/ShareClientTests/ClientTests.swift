@@ -285,6 +285,9 @@ struct ClientTests {
         #expect(changes.last?.removed == true)
         #expect(changes.last.map { $0.value == .none } == true, "a removal has no value")
         #expect(changes[2].value == "light")
+        #expect(try changes[0].value(as: [Country].self) == countries)
+        #expect(try changes[3].value(as: [Country].self) == nil, "a removal")
+        #expect(throws: ShareBrokerError.self) { try changes[2].value(as: [Country].self) }
         let filtered = await onlyWatchlist.wait(for: 1)
         try await Task.sleep(for: .milliseconds(100))
         #expect(await onlyWatchlist.items.map(\.key) == ["watchlist"])
