@@ -809,10 +809,10 @@ class BrokerGone(Exception):
 # Campaign
 
 
-def run_one(args, shim, n, mode, err, keep_dir=None):
+def run_one(args, shim, n, mode, err, kill_at=0):
     work = tempfile.mkdtemp(prefix=f"sb-fi-{n}-", dir=args.tmp)
     run = Run(args.broker, shim, n, mode, err, work, verbose=args.verbose)
-    run.kill_at = getattr(args, "kill_at", 0) or 0
+    run.kill_at = kill_at
     try:
         run.execute()
     except Exception as e:  # a bug of the driver is a failed run, with its traceback
@@ -851,7 +851,8 @@ def count_calls(args, shim):
 
 def plan_sample(total, trace, k, seed):
     """k runs spread over 1..total: one N per stratum; every 5th run sticky, every 6th torn (on a
-    write call), the errno alternating."""
+    write call), every 4th of the others transient with a SIGKILL 1 to 4 calls after the fault
+    (a crash before the broker settles what the fault left), the errno alternating."""
     rng = random.Random(seed)
     writes = [i + 1 for i, line in enumerate(trace[:total]) if line.split()[1:2] and line.split()[1] in ("write", "pwrite", "writev")]
     plan = []
@@ -867,22 +868,25 @@ def plan_sample(total, trace, k, seed):
             mode = "torn"
             near = [w for w in writes if lo <= w <= hi]
             n = rng.choice(near or writes)
-        plan.append((n, mode, err))
+        kill_at = n + rng.randint(1, 4) if mode == "transient" and i % 4 == 3 else 0
+        plan.append((n, mode, err, kill_at))
     return plan
 
 
-def plan_sweep(total, trace, sticky_every, torn_every, transient=True):
-    plan = [(n, "transient", err) for n in range(1, total + 1) for err in ("EIO", "ENOSPC")] if transient else []
+def plan_sweep(total, trace, sticky_every, torn_every, transient=True, kill_after=0):
+    plan = [(n, "transient", err, 0) for n in range(1, total + 1) for err in ("EIO", "ENOSPC")] if transient else []
     if sticky_every:
-        plan += [(n, "sticky", err) for n in range(1, total + 1, sticky_every) for err in ("EIO", "ENOSPC")]
+        plan += [(n, "sticky", err, 0) for n in range(1, total + 1, sticky_every) for err in ("EIO", "ENOSPC")]
     if torn_every:
         writes = [i + 1 for i, line in enumerate(trace[:total]) if line.split()[1:2] and line.split()[1] in ("write", "pwrite", "writev")]
-        plan += [(n, "torn", "EIO") for n in writes[::torn_every]]
+        plan += [(n, "torn", "EIO", 0) for n in writes[::torn_every]]
+    if kill_after:
+        plan += [(n, "transient", "EIO", n + k) for n in range(1, total + 1) for k in range(1, kill_after + 1)]
     return plan
 
 
 def describe(run):
-    lines = [f"FAIL N={run.n} {run.mode} {run.err}: failed call: {run.fault_line or '(the fault was not reached)'}"]
+    lines = [f"FAIL N={run.n} {run.mode} {run.err}{f' --kill-at {run.kill_at}' if run.kill_at else ''}: failed call: {run.fault_line or '(the fault was not reached)'}"]
     for f in run.failures:
         lines.append(f"    - {f if len(f) < 400 else f[:400] + '...'}")
     for nt in run.notes:
@@ -917,6 +921,8 @@ def main():
     ap.add_argument("--sticky-every", type=int, default=0, metavar="K", help="with --sweep: sticky runs (EIO and ENOSPC) every K calls")
     ap.add_argument("--no-transient", action="store_true", help="with --sweep: leave out the transient runs")
     ap.add_argument("--torn-every", type=int, default=0, metavar="K", help="with --sweep: a torn run on every K-th write call")
+    ap.add_argument("--kill-after", type=int, default=0, metavar="K",
+                    help="with --sweep: for every N, K more transient EIO runs with a SIGKILL 1..K calls after the fault")
     ap.add_argument("--jobs", type=int, default=1, help="runs at once (default 1)")
     ap.add_argument("--budget", type=float, default=0, metavar="SECONDS", help="stop starting runs after this long (0: no limit); the runs not made are reported")
     ap.add_argument("--keep", action="store_true", help="keep every run's directory")
@@ -973,13 +979,13 @@ def main():
                   f"({len(r.failures)} violations, e.g. {missing[0]})")
 
         if args.n is not None:
-            plan = [(args.n, args.mode, args.errno)]
+            plan = [(args.n, args.mode, args.errno, args.kill_at)]
         elif args.sample is not None:
             seed = args.seed if args.seed is not None else random.randrange(1 << 30)
             print(f"fault-injection: --sample {args.sample} --seed {seed}")
             plan = plan_sample(total, trace, args.sample, seed)
         else:
-            plan = plan_sweep(total, trace, args.sticky_every, args.torn_every, not args.no_transient)
+            plan = plan_sweep(total, trace, args.sticky_every, args.torn_every, not args.no_transient, args.kill_after)
 
         results = []
         skipped = 0
@@ -997,7 +1003,7 @@ def main():
                 if r.failures:
                     print(describe(r), flush=True)
                 elif args.verbose or args.n is not None:
-                    print(f"ok N={r.n} {r.mode} {r.err}: {r.fault_line or '(not reached)'}"
+                    print(f"ok N={r.n} {r.mode} {r.err}{f' --kill-at {r.kill_at}' if r.kill_at else ''}: {r.fault_line or '(not reached)'}"
                           + "".join(f"\n    note: {nt}" for nt in r.notes), flush=True)
                 if len(results) % 100 == 0:
                     print(f"  ... {len(results)}/{len(plan)} runs, {sum(1 for x in results if x.failures)} failed "
@@ -1012,7 +1018,7 @@ def main():
         refused = sum(1 for r in results if any("start refused" in nt for nt in r.notes))
         by_mode = {}
         for r in results:
-            k = (r.mode, r.err)
+            k = (r.mode + (" + SIGKILL" if r.kill_at else ""), r.err)
             a, b = by_mode.get(k, (0, 0))
             by_mode[k] = (a + 1, b + (1 if r.failures else 0))
         modes = ", ".join(f"{m} {e}: {a} runs, {b} failed" for (m, e), (a, b) in sorted(by_mode.items()))
