@@ -1178,12 +1178,17 @@ public final class Broker {
             }
         }
         for (_, e) in failed { log.log(.error, "commit failed: \(e.message)") }
-        decideWaitingBatches(commit: ticket.id, failed: failed)
         var held = ticket.held
         if !failed.isEmpty && !ticket.compensations.isEmpty {
             let undoneFailed = compensate(ticket.compensations, failed: failed)
-            if !undoneFailed.isEmpty { held = held.map { ($0.0, $0.1.map { Broker.undoFailed($0, failed, undoneFailed) }, $0.2, $0.3) } }
+            if !undoneFailed.isEmpty {
+                held = held.map { ($0.0, $0.1.map { Broker.undoFailed($0, failed, undoneFailed) }, $0.2, $0.3) }
+                for (_, b) in waitingBatches {
+                    for a in b.awaiting where a.commit == ticket.id { b.parts[a.index] = Broker.undoFailed(b.parts[a.index], failed, undoneFailed) }
+                }
+            }
         }
+        decideWaitingBatches(commit: ticket.id, failed: failed)
         releaseHeld(held, failed)
         // The commit's events go to their apps' live subscribers (no closure per event: the
         // ticket lists them), then the other work that waited for durability.

@@ -108,4 +108,70 @@ final class CompensationCommitTests: XCTestCase {
         XCTAssertEqual(try shareURLs(h), ["https://youtu.be/first"])
         XCTAssertEqual(try h.tool().call("broker.status")["pendingEvents"]?.intValue, 1)
     }
+
+    /// The same inside a batch whose share reads a file off the loop (the batch waits for its
+    /// commit): the member is answered -32603 too.
+    func testABatchMemberWhoseTakeBackFailsIsNotAnsweredNothingStored() throws {
+        let faults = NumberedFaults()
+        let h = BrokerHarness(manifests: ["20-pdf.json": pdfApp])
+        try h.start { $0.storeFaults = faults.injector }
+        defer { h.stop() }
+        let ext = try h.connect()
+        try ext.hello(role: "extension", bundleID: "com.example.pdfreader.share")
+        _ = try ext.call("share.send", ["items": [["data": .string(base64(pdfBytes)), "name": "warmup.pdf"]], "open": true])
+        let file = h.dir.path + "/report.pdf"
+        _ = FileManager.default.createFile(atPath: file, contents: Data(pdfBytes))
+        let raw = try RawClient(h.socket)
+        raw.send(requestLine(id: "1", method: "hello", params: #"{"role":"extension","bundleID":"com.example.pdfreader.share"}"#))
+        XCTAssertNotNil(raw.readJSON()?["result"])
+        faults.arm(.sync, [2, 3])
+        raw.send(#"[{"jsonrpc":"2.0","id":2,"method":"share.send","params":{"items":[{"path":"\#(file)"}],"open":true}},{"jsonrpc":"2.0","id":3,"method":"broker.status"}]"# + "\n")
+        let reply = try XCTUnwrap(raw.readJSON(timeout: 10), "the batch's reply")
+        let member = try XCTUnwrap(reply.arrayValue?.first { $0["id"] == 2 }, reply.compactText)
+        XCTAssertEqual(member["error"]?["code"], -32603, member.compactText)
+        XCTAssertEqual(faults.calls, 3)
+    }
+
+    /// A batch whose first member's commit is decided while a later member still reads its file
+    /// off the loop (the batch waits, its first part decided at that commit).
+    func testAWaitingBatchMemberWhoseTakeBackFailsIsNotAnsweredNothingStored() throws {
+        let faults = NumberedFaults()
+        let gate = DispatchSemaphore(value: 0)
+        let works = Box(0)
+        let lock = NSLock()
+        let h = BrokerHarness(manifests: ["20-pdf.json": pdfApp])
+        try h.start {
+            $0.storeFaults = faults.injector
+            $0.offLoopGate = {
+                lock.lock()
+                works.value += 1
+                let n = works.value
+                lock.unlock()
+                if n == 3 { gate.wait() }  // (the second member's file: the first one's is read, then written)
+            }
+        }
+        defer { h.stop() }
+        let ext = try h.connect()
+        try ext.hello(role: "extension", bundleID: "com.example.pdfreader.share")
+        _ = try ext.call("share.send", ["items": [["data": .string(base64(pdfBytes)), "name": "warmup.pdf"]], "open": true])
+        let file = h.dir.path + "/report.pdf"
+        _ = FileManager.default.createFile(atPath: file, contents: Data(pdfBytes))
+        let raw = try RawClient(h.socket)
+        raw.send(requestLine(id: "1", method: "hello", params: #"{"role":"extension","bundleID":"com.example.pdfreader.share"}"#))
+        XCTAssertNotNil(raw.readJSON()?["result"])
+        faults.arm(.sync, [2, 3])
+        lock.lock()
+        works.value = 0  // (the warmup's file was written off the loop too)
+        lock.unlock()
+        raw.send(
+            #"[{"jsonrpc":"2.0","id":2,"method":"share.send","params":{"items":[{"path":"\#(file)"}],"open":true}},"#
+                + #"{"jsonrpc":"2.0","id":3,"method":"share.send","params":{"items":[{"path":"\#(file)"}]}}]"# + "\n")
+        XCTAssertTrue(waitUntil(timeout: 10) { faults.calls >= 3 }, "the first member's commit and take-back, while the second waits (syncs \(faults.calls), off-loop works \(works.value))")
+        gate.signal()
+        let reply = try XCTUnwrap(raw.readJSON(timeout: 10), "the batch's reply")
+        let first = try XCTUnwrap(reply.arrayValue?.first { $0["id"] == 2 }, reply.compactText)
+        XCTAssertEqual(first["error"]?["code"], -32603, first.compactText)
+        let second = try XCTUnwrap(reply.arrayValue?.first { $0["id"] == 3 }, reply.compactText)
+        XCTAssertNotNil(second["result"]?["shareID"], second.compactText)
+    }
 }

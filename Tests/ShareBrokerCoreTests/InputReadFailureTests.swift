@@ -196,12 +196,8 @@ final class InputReadFailureTests: XCTestCase {
         let tool = try BrokerConnection(socketPath: socket)
         try tool.hello(role: "tool")
         // Every descriptor left is taken by idle connections (the broker sheds the ones past it).
-        var idle: [Int32] = []
-        defer { for fd in idle { close(fd) } }
-        for _ in 0..<80 {
-            let fd = socket.withCString { sb_test_connect($0) }
-            if fd >= 0 { idle.append(fd) }
-        }
+        var idle: [RawClient] = []
+        for _ in 0..<80 { if let c = try? RawClient(socket) { idle.append(c) } }
         XCTAssertTrue(
             waitUntil(timeout: 10) { broker.stderrText.contains("open-file limit (48) reached") }, broker.stderrText)
         broker.signal(SIGHUP)
@@ -211,6 +207,7 @@ final class InputReadFailureTests: XCTestCase {
         let opened = try tool.call("url.open", ["url": "deeplinkmyapp://at-the-limit"])
         XCTAssertEqual(opened["delivered"], true, opened.compactText)
         XCTAssertEqual(try nextEventURL(app), "deeplinkmyapp://at-the-limit")
+        withExtendedLifetime(idle) {}
     }
 
     /// Connections, the broker's own user's included, leave the broker the descriptors its own
@@ -230,12 +227,8 @@ final class InputReadFailureTests: XCTestCase {
         try pdf.hello(role: "extension", bundleID: "com.example.pdfreader.share")
         let yt = try BrokerConnection(socketPath: socket)
         try yt.hello(role: "extension", bundleID: "com.mycompany.myapp.share")
-        var idle: [Int32] = []
-        defer { for fd in idle { close(fd) } }
-        for _ in 0..<400 {
-            let fd = socket.withCString { sb_test_connect($0) }
-            if fd >= 0 { idle.append(fd) }
-        }
+        var idle: [RawClient] = []
+        for _ in 0..<400 { if let c = try? RawClient(socket) { idle.append(c) } }
         // (the refused ones are told why, and closed by the broker)
         XCTAssertTrue(
             waitUntil(timeout: 10) { broker.stderrText.contains("kept for the broker's own files") }, broker.stderrText)
@@ -247,25 +240,6 @@ final class InputReadFailureTests: XCTestCase {
         let url = try yt.call("share.send", ["items": [["url": "https://youtu.be/dQw4w9WgXcQ"]]])
         XCTAssertNotNil(url["shareID"], url.compactText)
         XCTAssertFalse(broker.stderrText.contains("Too many open files"), broker.stderrText)
+        withExtendedLifetime(idle) {}
     }
-}
-
-/// A connected Unix stream socket to `path`, or -1 (no client, no hello: an idle connection).
-func sb_test_connect(_ path: UnsafePointer<CChar>) -> Int32 {
-    let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-    guard fd >= 0 else { return -1 }
-    var addr = sockaddr_un()
-    addr.sun_family = sa_family_t(AF_UNIX)
-    let n = strlen(path)
-    withUnsafeMutableBytes(of: &addr.sun_path) { raw in
-        raw.copyMemory(from: UnsafeRawBufferPointer(start: path, count: min(n, raw.count - 1)))
-    }
-    let ok = withUnsafePointer(to: &addr) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-    }
-    if ok != 0 {
-        close(fd)
-        return -1
-    }
-    return fd
 }
