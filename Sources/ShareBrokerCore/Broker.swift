@@ -1230,7 +1230,7 @@ public final class Broker {
                 if store.failedRecordsMayRemain { e.recordsMayRemain = true }
                 log.log(.error, "commit failed: \(e.message) (taking back what requests stored with a failed commit of another store)")
                 undoFailed[ObjectIdentifier(store)] = e
-                failAccumulated(ObjectIdentifier(store), e)
+                failAccumulated(ObjectIdentifier(store), e, written: true)
             }
         }
         return undoFailed
@@ -1261,8 +1261,12 @@ public final class Broker {
     /// A commit of `store` failed, and the store undid what it had changed since too: the requests
     /// of the next commit that touched it answer -32005 (in place, so replies keep their order),
     /// their after-commit work is dropped and their compensations run now.
-    func failAccumulated(_ store: ObjectIdentifier, _ error: StoreError) {
-        let rpcError = RPCError(.storageFailure, "Storage failure: \(error.message); nothing was stored")
+    /// `written`: their records were in the failed write (a take-back's commit, `compensate`),
+    /// so they may remain when the journal could not take them back (-32603 then).
+    func failAccumulated(_ store: ObjectIdentifier, _ error: StoreError, written: Bool = false) {
+        let rpcError =
+            written && error.recordsMayRemain
+            ? Broker.commitFailure(error) : RPCError(.storageFailure, "Storage failure: \(error.message); nothing was stored")
         func convert(_ h: HeldReply) -> HeldReply {
             switch h {
             case .deferred(let id, _, let touched) where touched.contains(store):

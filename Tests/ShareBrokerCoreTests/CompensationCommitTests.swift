@@ -174,4 +174,74 @@ final class CompensationCommitTests: XCTestCase {
         let second = try XCTUnwrap(reply.arrayValue?.first { $0["id"] == 3 }, reply.compactText)
         XCTAssertNotNil(second["result"]?["shareID"], second.compactText)
     }
+
+    /// Another request's share, stored in the group while the failed commit was in flight, goes
+    /// to disk with the take-back; when that write fails and cannot be taken off the journal
+    /// either, its answer is -32603 (its record was written and may remain), not -32005.
+    func testARequestWrittenWithAFailedTakeBackIsNotAnsweredNothingStored() throws {
+        final class Faults: @unchecked Sendable {  // guarded by `lock`
+            let lock = NSLock()
+            let release = DispatchSemaphore(value: 0)
+            var armed = false
+            var syncs = 0
+            var injector: @Sendable (JournalFaultPoint) -> Int32? {
+                { [self] p in
+                    lock.lock()
+                    guard armed else {
+                        lock.unlock()
+                        return nil
+                    }
+                    if p == .cutBack || p == .cutBackZeros {
+                        lock.unlock()
+                        return EIO
+                    }
+                    guard p == .sync else {
+                        lock.unlock()
+                        return nil
+                    }
+                    syncs += 1
+                    let n = syncs
+                    lock.unlock()
+                    if n == 2 { release.wait() }  // (the event journal's, on the sync thread)
+                    return n >= 2 ? EIO : nil
+                }
+            }
+            var count: Int {
+                lock.lock()
+                defer { lock.unlock() }
+                return syncs
+            }
+        }
+        let faults = Faults()
+        let h = BrokerHarness(manifests: ["10-myapp.json": youtubeApp])
+        try h.start {
+            $0.storeFaults = faults.injector
+            $0.commitPacing = false
+        }
+        defer { h.stop() }
+        let first = try RawClient(h.socket)
+        let second = try RawClient(h.socket)
+        for c in [first, second] {
+            c.send(requestLine(id: "0", method: "hello", params: #"{"role":"extension","bundleID":"com.mycompany.myapp.share"}"#))
+            XCTAssertNotNil(c.readJSON()?["result"])
+        }
+        first.send(requestLine(id: "1", method: "share.send", params: #"{"items":[{"url":"https://youtu.be/warmup"}],"open":true}"#))
+        XCTAssertNotNil(first.readJSON()?["result"])
+        faults.lock.lock()
+        faults.armed = true
+        faults.lock.unlock()
+        first.send(requestLine(id: "2", method: "share.send", params: #"{"items":[{"url":"https://youtu.be/first"}],"open":true}"#))
+        XCTAssertTrue(waitUntil(timeout: 10) { faults.count >= 2 }, "the commit waits in the event journal's fdatasync")
+        second.send(requestLine(id: "3", method: "share.send", params: #"{"items":[{"url":"https://youtu.be/second"}]}"#))
+        usleep(500_000)  // (the loop stores it meanwhile: it joins the group's next commit)
+        faults.release.signal()
+        let a = try XCTUnwrap(first.readJSON(timeout: 10))
+        XCTAssertEqual(a["error"]?["code"], -32603, a.compactText)
+        let b = try XCTUnwrap(second.readJSON(timeout: 10))
+        XCTAssertEqual(b["error"]?["code"], -32603, "written with the take-back, which could not be taken off: \(b.compactText)")
+        XCTAssertEqual(faults.count, 3)
+        faults.lock.lock()
+        faults.armed = false
+        faults.lock.unlock()
+    }
 }

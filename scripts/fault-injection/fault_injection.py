@@ -239,9 +239,8 @@ class Run:
     def connect(self, role, bundle=None):
         """A connected client that said hello; a client whose hello failed is returned too (its
         later calls then fail and are recorded as errors)."""
-        c = sb.Client(self.sock, timeout=REQUEST_TIMEOUT)
         try:
-            c.connect()
+            c = sb.Client(self.sock, timeout=REQUEST_TIMEOUT)  # (connects)
             self.clients.append(c)
         except LOST as e:
             raise BrokerGone(f"connect: {e}")
@@ -421,6 +420,9 @@ class Run:
         kind, rc = r
         if kind == "exited" and rc is not None and rc > 0:
             self.notes.append(f"{which} start refused (exit {rc}) under the fault")
+            return False
+        if kind == "exited" and self.kill_at and rc == -signal.SIGKILL:
+            self.notes.append(f"killed by the shim at call {self.kill_at} (during the {which} start)")
             return False
         if kind == "exited":
             self.fail(f"{which} start: broker died with signal {-rc}")
