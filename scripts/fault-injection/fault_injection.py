@@ -854,7 +854,7 @@ def count_calls(args, shim):
 def plan_sample(total, trace, k, seed):
     """k runs spread over 1..total: one N per stratum; every 5th run sticky, every 6th torn (on a
     write call), every 4th of the others transient with a SIGKILL 1 to 4 calls after the fault
-    (a crash before the broker settles what the fault left), the errno alternating."""
+    (a crash before the broker settles what the fault left), the errno drawn."""
     rng = random.Random(seed)
     writes = [i + 1 for i, line in enumerate(trace[:total]) if line.split()[1:2] and line.split()[1] in ("write", "pwrite", "writev")]
     plan = []
@@ -862,7 +862,7 @@ def plan_sample(total, trace, k, seed):
         lo = 1 + (total * i) // k
         hi = max(lo, (total * (i + 1)) // k)
         n = rng.randint(lo, hi)
-        err = "EIO" if i % 2 == 0 else "ENOSPC"
+        err = rng.choice(("EIO", "ENOSPC"))  # (not alternating: every mode gets both)
         mode = "transient"
         if i % 5 == 4:
             mode = "sticky"
