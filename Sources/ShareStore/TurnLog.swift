@@ -143,11 +143,29 @@ public final class TurnLog {
 
     /// Pipelined commit: `beginCommit` of every dirty store, in commit order. Returns the stores
     /// with their jobs (nil: nothing to write) and those that failed to begin (already rolled back).
+    /// A store that comes later in commit order than one that failed to begin is not written
+    /// either (its changes are undone and it counts as failed): a share's event is never durable
+    /// without its share, as `SyncWorker.run` keeps it once the jobs are handed over.
     public func beginAll() -> (stores: [(TurnParticipant, SyncJob?)], failed: [ObjectIdentifier: StoreError]) {
         var failed: [ObjectIdentifier: StoreError] = [:]
         var stores: [(TurnParticipant, SyncJob?)] = []
+        var failedOrder: Int? = nil
         for p in takeDirty() {
-            do { stores.append((p, try p.beginCommit())) } catch { failed[ObjectIdentifier(p)] = error }
+            if let order = failedOrder, p.commitOrder > order {
+                let error = StoreError("not written: an earlier store of the same commit failed")
+                let job: SyncJob?
+                do { job = try p.beginCommit() } catch {
+                    failed[ObjectIdentifier(p)] = error
+                    continue
+                }
+                p.finishCommit(job, error: error)
+                failed[ObjectIdentifier(p)] = error
+                continue
+            }
+            do { stores.append((p, try p.beginCommit())) } catch {
+                failed[ObjectIdentifier(p)] = error
+                if failedOrder == nil { failedOrder = p.commitOrder }
+            }
         }
         return (stores, failed)
     }
