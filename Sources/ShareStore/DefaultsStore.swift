@@ -138,9 +138,8 @@ public final class DefaultsStore: TurnParticipant {
         self.group = group
         self.limits = limits
         self.turn = turn
-        let created = !FileIO.exists(directory)
+        // (Journal makes the directories it creates durable, the group's included.)
         journal = try Journal(directory: directory, name: "defaults")
-        if created { DefaultsStore.syncParents(of: directory) }
         if let segmentLimit { journal.segmentLimit = segmentLimit }
         var maxVersion: UInt64 = 0
         recovery = try journal.replay { rec in
@@ -178,16 +177,6 @@ public final class DefaultsStore: TurnParticipant {
         if let old = values[k] { suiteBytes -= key.utf8.count + old.size }
         values[k] = Entry(value: value, size: scratch.count)
         suiteBytes += key.utf8.count + scratch.count
-    }
-
-    /// fsyncs the directories above a newly created one, so the group directory survives a crash.
-    static func syncParents(of directory: String) {
-        var dir = directory
-        for _ in 0..<2 {
-            guard let slash = dir.lastIndex(of: "/"), slash != dir.startIndex else { return }
-            dir = String(dir[..<slash])
-            FD.syncDirectory(dir)
-        }
     }
 
     // MARK: Reading

@@ -230,7 +230,8 @@ public final class Journal {
     public init(directory: String, name: String) throws(StoreError) {
         self.directory = directory
         self.name = name
-        do { try DefaultPaths.makeDirectories(directory) } catch { throw StoreError("cannot create \(directory)", error) }
+        let created: [String]
+        do { created = try DefaultPaths.makeDirectories(directory) } catch { throw StoreError("cannot create \(directory)", error) }
         guard FileIO.isPlainDirectory(directory) else {
             throw StoreError("\(directory) is not a plain directory (a symlink?); refusing to keep a journal there")
         }
@@ -248,6 +249,15 @@ public final class Journal {
             }
         }
         segments.sort()
+        // The directories made for it must be durable before its first segment's name is (that
+        // segment's directory fsync does not make the directory's own entry durable: a power
+        // cut would take the journal with it). A journal without segments may be in a directory
+        // an earlier try made without getting that far: its entry is made durable again.
+        if !created.isEmpty || segments.isEmpty {
+            if let (p, e) = DefaultPaths.syncParents(of: created.isEmpty ? [directory] : created) {
+                throw StoreError("cannot make \(directory) durable", SystemError("fsync \(p)", errno: e))
+            }
+        }
     }
 
 

@@ -257,7 +257,11 @@ public final class ShareRecordStore: TurnParticipant, SegmentCompacting {
         self.turn = turn
         journal = try Journal(directory: directory, name: "shares")
         if let segmentLimit { journal.segmentLimit = segmentLimit }
-        do { try DefaultPaths.makeDirectories(directory + "/files") } catch {
+        do throws(SystemError) {
+            let created = try DefaultPaths.makeDirectories(directory + "/files")
+            // (its entry durable before a share's files are: they are reached through it)
+            if let (p, e) = DefaultPaths.syncParents(of: created) { throw SystemError("fsync \(p)", errno: e) }
+        } catch {
             throw StoreError("cannot create \(directory)/files", error)
         }
         recovery = try journal.replay { rec in

@@ -282,8 +282,11 @@ public enum DefaultPaths {
     }
 
     /// Creates `path` and missing parents; new directories get `mode`. Existing ones are left as they are.
-    public static func makeDirectories(_ path: String, mode: mode_t = 0o700) throws(SystemError) {
+    /// Returns the directories it created, outermost first.
+    @discardableResult
+    public static func makeDirectories(_ path: String, mode: mode_t = 0o700) throws(SystemError) -> [String] {
         var current = path.hasPrefix("/") ? "" : "."
+        var created: [String] = []
         for part in path.split(separator: "/", omittingEmptySubsequences: true) {
             current += "/" + part
             if mkdir(current, mode) != 0 {
@@ -291,6 +294,28 @@ public enum DefaultPaths {
                 if e == EEXIST { continue }
                 throw SystemError("mkdir \(current)", errno: e)
             }
+            created.append(current)
         }
+        return created
+    }
+
+    /// The directory holding `path` ("/" for a top-level one, "." for a bare name).
+    public static func parent(of path: String) -> String {
+        guard let slash = path.lastIndex(of: "/") else { return "." }
+        return slash == path.startIndex ? "/" : String(path[..<slash])
+    }
+
+    /// Makes the entries of the directories that hold `directories` durable (fsync of each
+    /// parent, innermost first), so that a directory just created survives a power cut, not
+    /// only a crash of the process; the errno of the first open or fsync that failed, with its
+    /// path, or nil.
+    public static func syncParents(of directories: [String]) -> (path: String, errno: Int32)? {
+        var done = Set<String>()
+        for d in directories.reversed() {
+            let p = parent(of: d)
+            guard done.insert(p).inserted else { continue }
+            if let e = FD.syncDirectory(p) { return (p, e) }
+        }
+        return nil
     }
 }
