@@ -110,6 +110,163 @@ class SetupError(Exception):
 
 
 # ------------------------------------------------------------------------------------------------
+# Power cuts
+
+
+def apply_power_cut(state, pcdir):
+    """Rolls the state directory back to what a power loss at this moment would leave, from what
+    the shim recorded under FI_POWER_CUT (pcdir): the broker must be dead (nothing runs while the
+    files are rewritten). The model (README "Power cuts"):
+
+      * names: a file or directory created, renamed, unlinked or removed in a directory that was
+        not fsync'd after it is undone, newest first: a created file or directory goes (with all
+        it holds), a rename is renamed back (the target it replaced is put back), an unlinked file
+        comes back (the shim kept a hard link), a removed directory comes back empty;
+      * data: each regular file the shim saw gets back its content and size as of its last
+        fsync/fdatasync (the bytes replaced since by writes and truncations are written back,
+        newest first, then the file is cut to that size); a file created and never synced is
+        empty. Files never synced nor created under the shim (the driver's manifests) are left.
+
+    Returns a list of notes (what was undone), for -v and the failed runs' report."""
+    pcdir = Path(pcdir)
+    notes = []
+    try:
+        lines = (pcdir / "pc.log").read_text(errors="surrogateescape").splitlines()
+    except OSError:
+        return ["power cut: no pc.log (the shim recorded nothing)"]
+    ops = []
+    for line in lines:
+        f = line.split("\t")
+        if len(f) < 3:
+            continue
+        try:
+            ops.append((int(f[1]), f[0], f[2:]))
+        except ValueError:
+            continue
+    ops.sort(key=lambda o: o[0])
+    dsync = {}                      # dir -> the last seq a directory fsync began at
+    for seq, kind, f in ops:
+        if kind == "D":
+            dsync[f[0]] = max(dsync.get(f[0], -1), seq)
+
+    def durable(d, seq):
+        return dsync.get(d, -1) > seq
+
+    def ident(p):
+        try:
+            st = os.lstat(p)
+            return (st.st_dev, st.st_ino)
+        except OSError:
+            return None
+
+    def rel(p):
+        return os.path.relpath(p, state) if str(p).startswith(str(state)) else str(p)
+
+    # Names, newest first.
+    for seq, kind, f in reversed(ops):
+        try:
+            if kind in ("C", "M"):
+                d, name, dev, ino = f[0], f[1], int(f[2]), int(f[3])
+                if durable(d, seq):
+                    continue
+                p = os.path.join(d, name)
+                if ident(p) != (dev, ino):
+                    continue
+                if kind == "C":
+                    os.unlink(p)
+                else:
+                    shutil.rmtree(p)
+                notes.append(f"{'file' if kind == 'C' else 'directory'} {rel(p)} removed (created at {seq}, {rel(d)} not fsync'd since)")
+            elif kind == "R":
+                od, on, nd, nn, dev, ino, stash = f[0], f[1], f[2], f[3], int(f[4]), int(f[5]), f[6]
+                if durable(nd, seq):
+                    continue
+                old, new = os.path.join(od, on), os.path.join(nd, nn)
+                if ident(new) == (dev, ino) and os.path.isdir(od):
+                    os.rename(new, old)
+                    notes.append(f"rename {rel(old)} -> {rel(new)} undone (at {seq}, {rel(nd)} not fsync'd since)")
+                if stash != "-" and os.path.exists(stash) and not os.path.lexists(new):
+                    os.link(stash, new)
+                    notes.append(f"{rel(new)}, replaced by that rename, put back")
+            elif kind == "X":
+                d, name, stash = f[0], f[1], f[4]
+                if durable(d, seq):
+                    continue
+                p = os.path.join(d, name)
+                if stash != "-" and os.path.exists(stash) and os.path.isdir(d) and not os.path.lexists(p):
+                    os.link(stash, p)
+                    notes.append(f"unlink of {rel(p)} undone (at {seq}, {rel(d)} not fsync'd since)")
+            elif kind == "XD":
+                d, name = f[0], f[1]
+                if durable(d, seq):
+                    continue
+                p = os.path.join(d, name)
+                if os.path.isdir(d) and not os.path.lexists(p):
+                    os.mkdir(p, 0o700)
+                    notes.append(f"rmdir of {rel(p)} undone (at {seq})")
+        except OSError as e:
+            notes.append(f"power cut: cannot undo {kind} {f} at {seq}: {e}")
+
+    # Data, per inode.
+    inodes = {}
+    for seq, kind, f in ops:
+        if kind == "C":
+            inodes.setdefault((int(f[2]), int(f[3])), {"created": None, "sync": None, "undo": []})["created"] = seq
+        elif kind == "S":
+            i = inodes.setdefault((int(f[0]), int(f[1])), {"created": None, "sync": None, "undo": []})
+            if i["sync"] is None or seq >= i["sync"][0]:
+                i["sync"] = (seq, int(f[2]))
+        elif kind == "U":
+            inodes.setdefault((int(f[0]), int(f[1])), {"created": None, "sync": None, "undo": []})["undo"].append(
+                (seq, int(f[2]), int(f[3]), int(f[4])))
+    try:
+        undo = open(pcdir / "pc.undo", "rb")
+    except OSError:
+        undo = None
+    try:
+        for root, dirs, files in os.walk(state):
+            for name in files:
+                p = os.path.join(root, name)
+                st = os.lstat(p)
+                info = inodes.get((st.st_dev, st.st_ino))
+                if info is None or not stat_is_reg(st.st_mode):
+                    continue
+                if info["sync"] is not None:
+                    since, size = info["sync"]
+                elif info["created"] is not None:
+                    since, size = info["created"], 0
+                else:
+                    since, size = -1, None
+                back = [u for u in info["undo"] if u[0] > since]
+                if size == 0 and st.st_size > 0:
+                    back = []
+                if back and undo is not None:
+                    with open(p, "r+b") as out:
+                        for seq, off, ln, uoff in sorted(back, reverse=True):
+                            undo.seek(uoff)
+                            out.seek(off)
+                            out.write(undo.read(ln))
+                now = os.lstat(p).st_size
+                if size is not None and now > size:
+                    os.truncate(p, size)
+                if size is not None and (now != size or back):
+                    notes.append(f"{rel(p)}: {st.st_size} -> {size} bytes"
+                                 + (f", {len(back)} overwrites undone" if back else "")
+                                 + (" (never synced)" if info["sync"] is None else f" (as at its sync at {since})"))
+                if size is not None and now < size:
+                    notes.append(f"power cut: {rel(p)} is {now} bytes, shorter than at its last sync ({size})")
+    finally:
+        if undo is not None:
+            undo.close()
+    return notes
+
+
+def stat_is_reg(mode):
+    import stat as _stat
+    return _stat.S_ISREG(mode)
+
+
+# ------------------------------------------------------------------------------------------------
 # One run
 
 
@@ -215,6 +372,10 @@ class Run:
         self.lost = None  # why the connection was lost (a request without an answer): later ones raise BrokerGone
         self.ready_count = None
         self.kill_at = 0            # the shim SIGKILLs the broker at this call (0: never)
+        self.power_cut = False      # a power cut at the kill (at kill_at, or after the workload)
+        self.drop_syncs = 0         # (self-test) the power-cut model ignores file syncs from this call on
+        self.pc_dir = self.work / "pc"
+        self.cut_notes = []
         self.owed = {}              # app -> events it must be sent (counted from the answers)
         self.received = {}
         self.subscribed = set()
@@ -225,9 +386,14 @@ class Run:
         self.failures.append(msg)
 
     def shim_env(self):
-        return {"LD_PRELOAD": self.shim, "FI_STATE": str(self.state), "FI_N": str(self.n),
-                "FI_MODE": self.mode, "FI_ERRNO": self.err, "FI_COUNTER": self.counter,
-                "FI_LOG": self.fi_log, "FI_KILL_AT": str(self.kill_at)}
+        env = {"LD_PRELOAD": self.shim, "FI_STATE": str(self.state), "FI_N": str(self.n),
+               "FI_MODE": self.mode, "FI_ERRNO": self.err, "FI_COUNTER": self.counter,
+               "FI_LOG": self.fi_log, "FI_KILL_AT": str(self.kill_at)}
+        if self.power_cut:
+            env["FI_POWER_CUT"] = str(self.pc_dir)
+            if self.drop_syncs:
+                env["FI_PC_DROP_SYNCS"] = str(self.drop_syncs)
+        return env
 
     def calls_so_far(self):
         try:
@@ -591,6 +757,15 @@ class Run:
 
     def verify(self):
         self.lost = None  # (a new broker: its connections are new)
+        if self.power_cut:
+            if self.broker.alive():
+                self.broker.kill()
+            self.cut_notes = apply_power_cut(self.state, self.pc_dir)
+            for nt in self.cut_notes:
+                if nt.startswith("power cut:"):
+                    self.notes.append(nt)
+            if self.verbose:
+                print("    power cut:\n" + "\n".join("      " + nt for nt in self.cut_notes))
         r = self.broker.start(None)
         if r is not None:
             self.fail(f"restart without the shim failed: {r}")
@@ -674,6 +849,9 @@ class Run:
             e = m.events.get(url)
             if e is not None and e["created"] == "no":
                 self.fail(f"event {eid} {url} was delivered, but its request was answered with an error")
+            # (delivered means durable: events are never delivered before their commit)
+            elif e is not None and e["acked"] == "no" and url not in present_urls:
+                self.fail(f"event {eid} {url} was delivered (never acked), and is missing after the restart")
 
         # Shares.
         app_clients = {APP: self.connect("app", APP), APP_B: self.connect("app", APP_B)}
@@ -811,10 +989,12 @@ class BrokerGone(Exception):
 # Campaign
 
 
-def run_one(args, shim, n, mode, err, kill_at=0):
-    work = tempfile.mkdtemp(prefix=f"sb-fi-{n}-", dir=args.tmp)
+def run_one(args, shim, n, mode, err, kill_at=0, power_cut=False, drop_syncs=False):
+    work = tempfile.mkdtemp(prefix=f"sb-fi-{n}-{'pc' + str(kill_at) + '-' if power_cut else ''}", dir=args.tmp)
     run = Run(args.broker, shim, n, mode, err, work, verbose=args.verbose)
     run.kill_at = kill_at
+    run.power_cut = power_cut
+    run.drop_syncs = drop_syncs
     try:
         run.execute()
     except Exception as e:  # a bug of the driver is a failed run, with its traceback
@@ -825,6 +1005,7 @@ def run_one(args, shim, n, mode, err, kill_at=0):
         except Exception:
             pass
     run.fault_line = run.failed_call()
+    run.cut_at = cut_line(run) if run.power_cut else None
     run.log_tail = run.broker.log_tail() if run.failures else ""
     if args.keep or (run.failures and args.keep_failed):
         run.kept = work
@@ -871,28 +1052,70 @@ def plan_sample(total, trace, k, seed):
             near = [w for w in writes if lo <= w <= hi]
             n = rng.choice(near or writes)
         kill_at = n + rng.randint(1, 4) if mode == "transient" and i % 4 == 3 else 0
-        plan.append((n, mode, err, kill_at))
+        plan.append((n, mode, err, kill_at, False))
+    return plan
+
+
+def plan_power_cuts(total, k=None, seed=None):
+    """Power cuts without a fault: at every call M (k None), or at k calls spread over the
+    range (one per stratum, seeded); M = total + 1 is a cut after the workload's last call."""
+    if k is None:
+        return [(0, "transient", "EIO", m if m <= total else 0, True) for m in range(1, total + 2)]
+    rng = random.Random(seed)
+    plan = []
+    for i in range(k):
+        lo = 1 + ((total + 1) * i) // k
+        hi = max(lo, ((total + 1) * (i + 1)) // k)
+        m = rng.randint(lo, hi)
+        plan.append((0, "transient", "EIO", m if m <= total else 0, True))
     return plan
 
 
 def plan_sweep(total, trace, sticky_every, torn_every, transient=True, kill_after=0):
-    plan = [(n, "transient", err, 0) for n in range(1, total + 1) for err in ("EIO", "ENOSPC")] if transient else []
+    plan = [(n, "transient", err, 0, False) for n in range(1, total + 1) for err in ("EIO", "ENOSPC")] if transient else []
     if sticky_every:
-        plan += [(n, "sticky", err, 0) for n in range(1, total + 1, sticky_every) for err in ("EIO", "ENOSPC")]
+        plan += [(n, "sticky", err, 0, False) for n in range(1, total + 1, sticky_every) for err in ("EIO", "ENOSPC")]
     if torn_every:
         writes = [i + 1 for i, line in enumerate(trace[:total]) if line.split()[1:2] and line.split()[1] in ("write", "pwrite", "writev")]
-        plan += [(n, "torn", "EIO", 0) for n in writes[::torn_every]]
+        plan += [(n, "torn", "EIO", 0, False) for n in writes[::torn_every]]
     if kill_after:
-        plan += [(n, "transient", "EIO", n + k) for n in range(1, total + 1) for k in range(1, kill_after + 1)]
+        plan += [(n, "transient", "EIO", n + k, False) for n in range(1, total + 1) for k in range(1, kill_after + 1)]
     return plan
 
 
+def run_label(run):
+    if run.power_cut:
+        where = f"--kill-at {run.kill_at}" if run.kill_at else "after the workload"
+        fault = f"N={run.n} {run.mode} {run.err} + " if run.n else ""
+        return f"{fault}power cut {where}"
+    return f"N={run.n} {run.mode} {run.err}{f' --kill-at {run.kill_at}' if run.kill_at else ''}"
+
+
+def cut_line(run):
+    """The call the power cut (the kill) landed on, from calls.log."""
+    try:
+        for line in Path(run.fi_log).read_text(errors="replace").splitlines():
+            if " KILL " in line:
+                return line
+    except OSError:
+        pass
+    return None
+
+
 def describe(run):
-    lines = [f"FAIL N={run.n} {run.mode} {run.err}{f' --kill-at {run.kill_at}' if run.kill_at else ''}: failed call: {run.fault_line or '(the fault was not reached)'}"]
+    if run.power_cut:
+        lines = [f"FAIL {run_label(run)}: cut at: {run.cut_at or '(the end of the workload)'}"
+                 + (f"; failed call: {run.fault_line}" if run.n else "")]
+    else:
+        lines = [f"FAIL {run_label(run)}: failed call: {run.fault_line or '(the fault was not reached)'}"]
     for f in run.failures:
-        lines.append(f"    - {f if len(f) < 400 else f[:400] + '...'}")
+        lines.append(f"    - {f if len(f) < 400 or 'Traceback' in f else f[:400] + '...'}")
     for nt in run.notes:
         lines.append(f"    note: {nt}")
+    if run.power_cut and run.cut_notes:
+        lines.append(f"    power cut undid {len(run.cut_notes)} things:")
+        for nt in run.cut_notes[:40]:
+            lines.append(f"      {nt}")
     errs = [(s, o) for s, o in run.model.answers if o[0] == "err"]
     for s, o in errs[:8]:
         lines.append(f"    answered {o[1]} to {s}: {o[2][:160]}")
@@ -919,6 +1142,13 @@ def main():
     ap.add_argument("--kill-at", type=int, default=0, metavar="M",
                     help="with --n: the shim SIGKILLs the broker at call M (a crash right after the fault; "
                          "the run goes on with the check after the restart)")
+    ap.add_argument("--power-cut", action="store_true",
+                    help="power cuts instead of faults: the kill (--kill-at M, else the end of the workload) is a power "
+                         "loss: what was not fsync'd/fdatasync'd is undone (README \"Power cuts\"), then the restart and "
+                         "the same checks; with --sweep: a cut at every call (no fault); with --sample K: K cuts spread "
+                         "over the range; alone: one cut at --kill-at M (with --n N: after a fault at N)")
+    ap.add_argument("--power-cuts", type=int, default=0, metavar="K",
+                    help="with --sample (no --power-cut): K power cuts added to the plan, spread over the range")
     ap.add_argument("--seed", type=int, default=None, help="with --sample (default: random, printed)")
     ap.add_argument("--sticky-every", type=int, default=0, metavar="K", help="with --sweep: sticky runs (EIO and ENOSPC) every K calls")
     ap.add_argument("--no-transient", action="store_true", help="with --sweep: leave out the transient runs")
@@ -932,6 +1162,10 @@ def main():
     ap.add_argument("--tmp", default=None, help="where the runs' directories go (default: the system's temp dir)")
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args()
+    if args.power_cut and args.n is None and args.sample is None and not args.sweep and not args.count:
+        args.n = 0
+    if args.power_cut and args.mode in ("torn", "lie"):
+        ap.error("--power-cut goes with transient or sticky faults only")
 
     if sys.platform != "linux":
         print("fault-injection: skipped: the shim is for Linux (glibc) only")
@@ -979,13 +1213,33 @@ def main():
                 return 1
             print(f"fault-injection: self-test passed: a disk that drops writes is caught "
                   f"({len(r.failures)} violations, e.g. {missing[0]})")
+            if args.power_cut or args.power_cuts:
+                # A power cut at the end, with the model told to ignore the broker's file syncs
+                # (as a disk that acknowledges flushes it does not make): what was answered is
+                # lost, and the checks must say so; the same cut honouring them loses nothing.
+                r = run_one(args, shim, 0, "transient", "EIO", 0, True, drop_syncs=ready + 1)
+                missing = [f for f in r.failures if "missing" in f or "is not what was answered" in f]
+                if not missing:
+                    print("fault-injection: self-test FAILED: a power cut that ignores every file sync was not "
+                          "caught:\n" + describe(r))
+                    return 1
+                print(f"fault-injection: self-test passed: a power cut on a disk that ignores fdatasync is caught "
+                      f"({len(r.failures)} violations, e.g. {missing[0]})")
 
         if args.n is not None:
-            plan = [(args.n, args.mode, args.errno, args.kill_at)]
+            plan = [(args.n, args.mode, args.errno, args.kill_at, args.power_cut)]
         elif args.sample is not None:
             seed = args.seed if args.seed is not None else random.randrange(1 << 30)
-            print(f"fault-injection: --sample {args.sample} --seed {seed}")
-            plan = plan_sample(total, trace, args.sample, seed)
+            print(f"fault-injection: --sample {args.sample} --seed {seed}{' --power-cut' if args.power_cut else ''}"
+                  + (f" --power-cuts {args.power_cuts}" if args.power_cuts and not args.power_cut else ""))
+            if args.power_cut:
+                plan = plan_power_cuts(total, args.sample, seed)
+            else:
+                plan = plan_sample(total, trace, args.sample, seed)
+                if args.power_cuts:
+                    plan += plan_power_cuts(total, args.power_cuts, seed + 1)
+        elif args.power_cut:
+            plan = plan_power_cuts(total)
         else:
             plan = plan_sweep(total, trace, args.sticky_every, args.torn_every, not args.no_transient, args.kill_after)
 
@@ -1005,7 +1259,9 @@ def main():
                 if r.failures:
                     print(describe(r), flush=True)
                 elif args.verbose or args.n is not None:
-                    print(f"ok N={r.n} {r.mode} {r.err}{f' --kill-at {r.kill_at}' if r.kill_at else ''}: {r.fault_line or '(not reached)'}"
+                    where = (r.cut_at or "(the end of the workload)") if r.power_cut and not r.n else (r.fault_line or "(not reached)")
+                    print(f"ok {run_label(r)}: {where}"
+                          + (f" ({len(r.cut_notes)} things undone by the power cut)" if r.power_cut else "")
                           + "".join(f"\n    note: {nt}" for nt in r.notes), flush=True)
                 if len(results) % 100 == 0:
                     print(f"  ... {len(results)}/{len(plan)} runs, {sum(1 for x in results if x.failures)} failed "
@@ -1018,14 +1274,17 @@ def main():
         failed = [r for r in results if r.failures]
         reached = sum(1 for r in results if r.fault_line)
         refused = sum(1 for r in results if any("start refused" in nt for nt in r.notes))
+        cuts = [r for r in results if r.power_cut]
+        cuts_at_kill = sum(1 for r in cuts if r.cut_at)
         by_mode = {}
         for r in results:
-            k = (r.mode + (" + SIGKILL" if r.kill_at else ""), r.err)
+            k = ("power cut", "") if r.power_cut and not r.n else (r.mode + (" + power cut" if r.power_cut else " + SIGKILL" if r.kill_at else ""), r.err)
             a, b = by_mode.get(k, (0, 0))
             by_mode[k] = (a + 1, b + (1 if r.failures else 0))
-        modes = ", ".join(f"{m} {e}: {a} runs, {b} failed" for (m, e), (a, b) in sorted(by_mode.items()))
+        modes = ", ".join(f"{m}{' ' + e if e else ''}: {a} runs, {b} failed" for (m, e), (a, b) in sorted(by_mode.items()))
         print(f"fault-injection: {len(results)} runs ({modes}); the fault was reached in {reached}, "
               f"start refused in {refused}; {len(failed)} failed"
+              + (f"; {len(cuts)} power cuts ({cuts_at_kill} at their call, {len(cuts) - cuts_at_kill} after the workload)" if cuts else "")
               + (f"; {skipped} not run (--budget)" if skipped else "")
               + f" ({time.monotonic() - started:.0f} s)")
         return 1 if failed else 0
