@@ -566,7 +566,7 @@ extension Broker {
         }
         // (called off meanwhile: a reload changed the launch, or the broker stops)
         if plan.ticket.isCalledOff { return .failure(LaunchFailure("called off")) }
-        try? DefaultPaths.makeDirectories(plan.stateDirectory + "/logs")
+        _ = try? DefaultPaths.makeDirectories(plan.stateDirectory + "/logs")
         // (a logs/ replaced by a symlink is not written through: the app's stderr goes nowhere;
         // so does that of an app run as another user: it could fill the broker's file system
         // through it, and could not read the log anyway)

@@ -394,7 +394,7 @@ public final class Journal {
         _ bytes: UnsafeRawBufferPointer, segment: Int, offset: Int, report: inout RecoveryReport, counted: Bool
     ) {
         let dir = directory + "/quarantine"
-        try? DefaultPaths.makeDirectories(dir)
+        _ = try? DefaultPaths.makeDirectories(dir)
         guard FileIO.isPlainDirectory(dir) else {
             report.notes.append("\(dir) is not a plain directory (a symlink?): \(bytes.count) damaged bytes at offset \(offset) of \(path(of: segment)) not copied")
             if counted { report.quarantined += 1 }

@@ -44,7 +44,7 @@ final class ShareRecordStoreTests: XCTestCase {
         let bytes = [UInt8]((0..<300_000).map { UInt8(truncatingIfNeeded: $0 &* 31) })
         try Data(bytes).write(to: URL(fileURLWithPath: dir + "/src"))
         func copy(_ size: Int, to name: String) throws -> [UInt8] {
-            FileManager.default.createFile(atPath: dir + "/" + name, contents: nil)
+            _ = FileManager.default.createFile(atPath: dir + "/" + name, contents: nil)
             let src = try XCTUnwrap(FileHandle(forReadingAtPath: dir + "/src"))
             let dst = try XCTUnwrap(FileHandle(forWritingAtPath: dir + "/" + name))
             defer {
