@@ -134,13 +134,9 @@ final class CompensationCommitTests: XCTestCase {
         XCTAssertEqual(try h.tool().call("broker.status")["pendingEvents"]?.intValue, 1)
     }
 
-    /// The same inside a batch whose share reads a file off the loop (the batch waits for its
-    /// commit): the member is answered -32603 too.
-    func testABatchMemberWhoseTakeBackFailsIsNotAnsweredNothingStored() throws {
-        let faults = SyncFaults()
-        let h = BrokerHarness(manifests: ["20-pdf.json": pdfApp])
-        try h.start { $0.storeFaults = faults.injector }
-        defer { h.stop() }
+    /// The PDF reader's extension, its group opened by a first share with `open` (the warmup's
+    /// file is written off the loop), as a raw client for batches; and a PDF file to share by path.
+    func pdfExtensionSendingBatches(_ h: BrokerHarness) throws -> (RawClient, String) {
         let ext = try h.connect()
         try ext.hello(role: "extension", bundleID: "com.example.pdfreader.share")
         _ = try ext.call("share.send", ["items": [["data": .string(base64(pdfBytes)), "name": "warmup.pdf"]], "open": true])
@@ -149,6 +145,17 @@ final class CompensationCommitTests: XCTestCase {
         let raw = try RawClient(h.socket)
         raw.send(requestLine(id: "1", method: "hello", params: #"{"role":"extension","bundleID":"com.example.pdfreader.share"}"#))
         XCTAssertNotNil(raw.readJSON()?["result"])
+        return (raw, file)
+    }
+
+    /// The same inside a batch whose share reads a file off the loop (the batch waits for its
+    /// commit): the member is answered -32603 too.
+    func testABatchMemberWhoseTakeBackFailsIsNotAnsweredNothingStored() throws {
+        let faults = SyncFaults()
+        let h = BrokerHarness(manifests: ["20-pdf.json": pdfApp])
+        try h.start { $0.storeFaults = faults.injector }
+        defer { h.stop() }
+        let (raw, file) = try pdfExtensionSendingBatches(h)
         faults.arm(fail: [2, 3])
         raw.send(#"[{"jsonrpc":"2.0","id":2,"method":"share.send","params":{"items":[{"path":"\#(file)"}],"open":true}},{"jsonrpc":"2.0","id":3,"method":"broker.status"}]"# + "\n")
         let reply = try XCTUnwrap(raw.readJSON(timeout: 10), "the batch's reply")
@@ -176,14 +183,7 @@ final class CompensationCommitTests: XCTestCase {
             }
         }
         defer { h.stop() }
-        let ext = try h.connect()
-        try ext.hello(role: "extension", bundleID: "com.example.pdfreader.share")
-        _ = try ext.call("share.send", ["items": [["data": .string(base64(pdfBytes)), "name": "warmup.pdf"]], "open": true])
-        let file = h.dir.path + "/report.pdf"
-        _ = FileManager.default.createFile(atPath: file, contents: Data(pdfBytes))
-        let raw = try RawClient(h.socket)
-        raw.send(requestLine(id: "1", method: "hello", params: #"{"role":"extension","bundleID":"com.example.pdfreader.share"}"#))
-        XCTAssertNotNil(raw.readJSON()?["result"])
+        let (raw, file) = try pdfExtensionSendingBatches(h)
         faults.arm(fail: [2, 3])
         lock.lock()
         works.value = 0  // (the warmup's file was written off the loop too)
