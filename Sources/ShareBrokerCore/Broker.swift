@@ -1219,11 +1219,16 @@ public final class Broker {
     /// undo could not be made durable, with their errors (their other pending changes failed too).
     func compensate(_ list: [Compensation], failed: [ObjectIdentifier: StoreError]) -> [ObjectIdentifier: StoreError] {
         var undone: [TurnParticipant] = []
+        var undoFailed: [ObjectIdentifier: StoreError] = [:]
         for c in list where failed[c.failing] != nil {
-            c.undo()
+            if var e = c.undo(), failed[ObjectIdentifier(c.undoes)] == nil {
+                // (the take-back could not even be appended: the share stays, durable)
+                e.recordsMayRemain = true
+                log.log(.error, "cannot take back what a request stored with a failed commit of another store: \(e.message)")
+                undoFailed[ObjectIdentifier(c.undoes)] = e
+            }
             if !undone.contains(where: { $0 === c.undoes }) { undone.append(c.undoes) }
         }
-        var undoFailed: [ObjectIdentifier: StoreError] = [:]
         for store in undone where failed[ObjectIdentifier(store)] == nil {
             do { try store.commitTurn() } catch {
                 var e = error
@@ -1282,7 +1287,7 @@ public final class Broker {
         afterCommit.removeAll { $0.0 == store }
         let undo = compensations.filter { $0.failing == store }
         compensations.removeAll { $0.failing == store }
-        for c in undo { c.undo() }
+        for c in undo { _ = c.undo() }  // (changes not written yet: they go with this store's next commit)
         if let events = self.store, ObjectIdentifier(events) == store { turnEvents.removeAll() }
     }
 

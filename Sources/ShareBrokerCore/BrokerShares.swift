@@ -762,7 +762,13 @@ extension Broker {
             }
             turnEvents.append(event)  // delivered once the commit is durable (finishCommit)
             let shareID = stored.id
-            compensations.append(Compensation(failing: ObjectIdentifier(events), undoes: store, undo: { _ = try? store.complete(shareID) }))
+            compensations.append(
+                Compensation(
+                    failing: ObjectIdentifier(events), undoes: store,
+                    undo: {
+                        do throws(StoreError) { _ = try store.complete(shareID) } catch { return error }
+                        return nil
+                    }))
             if subscribers[route.app] == nil { launchIfNeeded(route.app) }
             result.string("eventID", event.id)
         }

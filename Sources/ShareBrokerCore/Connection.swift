@@ -231,8 +231,8 @@ struct Compensation {
     let failing: ObjectIdentifier
     /// The store it changes (its change joins that store's next commit).
     let undoes: TurnParticipant
-    /// The change.
-    let undo: () -> Void
+    /// The change; the error when it could not be made.
+    let undo: () -> StoreError?
 }
 
 /// A commit handed to the sync worker, with everything that waits for it to be durable.
