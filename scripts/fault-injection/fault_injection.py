@@ -634,6 +634,8 @@ class Run:
             self.broker.kill()
 
     def broker_alive(self, when):
+        if self.lost and not self.kill_at:
+            raise BrokerGone(self.lost)  # (a live broker dropped a connection: not asked for)
         rc = self.broker.proc.poll()
         if rc is not None:
             raise BrokerGone(f"{when}: the broker is gone (status {rc})")
