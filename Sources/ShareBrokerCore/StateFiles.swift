@@ -94,10 +94,23 @@ public struct StateFiles: Sendable {
         return .failure(SystemError("opendir \(path)", errno: errno))
     }
 
-    /// Reads `path` (`FileIO.readFile`), or fails with the injected errno.
-    static func read(_ path: String, limit: Int, fault: Int32?) throws(SystemError) -> [UInt8] {
-        if let e = fault { throw SystemError("open \(path)", errno: e) }
-        return try FileIO.readFile(path, limit: limit)
+    /// Reads the input file `path` (`FileIO.readFile`, or the injected errno). A read that fails
+    /// for a reason that may pass is listed in `transient`, and `previous` (what an earlier load
+    /// read of it), when there is one, stands for it (`kept`: why it was not read); otherwise
+    /// the error is thrown.
+    static func readInput(
+        _ path: String, limit: Int, fault: Int32?, previous: [UInt8]?, transient: inout [String]
+    ) throws(SystemError) -> (bytes: [UInt8], kept: String?) {
+        do throws(SystemError) {
+            if let e = fault { throw SystemError("open \(path)", errno: e) }
+            return (try FileIO.readFile(path, limit: limit), nil)
+        } catch {
+            guard isTransient(error.errno) else { throw error }
+            let why = String(cString: strerror(error.errno))
+            transient.append("\(path): \(why)")
+            guard let previous else { throw error }
+            return (previous, why)
+        }
     }
 
     /// Reads and validates every input file. Problems are reported in the result, never thrown.
@@ -149,23 +162,17 @@ public struct StateFiles: Sendable {
                 continue
             }
             do {
-                let bytes = try read(path, limit: 4 * 1024 * 1024, fault: readFault?(path))
-                files.append((name, bytes))
-                inputs.manifests[name] = bytes
-            } catch {
-                if isTransient(error.errno) {
-                    transient.append("\(path): \(String(cString: strerror(error.errno)))")
-                    if let bytes = previous?.manifests[name] {
-                        files.append((name, bytes))
-                        inputs.manifests[name] = bytes
-                        readIssues.append(
-                            ManifestIssue(
-                                file: name, field: "",
-                                message: "cannot be read now (\(String(cString: strerror(error.errno)))): the version read before is kept; read again in a moment",
-                                fatal: false))
-                        continue
-                    }
+                let read = try readInput(
+                    path, limit: 4 * 1024 * 1024, fault: readFault?(path), previous: previous?.manifests[name], transient: &transient)
+                files.append((name, read.bytes))
+                inputs.manifests[name] = read.bytes
+                if let why = read.kept {
+                    readIssues.append(
+                        ManifestIssue(
+                            file: name, field: "", message: "cannot be read now (\(why)): the version read before is kept; read again in a moment",
+                            fatal: false))
                 }
+            } catch {
                 readIssues.append(ManifestIssue(file: name, field: "", message: StateFiles.readProblem(error), fatal: true))
             }
         }
@@ -221,17 +228,14 @@ public struct StateFiles: Sendable {
                     continue
                 }
                 do {
-                    bytes = try read(path, limit: 8 * 1024 * 1024, fault: readFault?(path))
+                    bytes = try readInput(
+                        path, limit: 8 * 1024 * 1024, fault: readFault?(path), previous: previous?.associations[name],
+                        transient: &transient
+                    ).bytes
                 } catch {
-                    if isTransient(error.errno) {
-                        transient.append("\(path): \(String(cString: strerror(error.errno)))")
-                        bytes = previous?.associations[name]
-                    }
-                    if bytes == nil {
-                        errors[host] = "\(name): \(StateFiles.readProblem(error))"
-                        docs[host] = .failure(AssociationDocumentError(key: "", reason: StateFiles.readProblem(error)))
-                        continue
-                    }
+                    errors[host] = "\(name): \(StateFiles.readProblem(error))"
+                    docs[host] = .failure(AssociationDocumentError(key: "", reason: StateFiles.readProblem(error)))
+                    continue
                 }
             }
             guard let bytes else { continue }
