@@ -708,13 +708,9 @@ public final class Broker {
     func reloadManifests(reason: String) {
         // The spare descriptor is lent to the reload: at the open-file limit (thousands of
         // connections), reading the manifests must not fail and make every app unknown.
-        let lent = spareFD >= 0
-        if lent {
-            FD.close(spareFD)
-            spareFD = -1
+        let loaded = withSpareDescriptorFreed {
+            StateFiles.load(stateDirectory: config.stateDirectory, previous: lastInputs, readFault: config.inputReadFaults)
         }
-        let loaded = StateFiles.load(stateDirectory: config.stateDirectory, previous: lastInputs, readFault: config.inputReadFaults)
-        if lent { spareFD = open("/dev/null", O_RDONLY | O_CLOEXEC) }
         manifestLoads += 1
         lastInputs = loaded.inputs
         if loaded.transientFailures.isEmpty {
@@ -1443,12 +1439,21 @@ public final class Broker {
     /// so the listener does not stay readable forever (no busy loop).
     func shedConnectionAtFDLimit() {
         throttledWarning("open-file limit", "open-file limit (\(openFileLimit)) reached; refusing a connection")
+        withSpareDescriptorFreed {
+            if case .done(let fd)? = try? UnixSocket.accept(listenerFD) { FD.close(fd) }
+        }
+    }
+
+    /// Runs `body` with the spare descriptor (kept for the open-file limit) closed, so it has
+    /// one to use there; takes it back after (before the loop: none yet, none taken).
+    func withSpareDescriptorFreed<T>(_ body: () -> T) -> T {
+        let had = spareFD >= 0 || loopStarted
         if spareFD >= 0 {
             FD.close(spareFD)
             spareFD = -1
         }
-        if case .done(let fd)? = try? UnixSocket.accept(listenerFD) { FD.close(fd) }
-        spareFD = open("/dev/null", O_RDONLY | O_CLOEXEC)
+        defer { if had && spareFD < 0 { spareFD = open("/dev/null", O_RDONLY | O_CLOEXEC) } }
+        return body()
     }
 
     // MARK: Reading
