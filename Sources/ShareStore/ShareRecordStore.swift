@@ -361,7 +361,7 @@ public final class ShareRecordStore: TurnParticipant, SegmentCompacting {
     }
 
     /// Share directories in `files/` whose removal failed (an I/O error, say) although no record
-    /// needs them: removed at a later commit of the group (else at the next start, which removes
+    /// needs them (a completed, refused, retracted or rolled-back share's): removed at a later commit of the group (else at the next start, which removes
     /// files without a record).
     public private(set) var leftoverFiles: [String] = []
 
@@ -421,7 +421,7 @@ public final class ShareRecordStore: TurnParticipant, SegmentCompacting {
         do {
             try journal.append(type: RecordType.share.rawValue) { out in ShareRecordStore.writeRecord(share, to: &out) }
         } catch {
-            if !files.isEmpty { ShareRecordStore.removeTree(dir) }
+            if !files.isEmpty { removeShareFiles(dir) }
             throw error
         }
         if !files.isEmpty { createdDirs.append(dir) }
@@ -477,7 +477,7 @@ public final class ShareRecordStore: TurnParticipant, SegmentCompacting {
         if last.hasFiles {
             let dir = directory + "/files/" + id
             createdDirs.removeAll { $0 == dir }
-            ShareRecordStore.removeTree(dir)
+            removeShareFiles(dir)
         }
         lastAdded = nil
         return true
@@ -676,7 +676,7 @@ public final class ShareRecordStore: TurnParticipant, SegmentCompacting {
         journal.discardPending()
         restorableCount -= ShareRecordStore.restorable(in: undo)
         undoAll(undo)
-        for d in createdDirs { ShareRecordStore.removeTree(d) }
+        for d in createdDirs { removeShareFiles(d) }
         createdDirs.removeAll()
         completedDirs.removeAll()
         undo.removeAll()
