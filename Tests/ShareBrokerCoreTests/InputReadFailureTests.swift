@@ -183,21 +183,15 @@ final class InputReadFailureTests: XCTestCase {
     /// A real broker at its open-file limit (a few dozen descriptors, all taken by connections):
     /// SIGHUP reads the manifests with the spare descriptor, and the app keeps its session.
     func testAReloadAtTheOpenFileLimitKeepsEveryApp() throws {
-        let dir = TempDir()
-        dir.write("state/apps/10-myapp.json", deepLinkApp)
-        let socket = dir.path + "/s.sock"
-        let broker = try BrokerProcess(
-            socket: socket, state: dir.path + "/state", logDir: dir.path,
-            runVia: ["/bin/sh", "-c", #"ulimit -n 48 && exec "$0" "$@""#])
-        XCTAssertTrue(broker.waitReady(), broker.stderrText)
+        let (dir, broker) = try brokerUnderFileLimit(48, manifests: ["10-myapp.json": deepLinkApp])
+        let socket = broker.socket
         let app = try BrokerConnection(socketPath: socket)
         try app.hello(role: "app", bundleID: "com.mycompany.myapp")
         _ = try app.call("app.subscribe")
         let tool = try BrokerConnection(socketPath: socket)
         try tool.hello(role: "tool")
         // Every descriptor left is taken by idle connections (the broker sheds the ones past it).
-        var idle: [RawClient] = []
-        for _ in 0..<80 { if let c = try? RawClient(socket) { idle.append(c) } }
+        let idle = idleConnections(socket, 80)
         XCTAssertTrue(
             waitUntil(timeout: 10) { broker.stderrText.contains("open-file limit (48) reached") }, broker.stderrText)
         broker.signal(SIGHUP)
@@ -207,7 +201,25 @@ final class InputReadFailureTests: XCTestCase {
         let opened = try tool.call("url.open", ["url": "deeplinkmyapp://at-the-limit"])
         XCTAssertEqual(opened["delivered"], true, opened.compactText)
         XCTAssertEqual(try nextEventURL(app), "deeplinkmyapp://at-the-limit")
-        withExtendedLifetime(idle) {}
+        withExtendedLifetime((dir, idle)) {}
+    }
+
+    /// A real broker (`sharebroker serve`) whose open-file limit is `limit`, on a new state
+    /// directory with `manifests`; the directory lives as long as the caller keeps it.
+    func brokerUnderFileLimit(_ limit: Int, manifests: [String: String]) throws -> (TempDir, BrokerProcess) {
+        let dir = TempDir()
+        for (name, text) in manifests { dir.write("state/apps/" + name, text) }
+        let broker = try BrokerProcess(
+            socket: dir.path + "/s.sock", state: dir.path + "/state", logDir: dir.path,
+            runVia: ["/bin/sh", "-c", #"ulimit -n \#(limit) && exec "$0" "$@""#])
+        XCTAssertTrue(broker.waitReady(), broker.stderrText)
+        return (dir, broker)
+    }
+
+    /// Up to `count` connections that never say hello (the broker sheds or refuses those past
+    /// its limits).
+    func idleConnections(_ socket: String, _ count: Int) -> [RawClient] {
+        (0..<count).compactMap { _ in try? RawClient(socket) }
     }
 
     /// Connections, the broker's own user's included, leave the broker the descriptors its own
@@ -215,20 +227,13 @@ final class InputReadFailureTests: XCTestCase {
     /// is still stored (its file written), a new group's journal opened, and the connections past
     /// the budget are refused with a reason instead of the broker's files failing.
     func testConnectionsLeaveTheBrokerTheDescriptorsItsFilesNeed() throws {
-        let dir = TempDir()
-        dir.write("state/apps/20-pdf.json", pdfApp)
-        dir.write("state/apps/10-myapp.json", youtubeApp)
-        let socket = dir.path + "/s.sock"
-        let broker = try BrokerProcess(
-            socket: socket, state: dir.path + "/state", logDir: dir.path,
-            runVia: ["/bin/sh", "-c", #"ulimit -n 256 && exec "$0" "$@""#])
-        XCTAssertTrue(broker.waitReady(), broker.stderrText)
+        let (dir, broker) = try brokerUnderFileLimit(256, manifests: ["20-pdf.json": pdfApp, "10-myapp.json": youtubeApp])
+        let socket = broker.socket
         let pdf = try BrokerConnection(socketPath: socket)
         try pdf.hello(role: "extension", bundleID: "com.example.pdfreader.share")
         let yt = try BrokerConnection(socketPath: socket)
         try yt.hello(role: "extension", bundleID: "com.mycompany.myapp.share")
-        var idle: [RawClient] = []
-        for _ in 0..<400 { if let c = try? RawClient(socket) { idle.append(c) } }
+        let idle = idleConnections(socket, 400)
         // (the refused ones are told why, and closed by the broker)
         XCTAssertTrue(
             waitUntil(timeout: 10) { broker.stderrText.contains("kept for the broker's own files") }, broker.stderrText)
@@ -240,6 +245,6 @@ final class InputReadFailureTests: XCTestCase {
         let url = try yt.call("share.send", ["items": [["url": "https://youtu.be/dQw4w9WgXcQ"]]])
         XCTAssertNotNil(url["shareID"], url.compactText)
         XCTAssertFalse(broker.stderrText.contains("Too many open files"), broker.stderrText)
-        withExtendedLifetime(idle) {}
+        withExtendedLifetime((dir, idle)) {}
     }
 }
