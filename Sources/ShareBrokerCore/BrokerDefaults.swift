@@ -166,6 +166,7 @@ extension Broker {
             let s = try DefaultsStore(
                 directory: directory, group: group, segmentLimit: config.journalSegmentLimit, turn: turn)
             if let inject = config.storeFaults { s.journal.faultInjector = inject }
+            if let space = config.journalSpace { s.journal.setSpace(space) }
             // Its snapshots are written on the worker pool, not on the loop.
             s.backgroundRunner = { [unowned self] work, done in self.runPoolWork(work, then: done) }
             s.compactionFailingChanged = { [unowned self] failing in

@@ -126,6 +126,7 @@ extension Broker {
                 + (r.truncatedBytes > 0 ? ", torn tail of \(r.truncatedBytes) bytes truncated" : "") + late)
         for note in r.notes { log.log(.warning, "recovery: \(note)") }
         if let inject = config.storeFaults { s.journal.faultInjector = inject }
+        if let space = config.journalSpace { s.journal.setSpace(space) }
         if loopStarted { storeOpenedLate(s) }
     }
 

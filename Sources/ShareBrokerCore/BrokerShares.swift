@@ -115,6 +115,7 @@ extension Broker {
                 group: group, directory: groupDirectory(group), segmentLimit: config.journalSegmentLimit, turn: turn,
                 counter: shareCounter)
             if let f = config.storeFaults { s.faultInjector = f }
+            if let space = config.journalSpace { s.setJournalSpace(space) }
             shareStores[group] = s
             if s.orphansRemoved > 0 { log.log(.info, "\(group): removed \(s.orphansRemoved) orphaned share directories") }
             for note in s.recovery.notes { log.log(.warning, "recovery (\(group)): \(note)") }

@@ -91,6 +91,11 @@ public struct BrokerConfiguration: Sendable {
     public var inputReadFaults: (@Sendable (String) -> Int32?)? = nil
     /// Test seam: injects failures into the event journal (see `JournalFaultPoint`).
     public var storeFaults: (@Sendable (JournalFaultPoint) -> Int32?)? = nil
+    /// Test seam: every journal's reservation chunk and the headroom it keeps reserved for
+    /// space-freeing records (acks, completions), instead of 1 MiB and 64 KiB. With a chunk of 1
+    /// and no headroom, each record reserves exactly its own bytes, so a `storeFaults` that fails
+    /// `.reserve` reaches a space-freeing record too.
+    public var journalSpace: (reserveChunk: Int, freeingHeadroom: Int)? = nil
     /// Test seam: runs on a worker thread before each piece of off-loop work (reading the files
     /// of `path` items, writing a share's files), so a test can hold that work back.
     public var offLoopGate: (@Sendable () -> Void)? = nil

@@ -190,6 +190,12 @@ public final class Journal {
     /// Reserved space that only space-freeing records (`append(freeing: true)`: acks, share
     /// completions) may use, so that a full disk can still be freed through the broker.
     public var freeingHeadroom: Int = 64 * 1024
+
+    /// Sets `reserveChunk` and `freeingHeadroom` (a test seam's shape).
+    public func setSpace(_ space: (reserveChunk: Int, freeingHeadroom: Int)) {
+        reserveChunk = space.reserveChunk
+        freeingHeadroom = space.freeingHeadroom
+    }
     /// Keep about this much of the reserved space ahead of the records written with zeros (the
     /// commit that extends it pays the metadata commit once for the commits that follow).
     public var zeroAhead: Int = 256 * 1024

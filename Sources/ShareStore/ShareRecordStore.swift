@@ -811,6 +811,9 @@ public final class ShareRecordStore: TurnParticipant, SegmentCompacting {
         ledger.forget(through: deleted)
     }
 
+    /// Test seam: the journal's reservation chunk and headroom for completions (`Journal.setSpace`).
+    public func setJournalSpace(_ space: (reserveChunk: Int, freeingHeadroom: Int)) { journal.setSpace(space) }
+
     /// Test seam: failures injected into this group's journal.
     public var faultInjector: (@Sendable (JournalFaultPoint) -> Int32?)? {
         get { journal.faultInjector }

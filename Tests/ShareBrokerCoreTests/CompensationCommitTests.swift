@@ -15,7 +15,8 @@ import XCTest
 @testable import ShareBrokerCore
 
 /// Counts `.sync` calls from `arm`: fails the listed ones, blocks the one named until `permit`,
-/// and from sync number `cutsFailFrom` on fails every cut (and its zeros) too.
+/// and from sync number `cutsFailFrom` on fails every cut (and its zeros) too, and from sync number
+/// `reservesFailFrom` on every reservation (ENOSPC).
 final class SyncFaults: @unchecked Sendable {  // guarded by `lock`
     private let lock = NSLock()
     private var armed = false
@@ -23,16 +24,18 @@ final class SyncFaults: @unchecked Sendable {  // guarded by `lock`
     private var failing: Set<Int> = []
     private var blockAt = 0
     private var cutsFailFrom = Int.max
+    private var reservesFailFrom = Int.max
     let entered = DispatchSemaphore(value: 0)
     let permit = DispatchSemaphore(value: 0)
 
-    func arm(fail: Set<Int>, blockAt: Int = 0, cutsFailFrom: Int = .max) {
+    func arm(fail: Set<Int>, blockAt: Int = 0, cutsFailFrom: Int = .max, reservesFailFrom: Int = .max) {
         lock.lock()
         armed = true
         syncs = 0
         failing = fail
         self.blockAt = blockAt
         self.cutsFailFrom = cutsFailFrom
+        self.reservesFailFrom = reservesFailFrom
         lock.unlock()
     }
 
@@ -65,6 +68,10 @@ final class SyncFaults: @unchecked Sendable {  // guarded by `lock`
                 let fail = syncs >= cutsFailFrom
                 lock.unlock()
                 return fail ? EIO : nil
+            case .reserve:
+                let fail = syncs >= reservesFailFrom
+                lock.unlock()
+                return fail ? ENOSPC : nil
             default:
                 lock.unlock()
                 return nil
@@ -112,6 +119,37 @@ final class CompensationCommitTests: XCTestCase {
         XCTAssertEqual(try shareURLs(h), ["https://youtu.be/first", "https://youtu.be/second"])
         let tool = try h.tool()
         XCTAssertEqual(try tool.call("broker.status")["pendingEvents"]?.intValue, 2, "its event re-created with it")
+    }
+
+    /// The event's commit fails, and the take-back's completion cannot even be appended: its
+    /// journal keeps no headroom for it (the seam; normally 64 KiB are kept behind every record)
+    /// and the disk refuses the reservation. -32603, saying the share may be there; it is, after
+    /// a restart, its event re-created.
+    func testATakeBackThatCannotBeAppendedIsNotAnsweredNothingStored() throws {
+        let faults = SyncFaults()
+        let h = BrokerHarness(manifests: ["10-myapp.json": youtubeApp])
+        let configure: (inout BrokerConfiguration) -> Void = {
+            $0.storeFaults = faults.injector
+            $0.journalSpace = (reserveChunk: 1, freeingHeadroom: 0)  // (each record reserves its own bytes)
+        }
+        try h.start(configure)
+        let ext = try h.connect()
+        try ext.hello(role: "extension", bundleID: "com.mycompany.myapp.share")
+        _ = try sendOpen(ext, "https://youtu.be/first")
+        // fdatasync 1: the group's journal (the share); 2: the event journal (fails); from then on
+        // no space can be reserved, and the completion needs some.
+        faults.arm(fail: [2], reservesFailFrom: 2)
+        let refused = rpcError { _ = try self.sendOpen(ext, "https://youtu.be/second") }
+        XCTAssertEqual(refused?.code, -32603, "\(String(describing: refused))")
+        XCTAssertTrue(refused?.message.contains("it may be there after a restart") ?? false, "\(String(describing: refused))")
+        XCTAssertTrue(refused?.message.contains("No space left on device") ?? false, "names why the take-back failed: \(String(describing: refused))")
+        XCTAssertEqual(try shareURLs(h), ["https://youtu.be/first", "https://youtu.be/second"], "the share stays")
+        faults.arm(fail: [])
+        h.stop()
+        try h.start(configure)
+        defer { h.stop() }
+        XCTAssertEqual(try shareURLs(h), ["https://youtu.be/first", "https://youtu.be/second"])
+        XCTAssertEqual(try h.tool().call("broker.status")["pendingEvents"]?.intValue, 2, "its event re-created with it")
     }
 
     /// The event's commit fails once: the take-back is durable before the -32005, so nothing of
