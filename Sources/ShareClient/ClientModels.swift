@@ -454,7 +454,11 @@ public struct DefaultsChange: Sendable, Equatable {
     public let removed: Bool
     /// The group's version after this change.
     public let version: Int
-    /// The whole notification params.
+    /// True for a change the client made up from the group's current values after a
+    /// reconnection, for one the broker took while the client was away (see
+    /// `ShareBrokerClient.defaultsWatch`): the key's value (or its removal) at `version`.
+    public let caughtUp: Bool
+    /// The whole notification params (for a caught-up change, as the client made them up).
     public let raw: JSONValue
 
     /// Reads `defaults.changed` params; nil when `group` or `key` is missing.
@@ -470,6 +474,7 @@ public struct DefaultsChange: Sendable, Equatable {
             value = json["value"] ?? .null
         }
         version = json["version"]?.intValue ?? -1
+        caughtUp = json["caughtUp"]?.boolValue ?? false
         raw = json
     }
 
@@ -482,6 +487,30 @@ public struct DefaultsChange: Sendable, Equatable {
         } catch {
             throw .unexpectedResponse("the new value of '\(key)' in \(group) is not a \(T.self): \(error)")
         }
+    }
+}
+
+/// What `ShareBrokerClient.defaultsWatch` returns: the changes, an async sequence of
+/// `DefaultsChange`, and the group's version when the watch began.
+public struct DefaultsWatch: AsyncSequence, Sendable {
+    public typealias Element = DefaultsChange
+    public typealias Failure = any Error
+    /// The group's version when the broker began the watch (`defaults.watch`'s answer): every
+    /// change after it comes in the sequence.
+    public let version: Int
+    /// The keys watched; nil: every key.
+    public let keys: [String]?
+    /// The changes.
+    public let changes: AsyncThrowingStream<DefaultsChange, any Error>
+
+    init(version: Int, keys: [String]?, stream: AsyncThrowingStream<DefaultsChange, any Error>) {
+        self.version = version
+        self.keys = keys
+        self.changes = stream
+    }
+
+    public func makeAsyncIterator() -> AsyncThrowingStream<DefaultsChange, any Error>.AsyncIterator {
+        changes.makeAsyncIterator()
     }
 }
 

@@ -61,6 +61,10 @@ public actor ShareBrokerClient {
         let group: String
         let keys: Set<ExactKey>?  // (by their bytes, as the broker keys the suite)
         let continuation: AsyncThrowingStream<DefaultsChange, any Error>.Continuation
+        /// Per key, the version of the last change this stream was given and whether it was a
+        /// removal: a catch-up after a reconnection skips keys given a newer change meanwhile,
+        /// and reports the removal of keys it had been given.
+        var given: [ExactKey: (version: Int, removed: Bool)] = [:]
     }
 
     var state: State = .idle
@@ -79,6 +83,10 @@ public actor ShareBrokerClient {
     var nextStreamID = 1
     var eventSink: (id: Int, continuation: AsyncThrowingStream<AppEvent, any Error>.Continuation)?
     var watchers: [Int: Watcher] = [:]
+    /// Per watched group, the version its watches are in step with: the last `defaults.watch`
+    /// answer's, or a later change's. A reconnection whose renewed watch answers another one
+    /// catches up (`catchUp`).
+    var watchedVersions: [String: Int] = [:]
     var observers: [Int: AsyncStream<ConnectionEvent>.Continuation] = [:]
 
     /// The broker's answer to the last successful `hello` (nil while not connected).
@@ -263,12 +271,19 @@ public actor ShareBrokerClient {
     }
 
     /// Watches a group's defaults (`defaults.watch`) and returns its changes, after each is
-    /// durable, in version order; only for `keys` when given (nil: every key). The stream ends
+    /// durable, in version order; only for `keys` when given (nil: every key). The sequence's
+    /// `version` is the group's when the watch began: every later change comes. The stream ends
     /// with `.unauthorized` when a manifest reload takes the group from this bundle. Several watches
     /// may be open at once (the broker is asked for the union of their keys; each stream gets
-    /// its own). Renewed after a reconnection; changes committed between the broker's restart
-    /// and the renewal are not replayed (compare `version`, or re-read with `defaultsList`, on
-    /// `ConnectionEvent.reconnected`).
+    /// its own).
+    ///
+    /// Renewed after a reconnection. The broker does not replay the changes it took while this
+    /// client was away; when the renewed watch finds the group at another version, the client
+    /// reads the group (`defaults.list`) and catches up: the stream gets the current value of
+    /// each watched key (`caughtUp: true`, at the group's version then), and a removal for each
+    /// watched key that is gone (a watch of named keys: each of them; a watch of every key: those
+    /// it had been given). A catch-up may repeat a value the stream had; a key given a newer
+    /// change meanwhile is skipped.
     ///
     /// To start from the current values without missing a change (a widget): watch first, then
     /// read them with `defaultsList`; skip the changes whose `version` is at most the list's
@@ -277,9 +292,7 @@ public actor ShareBrokerClient {
     /// Throws `.invalidParams` for an empty `keys` array, without asking the broker (pass nil to
     /// watch every key), and `.unauthorized` when the group is not in the bundle's `appGroups`
     /// (or the session is a tool's).
-    public func defaultsWatch(group: String, keys: [String]? = nil) async throws(ShareBrokerError)
-        -> AsyncThrowingStream<DefaultsChange, any Error>
-    {
+    public func defaultsWatch(group: String, keys: [String]? = nil) async throws(ShareBrokerError) -> DefaultsWatch {
         if let keys, keys.isEmpty {
             throw .invalidParams(message: "Invalid params: 'keys' must not be empty; pass nil to watch every key")
         }
@@ -293,14 +306,17 @@ public actor ShareBrokerClient {
             guard let self else { return }
             Task { await self.dropWatcher(id) }
         }
+        let answer: JSONValue
         do throws(ShareBrokerError) {
-            _ = try await send("defaults.watch", watchParams(group), on: t, deadline: deadline)
+            answer = try await send("defaults.watch", watchParams(group), on: t, deadline: deadline)
         } catch {
             watchers[id] = nil
             continuation.finish()
             throw error
         }
-        return stream
+        let version = answer["version"]?.intValue ?? -1
+        watchedVersions[group] = max(watchedVersions[group] ?? version, version)
+        return DefaultsWatch(version: version, keys: keys, stream: stream)
     }
 
     // MARK: Internals
@@ -335,7 +351,10 @@ public actor ShareBrokerClient {
         try? t.send(frame)  // (a connection that fails here is noticed by its reader)
     }
 
-    func dropWatcher(_ id: Int) { watchers[id] = nil }
+    func dropWatcher(_ id: Int) {
+        guard let w = watchers.removeValue(forKey: id) else { return }
+        if !watchers.values.contains(where: { $0.group == w.group }) { watchedVersions[w.group] = nil }
+    }
 
     func dropObserver(_ id: Int) { observers[id] = nil }
 
@@ -534,9 +553,12 @@ public actor ShareBrokerClient {
                 sink.continuation.finish(throwing: ShareBrokerError.subscriptionEnded(reason: reason))
             case "defaults.changed":
                 guard let change = DefaultsChange(json: params) else { return }
-                for w in watchers.values where w.group == change.group && (w.keys?.contains(ExactKey(change.key)) ?? true) {
+                let key = ExactKey(change.key)
+                for (id, w) in watchers where w.group == change.group && (w.keys?.contains(key) ?? true) {
                     w.continuation.yield(change)
+                    watchers[id]?.given[key] = (change.version, change.removed)
                 }
+                if let v = watchedVersions[change.group], change.version > v { watchedVersions[change.group] = change.version }
             case "defaults.watchEnded":
                 // A manifest reload took the group from this app or extension: its streams end.
                 guard let group = params["group"]?.stringValue else { return }
@@ -674,14 +696,60 @@ public actor ShareBrokerClient {
         for w in watchers.values where !groups.contains(w.group) { groups.append(w.group) }
         for group in groups.sorted() {
             do throws(ShareBrokerError) {
-                _ = try await send("defaults.watch", watchParams(group), on: t, deadline: callDeadline())
+                let answer = try await send("defaults.watch", watchParams(group), on: t, deadline: callDeadline())
+                let version = answer["version"]?.intValue ?? -1
+                if watchedVersions[group] != version { try await catchUp(group, on: t) }
             } catch {
                 if error.isConnectionError { throw error }
                 for (id, w) in watchers where w.group == group {
                     watchers[id] = nil
                     w.continuation.finish(throwing: error)
                 }
+                watchedVersions[group] = nil
             }
         }
+    }
+
+    /// A renewed watch found `group` at another version than its watches had seen: changes
+    /// were made while this client was away. Each watcher is given the current value of its
+    /// keys (from `defaults.list`), and a removal for those gone (a watch of named keys: each;
+    /// of every key: those it was given present), skipping a key given a change at least as new
+    /// meanwhile (the list's answer may come after such a notification).
+    func catchUp(_ group: String, on t: SocketTransport) async throws(ShareBrokerError) {
+        let answer = try await send("defaults.list", .object(["group": .string(group)]), on: t, deadline: callDeadline())
+        guard case .object(let listed)? = answer["values"], let version = answer["version"]?.intValue else {
+            throw .unexpectedResponse("defaults.list of \(group) answered without values and version: \(answer.compactText)")
+        }
+        var values: [ExactKey: JSONValue] = [:]
+        for m in listed { values[ExactKey(m.key)] = m.value }
+        if let v = watchedVersions[group], version < v {
+            // The group went back (its state was replaced): what the streams were given is no
+            // guide to what changed.
+            for (id, w) in watchers where w.group == group { watchers[id]?.given = [:] }
+        }
+        for (id, w) in watchers where w.group == group {
+            var keys: [ExactKey]
+            if let named = w.keys {
+                keys = Array(named)
+            } else {
+                keys = Array(values.keys)
+                for (k, g) in w.given where !g.removed && values[k] == nil { keys.append(k) }
+            }
+            keys.sort()
+            for key in keys {
+                guard let current = watchers[id] else { break }  // (its consumer stopped meanwhile)
+                if let g = current.given[key], g.version >= version { continue }
+                let value = values[key]
+                if value == nil, let g = current.given[key], g.removed { continue }  // (known to be gone)
+                var params: JSONObject = ["group": .string(group), "key": .string(key.text)]
+                if let value { params["value"] = value } else { params["removed"] = true }
+                params["version"] = .number(String(version))
+                params["caughtUp"] = true
+                guard let change = DefaultsChange(json: .object(params)) else { continue }
+                w.continuation.yield(change)
+                watchers[id]?.given[key] = (version, value == nil)
+            }
+        }
+        watchedVersions[group] = version
     }
 }

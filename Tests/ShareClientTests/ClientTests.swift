@@ -430,6 +430,68 @@ struct ClientTests {
         #expect(await states.wait(for: 3).last == .closed)
     }
 
+    /// Changes the broker took while the client was away are caught up after the reconnection:
+    /// each watch gets its keys' current values (`caughtUp`), and removals; without changes in
+    /// between, nothing.
+    @Test func watchesCatchUpOnWhatChangedWhileTheClientWasAway() async throws {
+        let h = try startBroker()
+        let app = h.client(.app, "com.mycompany.myapp", reconnect: true)
+        try await app.connect()
+        let states = await Collector.start(await app.connectionEvents())
+        for (i, key) in ["a", "b", "c"].enumerated() { try await app.defaultsSet(group: appGroup, key: key, value: .number(String(i + 1))) }
+        let namedWatch = try await app.defaultsWatch(group: appGroup, keys: ["a", "b", "gone"])
+        #expect(namedWatch.version == 3, "the group's version when the watch began")
+        #expect(namedWatch.keys == ["a", "b", "gone"])
+        let named = await Collector.start(namedWatch)
+        let all = await Collector.start(try await app.defaultsWatch(group: appGroup))
+        try await app.defaultsSet(group: appGroup, key: "c", value: 4)  // (version 4: `all` is given c)
+        #expect(await all.wait(for: 1).map(\.key) == ["c"])
+
+        // The broker stops; another one on the same state, which the client cannot reach, takes
+        // changes; then the broker is back on the client's socket.
+        h.stop()
+        #expect(await states.wait(for: 1).count == 1)
+        let away = h.dir.path + "/away.sock"
+        try h.start(socketPath: away)
+        do {
+            let other = try BrokerConnection(socketPath: away)
+            try other.hello(role: "extension", bundleID: "com.mycompany.myapp.share")
+            _ = try other.call("defaults.set", ["group": .string(appGroup), "key": "a", "value": 10])  // 5
+            _ = try other.call("defaults.remove", ["group": .string(appGroup), "key": "c"])  // 6
+            _ = try other.call("defaults.set", ["group": .string(appGroup), "key": "d", "value": 5])  // 7
+        }
+        h.stop()
+        try h.start()
+        #expect(await states.wait(for: 2).count == 2)
+
+        let caughtNamed = await named.wait(for: 3)
+        #expect(caughtNamed.map(\.key) == ["a", "b", "gone"])
+        #expect(caughtNamed.map(\.value) == [10, 2, .none])
+        #expect(caughtNamed.map(\.removed) == [false, false, true])
+        #expect(caughtNamed.allSatisfy { $0.caughtUp && $0.version == 7 && $0.group == appGroup })
+        let caughtAll = await all.wait(for: 5)
+        #expect(caughtAll.dropFirst().map(\.key) == ["a", "b", "c", "d"])
+        #expect(caughtAll.dropFirst().map(\.value) == [10, 2, .none, 5], "c, given before, is reported removed")
+        #expect(caughtAll.dropFirst().allSatisfy { $0.caughtUp && $0.version == 7 })
+        #expect(caughtAll.first?.caughtUp == false)
+
+        // A restart without changes in between catches nothing up; live changes go on.
+        h.stop()
+        #expect(await states.wait(for: 3).count == 3)
+        try h.start()
+        #expect(await states.wait(for: 4).count == 4)
+        try await app.defaultsSet(group: appGroup, key: "b", value: 20)
+        let live = await named.wait(for: 4)
+        #expect(live.count == 4 && live[3].key == "b" && live[3].value == 20 && !live[3].caughtUp && live[3].version == 8)
+        #expect(await all.wait(for: 6).last?.version == 8)
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(await named.items.count == 4)
+        #expect(await all.items.count == 6)
+        await named.cancel()
+        await all.cancel()
+        await app.close()
+    }
+
     @Test func withoutReconnectTheStreamEndsWithConnectionLost() async throws {
         let h = try startBroker()
         let app = h.client(.app, "com.mycompany.myapp")

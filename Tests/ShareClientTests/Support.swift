@@ -47,9 +47,10 @@ final class BrokerHarness: @unchecked Sendable {
         for (host, text) in associations { dir.write("state/associations/\(host).json", text) }
     }
 
-    /// Starts a broker; throws what `Broker.init` throws.
-    func start() throws {
-        var config = BrokerConfiguration(socketPath: socket, stateDirectory: state)
+    /// Starts a broker (on `socketPath` instead of `socket` when given: clients of `socket` do
+    /// not reach it); throws what `Broker.init` throws.
+    func start(socketPath: String? = nil) throws {
+        var config = BrokerConfiguration(socketPath: socketPath ?? socket, stateDirectory: state)
         config.handleSignals = false
         config.logLevel = .error
         let cfg = config
