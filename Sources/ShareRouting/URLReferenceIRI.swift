@@ -28,6 +28,15 @@ extension URLReference {
             if !URLScheme.isValid(String(scheme)) {
                 throw URLParseError(input: text, reason: URLReference.invalidScheme(scheme), position: offset)
             }
+            // What encoding cannot fix (a control character, a malformed '%' escape) is the cause,
+            // not an earlier character it would have encoded.
+            let scalars = Array(text.unicodeScalars)
+            try URLReference.checkRawCharacters(
+                count: scalars.count,
+                { i in
+                    let v = scalars[i].value
+                    return v > 0x7F || (v < 0x80 && URLReference.mustEncode(UInt8(v))) ? 0x61 : v  // (as if encoded)
+                }, input: text)
             throw error
         }
     }

@@ -270,6 +270,21 @@ final class URLReferenceIRITests: XCTestCase {
                 XCTAssertEqual((error as? URLParseError)?.input, bad)
             }
         }
+        // The cause named is what encoding cannot fix, not an earlier character it would encode.
+        let unfixable: [(String, String, Int)] = [
+            ("deeplinkmyapp://h/p?q=é&x=\u{0}", "control character U+0000", 26),
+            ("https://example.com/ä b/\t", "control character U+0009", 24),
+            ("https://example.com/ä/%zz", "invalid percent-escape '%zz'", 22),
+            ("https://example.com/é%4", "invalid percent-escape '%4'", 21),
+        ]
+        for (text, cause, position) in unfixable {
+            XCTAssertThrowsError(try URLReference(parsingLeniently: text), text) { error in
+                let e = error as? URLParseError
+                XCTAssertTrue(e?.reason.hasPrefix(cause) ?? false, "\(text): \(String(describing: e?.reason))")
+                XCTAssertEqual(e?.position, position, text)
+                XCTAssertEqual(e?.input, text)
+            }
+        }
         // Text without a valid scheme is said to be that, not a space or letter to encode.
         let schemeless: [(String, String)] = [
             ("not a url", "missing scheme (expected SCHEME:..., e.g. 'https://example.com/' or 'myapp://open')"),
