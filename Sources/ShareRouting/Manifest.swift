@@ -495,7 +495,9 @@ public struct AssociatedDomainEntry: Sendable, Equatable {
         let ok = hostOnly.unicodeScalars.allSatisfy {
             ($0.properties.isAlphabetic || ("0"..."9").contains($0) || $0 == "-" || $0 == ".")
         }
-        if !ok || hostOnly.hasPrefix(".") || hostOnly.hasSuffix(".") { return "invalid host in '\(text)'" }
+        if !ok || hostOnly.hasPrefix(".") || hostOnly.hasSuffix(".") || hostOnly.contains("..") {
+            return "invalid host in '\(text)' (letters, digits and '-' in labels separated by single dots)"
+        }
         if URLReference.idnaHost(String(hostOnly)) == nil { return "'\(hostOnly)' has no IDNA form (a label over 63 characters?) in '\(text)'" }
         return nil
     }

@@ -368,6 +368,12 @@ public struct URLRouter: Sendable {
     /// The app that gets `url` (https) as a universal link, if any.
     func universalLink(_ url: URLReference, _ trace: inout Trace) -> String? {
         let host = url.host ?? ""
+        // A host with an empty label (`.example.org`, `a..example.org`) names no domain: it is
+        // no subdomain of what a `*.` entry covers, nor any entry's host.
+        if host.isEmpty || host.utf8.first == UInt8(ascii: ".") || host.contains("..") {
+            trace.add("the host '\(host)' has an empty label: no universal link")
+            return nil
+        }
         let portSuffix = (url.port == nil || url.port == 443) ? "" : ":\(url.port!)"
         let hostKey = host + portSuffix
         // Most specific claim per app: exact host first, then wildcard domains from longest to shortest.

@@ -213,6 +213,22 @@ final class URLRouterTests: XCTestCase {
         let r2 = URLRouter(apps: apps, associations: ["example.com": allFor("T.w")])
         XCTAssertEqual(r2.resolve("https://shop.example.com/x", fallback: nil).via, .universalLink)
         XCTAssertEqual(r2.resolve("https://example.com/x", fallback: nil).via, nil)  // the apex is not covered
+        // A host with an empty label is no subdomain (conformance probe): no universal link.
+        for u in ["https://.example.com/x", "https://..example.com/x", "https://a..example.com/x", "https://a.b..example.com/x"] {
+            XCTAssertEqual(r2.resolve(u, fallback: nil).via, nil, u)
+            XCTAssertTrue(r2.explain(u, fallback: nil).steps.contains { $0.hasSuffix("has an empty label: no universal link") }, u)
+        }
+        XCTAssertEqual(r2.resolve("https://a.b.example.com/x", fallback: nil).via, .universalLink)
+        // Nor is it an exact entry's host.
+        let exact = URLRouter(
+            apps: [AppManifest(bundleID: "e", teamID: "T", associatedDomains: ["applinks:example.com"])],
+            associations: ["example.com": allFor("T.e")])
+        XCTAssertEqual(exact.resolve("https://example.com/x", fallback: nil).via, .universalLink)
+        XCTAssertEqual(exact.resolve("https://.example.com/x", fallback: nil).via, nil)
+        // An entry whose host has an empty label is refused.
+        for entry in ["applinks:a..example.com", "applinks:*..example.com", "applinks:*.a..b"] {
+            XCTAssertNotNil(AssociatedDomainEntry.problem(in: entry), entry)
+        }
     }
 
     func testMostSpecificEntryCounts() {
