@@ -1284,6 +1284,11 @@ public final class Broker {
         let undo = compensations.filter { $0.failing == store }
         compensations.removeAll { $0.failing == store }
         for c in undo { _ = c.undo() }  // (changes not written yet: they go with this store's next commit)
+        // Requests whose change in `store` was just undone (not durable yet) have their change in
+        // another store, pending with the next commit, taken back (a share's event).
+        let orphaned = compensations.filter { ObjectIdentifier($0.undoes) == store }
+        compensations.removeAll { ObjectIdentifier($0.undoes) == store }
+        for c in orphaned { c.withdraw?() }
         if let events = self.store, ObjectIdentifier(events) == store { turnEvents.removeAll() }
     }
 

@@ -769,6 +769,15 @@ extension Broker {
                     undo: {
                         do throws(StoreError) { _ = try store.complete(shareID) } catch { return error }
                         return nil
+                    },
+                    withdraw: { [unowned self] in
+                        // (the share's group failed a commit and rolled it back before it was
+                        // durable: its event, pending with the next commit, must not announce it)
+                        turnEvents.removeAll { $0 === event }
+                        guard let events = self.store, events.isPending(app: event.app, id: event.id) else { return }
+                        do throws(StoreError) { _ = try events.ack(app: event.app, ids: [event.id]) } catch {
+                            log.log(.error, "cannot take back event \(event.id) of share \(shareID), whose share could not be stored: \(error.message)")
+                        }
                     }))
             if subscribers[route.app] == nil { launchIfNeeded(route.app) }
             result.string("eventID", event.id)

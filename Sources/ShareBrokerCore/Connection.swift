@@ -233,6 +233,10 @@ struct Compensation {
     let undoes: TurnParticipant
     /// The change; the error when it could not be made.
     let undo: () -> StoreError?
+    /// The other way round: `undoes` failed and undid the request's change there (a share not
+    /// yet durable, rolled back with its store's failed commit), so its change in the failing
+    /// store, not yet committed either, is taken back (the share's event); nil: nothing to do.
+    var withdraw: (() -> Void)? = nil
 }
 
 /// A commit handed to the sync worker, with everything that waits for it to be durable.

@@ -1,0 +1,58 @@
+// (Review) A share.send {open} handled while a commit of its group's journal is being written
+// joins the next commit: its share in the group (pending), its event in the event queues
+// (pending). When the commit in flight fails, the group undoes everything not durable, the
+// pending share included, and the request is answered -32005 ("nothing was stored"); but its
+// event stayed in the event queues, was committed with the next commit and delivered: an event
+// announcing a share that does not exist, after "nothing was stored".
+
+import Foundation
+import ShareClient
+import ShareProtocol
+import ShareStore
+import XCTest
+
+@testable import ShareBrokerCore
+
+final class AccumulatedEventOfFailedShareTests: XCTestCase {
+    func testAnEventIsNotStoredWhenItsShareIsRolledBackByTheGroupsFailedCommitInFlight() throws {
+        let faults = SyncFaults()
+        let h = BrokerHarness(manifests: ["10-myapp.json": youtubeApp])
+        try h.start {
+            $0.storeFaults = faults.injector
+            $0.commitPacingLongestWait = 0  // (the sync thread writes every commit: the loop goes on meanwhile)
+        }
+        defer { h.stop() }
+        let first = try RawClient(h.socket)
+        let second = try RawClient(h.socket)
+        for c in [first, second] {
+            c.send(requestLine(id: "0", method: "hello", params: #"{"role":"extension","bundleID":"com.mycompany.myapp.share"}"#))
+            XCTAssertNotNil(c.readJSON()?["result"])
+        }
+        first.send(requestLine(id: "1", method: "share.send", params: #"{"items":[{"url":"https://youtu.be/warmup"}],"open":true}"#))
+        XCTAssertNotNil(first.readJSON()?["result"])
+        let observer = try h.tool()
+        XCTAssertEqual(try observer.call("broker.status")["pendingEvents"]?.intValue, 1)
+        // fdatasync 1: the group's journal alone (a share without `open`), held on the sync
+        // thread and then failing; meanwhile a share with `open` joins the next commit.
+        faults.arm(fail: [1], blockAt: 1)
+        first.send(requestLine(id: "2", method: "share.send", params: #"{"items":[{"url":"https://youtu.be/first"}]}"#))
+        XCTAssertEqual(faults.entered.wait(timeout: .now() + 10), .success, "the commit waits in the group journal's fdatasync")
+        second.send(requestLine(id: "3", method: "share.send", params: #"{"items":[{"url":"https://youtu.be/second"}],"open":true}"#))
+        usleep(500_000)  // (the loop stores it meanwhile: it joins the next commit)
+        faults.permit.signal()
+        let a = try XCTUnwrap(first.readJSON(timeout: 10))
+        XCTAssertEqual(a["error"]?["code"], -32005, a.compactText)
+        let b = try XCTUnwrap(second.readJSON(timeout: 10))
+        XCTAssertEqual(b["error"]?["code"], -32005, b.compactText)
+        usleep(200_000)
+        let status = try observer.call("broker.status")
+        XCTAssertEqual(status["pendingShares"]?.intValue, 1, status.compactText)
+        XCTAssertEqual(status["pendingEvents"]?.intValue, 1, "answered 'nothing was stored' (its share is gone), but its event was stored: \(status.compactText)")
+        // And after a restart.
+        faults.arm(fail: [])
+        h.stop()
+        try h.start()
+        let again = try h.tool().call("broker.status")
+        XCTAssertEqual(again["pendingEvents"]?.intValue, 1, again.compactText)
+    }
+}
