@@ -1159,6 +1159,7 @@ public final class Broker {
 
     func finishCommit(_ ticket: CommitTicket, errors: [StoreError?]) {
         var failed = ticket.failed
+        var failedHere: [(ObjectIdentifier, StoreError)] = []
         var next = 0
         for (store, job) in ticket.stores {
             var error: StoreError? = nil
@@ -1170,20 +1171,36 @@ public final class Broker {
             if error != nil && store.failedRecordsMayRemain { error?.recordsMayRemain = true }
             if let error {
                 failed[ObjectIdentifier(store)] = error
-                failAccumulated(ObjectIdentifier(store), error)
+                failedHere.append((ObjectIdentifier(store), error))
             }
         }
         for (_, e) in failed { log.log(.error, "commit failed: \(e.message)") }
         var held = ticket.held
-        if !failed.isEmpty && !ticket.compensations.isEmpty {
-            let undoneFailed = compensate(ticket.compensations, failed: failed)
+        // The requests accumulated since (the next commit's) whose store failed too have what they
+        // did in other stores taken back with the commit's own requests, in the same durable
+        // write, before any of them is answered (`failAccumulated` below answers the rest): a
+        // take-back that cannot be made durable must turn their -32005 into -32603 as well.
+        // (only stores that failed here undid what was changed since: one that failed to begin
+        // the commit did so before the requests accumulated since came)
+        var list = ticket.compensations
+        if !failedHere.isEmpty && !compensations.isEmpty {
+            let undoneSince = Set(failedHere.map(\.0))
+            list += compensations.filter { undoneSince.contains($0.failing) }
+            compensations.removeAll { undoneSince.contains($0.failing) }
+        }
+        if !failed.isEmpty && !list.isEmpty {
+            let undoneFailed = compensate(list, failed: failed)
             if !undoneFailed.isEmpty {
                 held = held.map { ($0.0, $0.1.map { Broker.undoFailed($0, failed, undoneFailed) }, $0.2, $0.3) }
+                for c in heldConnections { c.held = c.held?.map { Broker.undoFailed($0, failed, undoneFailed) } }
                 for (_, b) in waitingBatches {
-                    for a in b.awaiting where a.commit == ticket.id { b.parts[a.index] = Broker.undoFailed(b.parts[a.index], failed, undoneFailed) }
+                    for a in b.awaiting where a.commit == ticket.id || a.commit == nextCommitID {
+                        b.parts[a.index] = Broker.undoFailed(b.parts[a.index], failed, undoneFailed)
+                    }
                 }
             }
         }
+        for (store, error) in failedHere { failAccumulated(store, error) }
         decideWaitingBatches(commit: ticket.id, failed: failed)
         releaseHeld(held, failed)
         // The commit's events go to their apps' live subscribers (no closure per event: the
