@@ -91,7 +91,7 @@ public struct StateFiles: Sendable {
     static func list(_ path: String, fault: Int32?) -> Result<[String], SystemError> {
         if let e = fault { return .failure(SystemError("opendir \(path)", errno: e)) }
         if let names = FileIO.listDirectory(path) { return .success(names) }
-        return .failure(SystemError("opendir \(path)", errno: errno))
+        return .failure(SystemError("opendir/readdir \(path)", errno: errno))
     }
 
     /// Reads the input file `path` (`FileIO.readFile`, or the injected errno). A read that fails

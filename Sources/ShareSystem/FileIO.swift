@@ -45,19 +45,27 @@ public enum FileIO {
         return rest.isEmpty || rest == "." ? String(cwd.dropLast(cwd.count > 1 ? 1 : 0)) : cwd + rest
     }
 
-    /// Names in a directory (without `.` and `..`), sorted; nil when it cannot be opened.
+    /// Names in a directory (without `.` and `..`), sorted; nil (with `errno` set) when it cannot
+    /// be opened or a `readdir` fails partway: a partial list is never returned as the whole.
     public static func listDirectory(_ path: String) -> [String]? {
         guard let dir = opendir(path) else { return nil }
-        defer { closedir(dir) }
+        defer {
+            let err = errno
+            closedir(dir)
+            errno = err
+        }
         var names: [String] = []
         // The name is read in place, up to its NUL: a record `readdir` returns may be shorter
         // than `dirent` (copying `d_name` whole read past its end).
         let nameOffset = MemoryLayout<dirent>.offset(of: \dirent.d_name) ?? 0
-        while let entry = readdir(dir) {
+        while true {
+            errno = 0  // (readdir's end and its failure both return NULL: errno tells them apart)
+            guard let entry = readdir(dir) else { break }
             let cName = (UnsafeRawPointer(entry) + nameOffset).assumingMemoryBound(to: CChar.self)
             let name = String(decoding: UnsafeRawBufferPointer(start: cName, count: strlen(cName)), as: UTF8.self)
             if name != "." && name != ".." { names.append(name) }
         }
+        if errno != 0 { return nil }
         return names.sorted()
     }
 
