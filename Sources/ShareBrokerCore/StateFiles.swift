@@ -63,10 +63,36 @@ public struct StateFiles: Sendable {
     /// read) is not to be trusted: another user than this one or root owns it, or any user, or a
     /// group another user is in, may write it. Such input could make a broker run a `launch`
     /// command of someone else's as its own user; it is not read. nil: fine (or gone: reading it
-    /// says so).
+    /// says so). A path that cannot be checked (its `stat` fails, but not because it is gone) is
+    /// not read either.
     public static func untrusted(_ path: String) -> String? {
+        switch check(path) {
+        case .fine: return nil
+        case .untrusted(let why): return why
+        case .unchecked(let e): return "cannot be checked (stat: \(String(cString: strerror(e)))); not read"
+        }
+    }
+
+    /// What `untrusted` found.
+    enum InputCheck {
+        case fine
+        case untrusted(String)
+        /// `stat` failed with this errno (not ENOENT or ENOTDIR: a path that is gone is fine here,
+        /// reading it says so).
+        case unchecked(Int32)
+    }
+
+    static func check(_ path: String) -> InputCheck {
         var st = stat()
-        guard stat(path, &st) == 0 else { return nil }
+        guard stat(path, &st) == 0 else {
+            let e = errno
+            return e == ENOENT || e == ENOTDIR ? .fine : .unchecked(e)
+        }
+        if let why = untrustedReason(st) { return .untrusted(why) }
+        return .fine
+    }
+
+    static func untrustedReason(_ st: stat) -> String? {
         if st.st_uid != getuid() && st.st_uid != 0 {
             return "belongs to uid \(st.st_uid), not to this user (uid \(getuid())) or root; not read (another user's input could make the broker run its launch command)"
         }
@@ -102,6 +128,9 @@ public struct StateFiles: Sendable {
         _ path: String, limit: Int, fault: Int32?, previous: [UInt8]?, transient: inout [String]
     ) throws(SystemError) -> (bytes: [UInt8], kept: String?) {
         do throws(SystemError) {
+            // (a file whose owner and mode cannot be checked is not read: its stat's failure is
+            // the read's, transient or not)
+            if case .unchecked(let e) = check(path) { throw SystemError("stat \(path)", errno: e) }
             if let e = fault { throw SystemError("open \(path)", errno: e) }
             return (try FileIO.readFile(path, limit: limit), nil)
         } catch {
@@ -125,13 +154,20 @@ public struct StateFiles: Sendable {
         var readIssues: [ManifestIssue] = []
         var inputs = Inputs()
         var transient: [String] = []
-        let appsUntrusted = untrusted(appsDir)
+        // (a directory that cannot be checked is not listed: its stat's failure is the listing's)
+        var appsUntrusted: String? = nil
+        var appsUnchecked: Int32? = nil
+        switch check(appsDir) {
+        case .untrusted(let why): appsUntrusted = why
+        case .unchecked(let e): appsUnchecked = e
+        case .fine: break
+        }
         var appNames: [String] = []
         var keptAll = false
         if let why = appsUntrusted {
             readIssues.append(ManifestIssue(file: "apps", field: "", message: "\(appsDir) \(why): no manifest was read", fatal: true))
         } else {
-            switch list(appsDir, fault: readFault?(appsDir)) {
+            switch list(appsDir, fault: appsUnchecked ?? readFault?(appsDir)) {
             case .success(let names): appNames = names
             case .failure(let error):
                 if isTransient(error.errno) {
@@ -157,7 +193,7 @@ public struct StateFiles: Sendable {
         }
         for name in appNames where name.hasSuffix(".json") && !name.hasPrefix(".") {
             let path = appsDir + "/" + name
-            if let why = untrusted(path) {
+            if case .untrusted(let why) = check(path) {
                 readIssues.append(ManifestIssue(file: name, field: "", message: why, fatal: true))
                 continue
             }
@@ -186,13 +222,20 @@ public struct StateFiles: Sendable {
         let assocDir = stateDirectory + "/associations"
         var docs: [String: AssociationDocumentResult] = [:]
         var errors: [String: String] = [:]
-        let assocUntrusted = untrusted(assocDir)
+        // (a directory that cannot be checked is not listed: its stat's failure is the listing's)
+        var assocUntrusted: String? = nil
+        var assocUnchecked: Int32? = nil
+        switch check(assocDir) {
+        case .untrusted(let why): assocUntrusted = why
+        case .unchecked(let e): assocUnchecked = e
+        case .fine: break
+        }
         var assocNames: [String] = []
         var keptBytes: [String: [UInt8]] = [:]
         if let why = assocUntrusted {
             errors["associations"] = "\(assocDir) \(why): no association document was read"
         } else {
-            switch list(assocDir, fault: readFault?(assocDir)) {
+            switch list(assocDir, fault: assocUnchecked ?? readFault?(assocDir)) {
             case .success(let names): assocNames = names
             case .failure(let error):
                 if isTransient(error.errno) {
@@ -222,7 +265,7 @@ public struct StateFiles: Sendable {
             let path = assocDir + "/" + name
             var bytes = keptBytes[name]
             if bytes == nil {
-                if let why = untrusted(path) {
+                if case .untrusted(let why) = check(path) {
                     errors[host] = "\(name): \(why)"
                     docs[host] = .failure(AssociationDocumentError(key: "", reason: why))
                     continue

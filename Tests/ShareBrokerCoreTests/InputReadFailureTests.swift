@@ -69,6 +69,22 @@ final class InputReadFailureTests: XCTestCase {
         return nil
     }
 
+    /// A manifest whose owner and mode cannot be checked (its stat fails, here for a symlink
+    /// loop) is not read: the stat's failure is its read's; the others load. (An input whose
+    /// stat fails while it can be opened is not made on demand: ELOOP stands for it.)
+    func testAManifestThatCannotBeCheckedIsNotRead() throws {
+        let dir = TempDir()
+        dir.write("state/apps/10-myapp.json", deepLinkApp)
+        XCTAssertEqual(symlink("30-loop.json", dir.path + "/state/apps/30-loop.json"), 0)
+        let loaded = StateFiles.load(stateDirectory: dir.path + "/state")
+        XCTAssertNotNil(loaded.registry.app("com.mycompany.myapp"))
+        let issue = loaded.registry.issues.first { $0.file == "30-loop.json" }
+        XCTAssertEqual(issue?.fatal, true)
+        XCTAssertTrue(issue?.message.contains("is a symbolic link") ?? false, "(ELOOP, said so) \(String(describing: issue))")
+        XCTAssertEqual(StateFiles.untrusted(dir.path + "/state/apps/30-loop.json").map { $0.hasPrefix("cannot be checked (stat: ") }, true)
+        XCTAssertNil(StateFiles.untrusted(dir.path + "/state/apps/gone.json"), "a path that is gone is no trust problem")
+    }
+
     func issues(_ tool: BrokerConnection) throws -> String {
         let list = try tool.call("apps.list")
         return ((list["errors"]?.arrayValue ?? []) + (list["warnings"]?.arrayValue ?? [])).map(\.compactText).joined(separator: "\n")
