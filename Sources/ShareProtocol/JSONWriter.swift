@@ -273,3 +273,14 @@ extension JSONValue {
         return false
     }
 }
+
+/// A value prints as its compact JSON text (`print(value)`, `"\(value)"`, test failures), not
+/// as the enum's cases.
+extension JSONValue: CustomStringConvertible {
+    public var description: String { compactText }
+}
+
+/// An object prints as its compact JSON text.
+extension JSONObject: CustomStringConvertible {
+    public var description: String { JSONValue.object(self).compactText }
+}

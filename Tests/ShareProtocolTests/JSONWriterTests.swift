@@ -18,6 +18,15 @@ struct JSONWriterTests {
         #expect(v.compactText == #"{"b":[1,"two",null,true],"a":{"c":false}}"#)
     }
 
+    @Test func printsAsCompactJSON() {
+        let v: JSONValue = ["a": [1, "x\u{e9}", .null, true], "b": .number("1.50")]
+        #expect("\(v)" == #"{"a":[1,"xé",null,true],"b":1.50}"#)
+        #expect(String(describing: v) == v.compactText)
+        let o: JSONObject = ["k": "v"]
+        #expect("\(o)" == #"{"k":"v"}"#)
+        #expect("\(JSONValue.string("a\"b"))" == #""a\"b""#)
+    }
+
     @Test func writeAppendsToExistingBuffer() {
         var out = utf8("prefix:")
         JSONValue.array([1, 2]).write(to: &out)
