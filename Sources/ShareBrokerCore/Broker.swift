@@ -1192,10 +1192,17 @@ public final class Broker {
             let undoneFailed = compensate(list, failed: failed)
             if !undoneFailed.isEmpty {
                 held = held.map { ($0.0, $0.1.map { Broker.undoFailed($0, failed, undoneFailed) }, $0.2, $0.3) }
-                for c in heldConnections { c.held = c.held?.map { Broker.undoFailed($0, failed, undoneFailed) } }
+                // The requests accumulated since failed only in the stores that failed here (and
+                // undid what they had changed since): a store that failed to begin this commit
+                // did so before they came, and their changes there wait for the next commit.
+                var failedSince: [ObjectIdentifier: StoreError] = [:]
+                for (store, error) in failedHere { failedSince[store] = error }
+                if !failedSince.isEmpty {
+                    for c in heldConnections { c.held = c.held?.map { Broker.undoFailed($0, failedSince, undoneFailed) } }
+                }
                 for (_, b) in waitingBatches {
-                    for a in b.awaiting where a.commit == ticket.id || a.commit == nextCommitID {
-                        b.parts[a.index] = Broker.undoFailed(b.parts[a.index], failed, undoneFailed)
+                    for a in b.awaiting where a.commit == ticket.id || (a.commit == nextCommitID && !failedSince.isEmpty) {
+                        b.parts[a.index] = Broker.undoFailed(b.parts[a.index], a.commit == ticket.id ? failed : failedSince, undoneFailed)
                     }
                 }
             }

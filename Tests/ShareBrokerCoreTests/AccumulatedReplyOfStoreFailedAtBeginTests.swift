@@ -1,0 +1,150 @@
+// (Review) A commit whose event journal failed to begin (it still owed the cut of an earlier
+// failed commit, and the cut failed again) is written for the group alone; a share.send {open}
+// of that commit gets its share taken back by a completion (`compensate`). When that completion
+// cannot even be appended, the take-back failed: the replies of the requests that touched the
+// event queues and the group become -32603 ("part of this request was stored and the rest could
+// not be"). That mapping ran over the replies of the requests accumulated since (the next
+// commit's) with the failed commit's stores, so a share.send {open} handled meanwhile, whose share
+// and event were both stored (the event queues' failure to begin came before it and undid nothing
+// of it), was answered -32603 although it fully succeeded.
+
+import Foundation
+import ShareClient
+import ShareProtocol
+import ShareStore
+import XCTest
+
+@testable import ShareBrokerCore
+
+/// Faults a test switches on and off: fails the listed `.sync` calls (counted from `arm`), blocks
+/// the one named until `permit`; fails cuts while `cutsFail`, reservations while `reservesFail`.
+final class SwitchedFaults: @unchecked Sendable {  // guarded by `lock`
+    private let lock = NSLock()
+    private var armed = false
+    private var syncs = 0
+    private var failing: Set<Int> = []
+    private var blockAt = 0
+    private var cutsFailing = false
+    private var reservesFailing = false
+    let entered = DispatchSemaphore(value: 0)
+    let permit = DispatchSemaphore(value: 0)
+
+    func arm(fail: Set<Int>, blockAt: Int = 0) {
+        lock.lock()
+        armed = true
+        syncs = 0
+        failing = fail
+        self.blockAt = blockAt
+        lock.unlock()
+    }
+
+    func block(at n: Int) {
+        lock.lock()
+        blockAt = n
+        lock.unlock()
+    }
+
+    var cutsFail: Bool {
+        get { lock.lock(); defer { lock.unlock() }; return cutsFailing }
+        set { lock.lock(); cutsFailing = newValue; lock.unlock() }
+    }
+
+    var reservesFail: Bool {
+        get { lock.lock(); defer { lock.unlock() }; return reservesFailing }
+        set { lock.lock(); reservesFailing = newValue; lock.unlock() }
+    }
+
+    var syncCalls: Int {
+        lock.lock()
+        defer { lock.unlock() }
+        return syncs
+    }
+
+    var injector: @Sendable (JournalFaultPoint) -> Int32? {
+        { [self] p in
+            lock.lock()
+            guard armed else {
+                lock.unlock()
+                return nil
+            }
+            switch p {
+            case .sync:
+                syncs += 1
+                let n = syncs
+                let block = n == blockAt
+                let fail = failing.contains(n)
+                lock.unlock()
+                if block {
+                    entered.signal()
+                    permit.wait()
+                }
+                return fail ? EIO : nil
+            case .cutBack, .cutBackZeros:
+                let fail = cutsFailing
+                lock.unlock()
+                return fail ? EIO : nil
+            case .reserve:
+                let fail = reservesFailing
+                lock.unlock()
+                return fail ? ENOSPC : nil
+            default:
+                lock.unlock()
+                return nil
+            }
+        }
+    }
+}
+
+final class AccumulatedReplyOfStoreFailedAtBeginTests: XCTestCase {
+    func testAnAccumulatedRequestIsNotAnsweredAFailedTakeBackOfAStoreThatFailedBeforeItCame() throws {
+        let faults = SwitchedFaults()
+        let h = BrokerHarness(manifests: ["10-myapp.json": youtubeApp])
+        try h.start {
+            $0.storeFaults = faults.injector
+            $0.journalSpace = (reserveChunk: 1, freeingHeadroom: 0)  // (each record reserves its own bytes)
+            $0.commitPacingLongestWait = 0  // (the sync thread writes every commit: the loop goes on meanwhile)
+        }
+        defer { h.stop() }
+        let first = try RawClient(h.socket)
+        let second = try RawClient(h.socket)
+        for c in [first, second] {
+            c.send(requestLine(id: "0", method: "hello", params: #"{"role":"extension","bundleID":"com.mycompany.myapp.share"}"#))
+            XCTAssertNotNil(c.readJSON()?["result"])
+        }
+        first.send(requestLine(id: "1", method: "share.send", params: #"{"items":[{"url":"https://youtu.be/warmup"}],"open":true}"#))
+        XCTAssertNotNil(first.readJSON()?["result"])
+        // fdatasync 1: the group (the share); 2: the event journal (fails, and its cut too: it
+        // owes it); 3: the share's take-back.
+        faults.arm(fail: [2])
+        faults.cutsFail = true
+        first.send(requestLine(id: "2", method: "share.send", params: #"{"items":[{"url":"https://youtu.be/owed"}],"open":true}"#))
+        let owed = try XCTUnwrap(first.readJSON(timeout: 10))
+        XCTAssertEqual(owed["error"]?["code"], -32603, owed.compactText)
+        XCTAssertEqual(faults.syncCalls, 3)
+        // The next commit: the event journal cannot begin it (the owed cut fails again), the
+        // group's share is written alone (fdatasync 4, held on the sync thread).
+        faults.block(at: 4)
+        first.send(requestLine(id: "3", method: "share.send", params: #"{"items":[{"url":"https://youtu.be/first"}],"open":true}"#))
+        XCTAssertEqual(faults.entered.wait(timeout: .now() + 10), .success, "the commit waits in the group journal's fdatasync")
+        // Meanwhile the disk lets the cut be made again; a share with `open` joins the next commit.
+        faults.cutsFail = false
+        second.send(requestLine(id: "4", method: "share.send", params: #"{"items":[{"url":"https://youtu.be/second"}],"open":true}"#))
+        usleep(500_000)  // (the loop stores it meanwhile: it joins the next commit)
+        // The first share's take-back (a completion) cannot be appended.
+        faults.reservesFail = true
+        faults.permit.signal()
+        let a = try XCTUnwrap(first.readJSON(timeout: 10))
+        XCTAssertEqual(a["error"]?["code"], -32603, "its share stays, its event is gone: \(a.compactText)")
+        let b = try XCTUnwrap(second.readJSON(timeout: 10))
+        faults.reservesFail = false
+        let observer = try h.tool()
+        let status = try observer.call("broker.status")
+        // warmup, first (could not be taken back), second (owed: its take-back was durable)
+        XCTAssertEqual(status["pendingShares"]?.intValue, 3, status.compactText)
+        // warmup, second
+        XCTAssertEqual(status["pendingEvents"]?.intValue, 2, status.compactText)
+        XCTAssertNotNil(
+            b["result"]?["eventID"],
+            "its share and its event were both stored (the event journal failed to begin the commit before it came): \(b.compactText)")
+    }
+}
