@@ -30,13 +30,19 @@ extension URLReference {
             }
             // What encoding cannot fix (a control character, a malformed '%' escape) is the cause,
             // not an earlier character it would have encoded.
+            // (the text itself is looked at: a character encoding would replace is no hex digit
+            // of an escape, and an escape is shown as written)
             let scalars = Array(text.unicodeScalars)
-            try URLReference.checkRawCharacters(
-                count: scalars.count,
-                { i in
-                    let v = scalars[i].value
-                    return v > 0x7F || (v < 0x80 && URLReference.mustEncode(UInt8(v))) ? 0x61 : v  // (as if encoded)
-                }, input: text)
+            for (i, u) in scalars.enumerated() {
+                let v = u.value
+                let control = v < 0x20 || v == 0x7F
+                let malformed =
+                    v == 0x25
+                    && !(i + 2 < scalars.count && URLReference.isHex(scalars[i + 1]) && URLReference.isHex(scalars[i + 2]))
+                if control || malformed {
+                    try URLReference.checkRawCharacters(from: i, count: scalars.count, { scalars[$0].value }, input: text)
+                }
+            }
             throw error
         }
     }
