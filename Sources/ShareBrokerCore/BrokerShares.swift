@@ -776,7 +776,10 @@ extension Broker {
                         turnEvents.removeAll { $0 === event }
                         guard let events = self.store, events.isPending(app: event.app, id: event.id) else { return }
                         do throws(StoreError) { _ = try events.ack(app: event.app, ids: [event.id]) } catch {
+                            // It must not be committed: the next commit of the event queues fails
+                            // (what it holds is rolled back, its requests answer -32005).
                             log.log(.error, "cannot take back event \(event.id) of share \(shareID), whose share could not be stored: \(error.message)")
+                            events.failTurn("event \(event.id) of share \(shareID), whose share could not be stored, could not be taken back: \(error.message)")
                         }
                     }))
             if subscribers[route.app] == nil { launchIfNeeded(route.app) }

@@ -575,7 +575,22 @@ public final class EventStore: TurnParticipant, SegmentCompacting {
     /// The changes handed to the sync worker and not yet durable (pipelined commit).
     var inflightUndo: [Undo] = []
 
+    /// Makes the next commit fail before it is handed over (everything not yet durable is rolled
+    /// back and its requests answer -32005): for a change that could not be undone any other way
+    /// (an event whose share was rolled back, when its ack cannot be appended).
+    public func failTurn(_ reason: String) {
+        failedTurn = reason
+        turn?.touch(self)
+    }
+
+    var failedTurn: String? = nil
+
     public func beginCommit() throws(StoreError) -> SyncJob? {
+        if let reason = failedTurn {
+            failedTurn = nil
+            rollback()
+            throw StoreError(reason)
+        }
         let batch: JournalBatch?
         do { batch = try journal.takeBatch() } catch {
             rollback()

@@ -1,0 +1,64 @@
+// (Review) A share.send {open} handled while a commit of its group's journal is being written
+// joins the next commit. When the commit in flight fails, the group undoes the pending share and
+// the request is answered -32005 ("nothing was stored"); its event, pending in the event queues,
+// is taken back by an ack (`Compensation.withdraw`). When that ack cannot be appended (no space:
+// the journal's headroom for space-freeing records used up), the event stayed pending: it was
+// committed with the next commit and delivered, announcing a share that does not exist, after
+// "nothing was stored". (Now the event queues' next commit fails instead: rolled back, it is not
+// stored.)
+
+import Foundation
+import ShareClient
+import ShareProtocol
+import ShareStore
+import XCTest
+
+@testable import ShareBrokerCore
+
+final class WithdrawnEventTests: XCTestCase {
+    func testAnEventWhoseWithdrawalCannotBeAppendedIsNotStoredAfterNothingWasStored() throws {
+        let faults = SwitchedFaults()
+        let h = BrokerHarness(manifests: ["10-myapp.json": youtubeApp])
+        try h.start {
+            $0.storeFaults = faults.injector
+            $0.journalSpace = (reserveChunk: 1, freeingHeadroom: 0)  // (each record reserves its own bytes)
+            $0.commitPacingLongestWait = 0  // (the sync thread writes every commit: the loop goes on meanwhile)
+        }
+        defer { h.stop() }
+        let first = try RawClient(h.socket)
+        let second = try RawClient(h.socket)
+        for c in [first, second] {
+            c.send(requestLine(id: "0", method: "hello", params: #"{"role":"extension","bundleID":"com.mycompany.myapp.share"}"#))
+            XCTAssertNotNil(c.readJSON()?["result"])
+        }
+        first.send(requestLine(id: "1", method: "share.send", params: #"{"items":[{"url":"https://youtu.be/warmup"}],"open":true}"#))
+        XCTAssertNotNil(first.readJSON()?["result"])
+        let observer = try h.tool()
+        XCTAssertEqual(try observer.call("broker.status")["pendingEvents"]?.intValue, 1)
+        // fdatasync 1: the group's journal alone (a share without `open`), held on the sync
+        // thread and then failing; meanwhile a share with `open` joins the next commit.
+        faults.arm(fail: [1], blockAt: 1)
+        first.send(requestLine(id: "2", method: "share.send", params: #"{"items":[{"url":"https://youtu.be/first"}]}"#))
+        XCTAssertEqual(faults.entered.wait(timeout: .now() + 10), .success, "the commit waits in the group journal's fdatasync")
+        second.send(requestLine(id: "3", method: "share.send", params: #"{"items":[{"url":"https://youtu.be/second"}],"open":true}"#))
+        usleep(500_000)  // (the loop stores it meanwhile: it joins the next commit)
+        faults.reservesFail = true  // (the disk is full from now on)
+        faults.permit.signal()
+        let a = try XCTUnwrap(first.readJSON(timeout: 10))
+        XCTAssertEqual(a["error"]?["code"], -32005, a.compactText)
+        let b = try XCTUnwrap(second.readJSON(timeout: 10))
+        usleep(200_000)
+        faults.reservesFail = false
+        let status = try observer.call("broker.status")
+        XCTAssertEqual(status["pendingShares"]?.intValue, 1, status.compactText)
+        XCTAssertEqual(b["error"]?["code"], -32005, b.compactText)
+        XCTAssertEqual(
+            status["pendingEvents"]?.intValue, 1,
+            "answered 'nothing was stored' (its share is gone), but its event was stored: \(status.compactText)")
+        faults.arm(fail: [])
+        h.stop()
+        try h.start()
+        let again = try h.tool().call("broker.status")
+        XCTAssertEqual(again["pendingEvents"]?.intValue, 1, "after a restart: \(again.compactText)")
+    }
+}
