@@ -1250,7 +1250,10 @@ public final class Broker {
             if !undone.contains(where: { $0 === c.undoes }) { undone.append(c.undoes) }
         }
         for store in undone where failed[ObjectIdentifier(store)] == nil {
-            do { try store.commitTurn() } catch {
+            do {
+                try store.commitTurn()
+                settleDurable(ObjectIdentifier(store))
+            } catch {
                 var e = error
                 if store.failedRecordsMayRemain { e.recordsMayRemain = true }
                 log.log(.error, "commit failed: \(e.message) (taking back what requests stored with a failed commit of another store)")
@@ -1259,6 +1262,31 @@ public final class Broker {
             }
         }
         return undoFailed
+    }
+
+    /// `store` was just committed out of band (a take-back, `compensate`), and with it what the
+    /// requests accumulated since (the next commit's) changed there. Those that changed nothing
+    /// else are durable whatever the next commit does (its failure in `store` no longer undoes
+    /// their change): their replies are successes now, still sent in their turn. (They used to
+    /// wait for the next commit, and were answered -32005 when it failed in `store`.)
+    func settleDurable(_ store: ObjectIdentifier) {
+        func onlyThere(_ touched: TouchedStores) -> Bool { touched.first == store && touched.more.isEmpty }
+        func convert(_ h: HeldReply) -> HeldReply {
+            switch h {
+            case .deferred(let id, let result, let touched) where onlyThere(touched):
+                var out: [UInt8] = []
+                result.writeResponse(id: id, to: &out)
+                return .bytes(out)
+            case .batch(let parts): return .batch(parts.map(convert))
+            default: return h
+            }
+        }
+        for c in heldConnections { c.held = c.held?.map(convert) }
+        let next = nextCommitID
+        settleAwaiting([:]) { a, part in
+            guard a.commit == next, case .deferred(_, _, let touched) = part else { return false }
+            return onlyThere(touched)
+        }
     }
 
     /// A held reply of a request whose commit failed in one store while its change in another
