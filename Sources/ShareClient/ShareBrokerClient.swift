@@ -695,10 +695,15 @@ public actor ShareBrokerClient {
         var groups: [String] = []
         for w in watchers.values where !groups.contains(w.group) { groups.append(w.group) }
         for group in groups.sorted() {
+            // (The version before the reconnection: live changes on the new connection may
+            // raise `watchedVersions` while the watch and the list are in flight.)
+            let before = watchedVersions[group]
             do throws(ShareBrokerError) {
                 let answer = try await send("defaults.watch", watchParams(group), on: t, deadline: callDeadline())
                 let version = answer["version"]?.intValue ?? -1
-                if watchedVersions[group] != version { try await catchUp(group, on: t) }
+                let wentBack = before.map { version < $0 } ?? false
+                if wentBack { watchedVersions[group] = version }  // (the old count means nothing now)
+                if before != version { try await catchUp(group, on: t, wentBack: wentBack) }
             } catch {
                 if error.isConnectionError { throw error }
                 for (id, w) in watchers where w.group == group {
@@ -715,16 +720,18 @@ public actor ShareBrokerClient {
     /// keys (from `defaults.list`), and a removal for those gone (a watch of named keys: each;
     /// of every key: those it was given present), skipping a key given a change at least as new
     /// meanwhile (the list's answer may come after such a notification).
-    func catchUp(_ group: String, on t: SocketTransport) async throws(ShareBrokerError) {
+    func catchUp(_ group: String, on t: SocketTransport, wentBack: Bool) async throws(ShareBrokerError) {
         let answer = try await send("defaults.list", .object(["group": .string(group)]), on: t, deadline: callDeadline())
         guard case .object(let listed)? = answer["values"], let version = answer["version"]?.intValue else {
             throw .unexpectedResponse("defaults.list of \(group) answered without values and version: \(answer.compactText)")
         }
         var values: [ExactKey: JSONValue] = [:]
         for m in listed { values[ExactKey(m.key)] = m.value }
-        if let v = watchedVersions[group], version < v {
+        if wentBack {
             // The group went back (its state was replaced): what the streams were given is no
-            // guide to what changed.
+            // guide to what changed. (Decided by the renewed watch's version against the one
+            // before the reconnection: a live change newer than this list may have raised
+            // `watchedVersions` past it already, and what it gave must not be undone.)
             for (id, w) in watchers where w.group == group { watchers[id]?.given = [:] }
         }
         for (id, w) in watchers where w.group == group {
@@ -750,6 +757,9 @@ public actor ShareBrokerClient {
                 watchers[id]?.given[key] = (version, value == nil)
             }
         }
-        watchedVersions[group] = version
+        // (Not back below a live change's version; not for a group whose watchers all went.)
+        if watchers.values.contains(where: { $0.group == group }) {
+            watchedVersions[group] = max(watchedVersions[group] ?? version, version)
+        }
     }
 }

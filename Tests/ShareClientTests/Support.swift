@@ -314,7 +314,13 @@ final class FakeConnection {
     }
 
     /// Answers request `id` with `result`.
-    func reply(_ id: JSONValue?, _ result: JSONValue) {
+    func reply(_ id: JSONValue?, _ result: JSONValue) { send(replyFrame(id, result)) }
+
+    /// Sends a notification.
+    func notify(_ method: String, _ params: JSONValue) { send(notificationFrame(method, params)) }
+
+    /// The frame answering request `id` with `result` (to send several in one write).
+    func replyFrame(_ id: JSONValue?, _ result: JSONValue) -> [UInt8] {
         var out: [UInt8] = []
         let rid: RequestID
         switch id {
@@ -324,16 +330,19 @@ final class FakeConnection {
         }
         RPCCodec.writeResult(id: rid, result: result, to: &out)
         out.append(0x0A)
-        try? FD.sendAll(fd, out)
+        return out
     }
 
-    /// Sends a notification.
-    func notify(_ method: String, _ params: JSONValue) {
+    /// The frame of a notification.
+    func notificationFrame(_ method: String, _ params: JSONValue) -> [UInt8] {
         var out: [UInt8] = []
         RPCCodec.writeRequest(id: nil, method: method, params: params, to: &out)
         out.append(0x0A)
-        try? FD.sendAll(fd, out)
+        return out
     }
+
+    /// Sends bytes as they are, in one write.
+    func send(_ bytes: [UInt8]) { try? FD.sendAll(fd, bytes) }
 
     /// Reads `hello` and answers it as a tool session (saying `maxMessage` when given).
     func answerHello(maxMessage: Int? = nil) -> Bool {

@@ -1,0 +1,64 @@
+// The catch-up of renewed defaults watches and the event stream's takeover notice, against a
+// scripted broker (for message orders a real broker produces only by chance) and against real
+// brokers on the same socket with different state.
+
+import Foundation
+import ShareClient
+import ShareProtocol
+import Testing
+
+#if canImport(Glibc)
+    @preconcurrency import Glibc
+#endif
+
+@Suite(.serialized, .timeLimit(.minutes(1)))
+struct CatchUpTests {
+    let fast = ReconnectPolicy(initialDelay: .milliseconds(10), maxDelay: .milliseconds(50))
+
+    func change(_ key: String, _ value: String, _ version: Int) -> JSONValue {
+        ["group": "g", "key": .string(key), "value": .string(value), "version": .int(version)]
+    }
+
+    /// The broker answers `defaults.list` and sends the next change right behind it (one
+    /// write, as when a change commits just after the list was answered). That change is newer
+    /// than the list: a caught-up value must not follow it (it would put the key back to its
+    /// older value), whatever order the client's tasks run in.
+    @Test func aCaughtUpValueNeverFollowsANewerLiveChange() async throws {
+        let dir = TempDir()
+        let fake = try FakeBroker(path: dir.path + "/f.sock")
+        let rounds = 8
+        fake.run { f in
+            var version = 3
+            for round in 0..<rounds {
+                guard let c = f.accept(), c.answerHello() else { return }
+                guard let w = c.read(), w["method"]?.stringValue == "defaults.watch" else { return }
+                version += 2  // (two changes while the client was away; none before the first watch)
+                if round == 0 { version = 3 }
+                c.reply(w["id"], ["watching": true, "version": .int(version)])
+                if round > 0 {
+                    guard let l = c.read(), l["method"]?.stringValue == "defaults.list" else { return }
+                    let listed: JSONValue = ["values": ["a": .string("v\(version)")], "version": .int(version)]
+                    version += 1
+                    c.send(c.replyFrame(l["id"], listed) + c.notificationFrame("defaults.changed", self.change("a", "v\(version)", version)))
+                } else {
+                    version += 1
+                    c.notify("defaults.changed", self.change("a", "v\(version)", version))
+                }
+                _ = c.read(timeout: 0.2)
+                f.record("round \(round)")
+                c.close()
+            }
+            _ = f.accept(timeout: 2)
+        }
+        let client = ShareBrokerClient(socketPath: fake.path, role: .extension, bundleID: "x", reconnect: true, reconnectPolicy: fast)
+        try await client.connect()
+        let changes = await Collector.start(try await client.defaultsWatch(group: "g"))
+        #expect(await eventually { fake.log.count == rounds })
+        let got = await changes.wait(for: 1 + 2 * (rounds - 1), seconds: 1)  // (fewer when a catch-up is skipped)
+        let described = got.map { "\($0.value?.stringValue ?? "-")@\($0.version)\($0.caughtUp ? "c" : "")" }
+        #expect(got.last?.value == .string("v\(3 + 1 + 3 * (rounds - 1))"), "the last value is the newest: \(described)")
+        #expect(zip(got, got.dropFirst()).allSatisfy { $0.version <= $1.version }, "in version order: \(described)")
+        await client.close()
+    }
+
+}
