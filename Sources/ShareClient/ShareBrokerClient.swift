@@ -61,10 +61,12 @@ public actor ShareBrokerClient {
         let group: String
         let keys: Set<ExactKey>?  // (by their bytes, as the broker keys the suite)
         let continuation: AsyncThrowingStream<DefaultsChange, any Error>.Continuation
-        /// Per key, the version of the last change this stream was given and whether it was a
-        /// removal: a catch-up after a reconnection skips keys given a newer change meanwhile,
-        /// and reports the removal of keys it had been given.
-        var given: [ExactKey: (version: Int, removed: Bool)] = [:]
+        /// Per key, the version of the last change this stream was given, whether it was a
+        /// removal and whether it was caught up: a catch-up after a reconnection skips keys given
+        /// a newer change meanwhile, and reports the removal of keys it had been given; a live
+        /// change not newer than a caught-up one is not given (the broker answers the list
+        /// before the notifications of the commit the list waited for).
+        var given: [ExactKey: (version: Int, removed: Bool, caughtUp: Bool)] = [:]
     }
 
     var state: State = .idle
@@ -555,8 +557,10 @@ public actor ShareBrokerClient {
                 guard let change = DefaultsChange(json: params) else { return }
                 let key = ExactKey(change.key)
                 for (id, w) in watchers where w.group == change.group && (w.keys?.contains(key) ?? true) {
+                    // (Already in a caught-up value: giving it now would take the key back.)
+                    if let g = w.given[key], g.caughtUp, g.version >= change.version { continue }
                     w.continuation.yield(change)
-                    watchers[id]?.given[key] = (change.version, change.removed)
+                    watchers[id]?.given[key] = (change.version, change.removed, false)
                 }
                 if let v = watchedVersions[change.group], change.version > v { watchedVersions[change.group] = change.version }
             case "defaults.watchEnded":
@@ -754,7 +758,7 @@ public actor ShareBrokerClient {
                 params["caughtUp"] = true
                 guard let change = DefaultsChange(json: .object(params)) else { continue }
                 w.continuation.yield(change)
-                watchers[id]?.given[key] = (version, value == nil)
+                watchers[id]?.given[key] = (version, value == nil, true)
             }
         }
         // (Not back below a live change's version; not for a group whose watchers all went.)

@@ -61,4 +61,41 @@ struct CatchUpTests {
         await client.close()
     }
 
+    /// The broker answers `defaults.list` before the notifications of the commit the list waited
+    /// for (a real broker does: held replies go before the commit's notifications). Those changes
+    /// are older than the caught-up value: the stream does not go back to them.
+    @Test func aLiveChangeOlderThanTheCatchUpIsNotYieldedAfterIt() async throws {
+        let dir = TempDir()
+        let fake = try FakeBroker(path: dir.path + "/f.sock")
+        fake.run { f in
+            guard let c1 = f.accept(), c1.answerHello() else { return }
+            guard let w1 = c1.read() else { return }
+            c1.reply(w1["id"], ["watching": true, "version": 3])
+            _ = c1.read(timeout: 0.2)
+            c1.close()
+            guard let c2 = f.accept(), c2.answerHello() else { return }
+            guard let w2 = c2.read() else { return }
+            c2.reply(w2["id"], ["watching": true, "version": 5])
+            guard let l = c2.read(), l["method"]?.stringValue == "defaults.list" else { return }
+            // a was set to v6 then v7 in the commit the list waited for.
+            c2.send(
+                c2.replyFrame(l["id"], ["values": ["a": "v7"], "version": 7])
+                    + c2.notificationFrame("defaults.changed", self.change("a", "v6", 6))
+                    + c2.notificationFrame("defaults.changed", self.change("a", "v7", 7)))
+            c2.notify("defaults.changed", self.change("a", "v8", 8))
+            _ = c2.read(timeout: 5)
+        }
+        let client = ShareBrokerClient(socketPath: fake.path, role: .extension, bundleID: "x", reconnect: true, reconnectPolicy: fast)
+        try await client.connect()
+        let changes = await Collector.start(try await client.defaultsWatch(group: "g"))
+        let got = await changes.wait(for: 2, seconds: 5)
+        try await Task.sleep(for: .milliseconds(300))
+        let all = await changes.items
+        let described = all.map { "\($0.value?.stringValue ?? "-")@\($0.version)\($0.caughtUp ? "c" : "")" }
+        // ([v7 caught up, v8] when the catch-up runs before the client reads the notifications
+        // behind the list; [v6, v7, v8] when it runs after, v7 given then.)
+        #expect(got.count >= 2 && all.last?.value == "v8", "\(described)")
+        #expect(zip(all, all.dropFirst()).allSatisfy { $0.version < $1.version }, "in version order: \(described)")
+        await client.close()
+    }
 }
