@@ -706,8 +706,16 @@ public actor ShareBrokerClient {
                 let answer = try await send("defaults.watch", watchParams(group), on: t, deadline: callDeadline())
                 let version = answer["version"]?.intValue ?? -1
                 let wentBack = before.map { version < $0 } ?? false
-                if wentBack { watchedVersions[group] = version }  // (the old count means nothing now)
-                if before != version { try await catchUp(group, on: t, wentBack: wentBack) }
+                if wentBack {
+                    // The group went back (its state was replaced): the versions the streams
+                    // were given count in another series (kept: which keys they were given, and
+                    // whether removed, so that those now gone are reported removed).
+                    watchedVersions[group] = version
+                    for (id, w) in watchers where w.group == group {
+                        watchers[id]?.given = w.given.mapValues { (-1, $0.removed, false) }
+                    }
+                }
+                if before != version { try await catchUp(group, on: t) }
             } catch {
                 if error.isConnectionError { throw error }
                 for (id, w) in watchers where w.group == group {
@@ -724,20 +732,13 @@ public actor ShareBrokerClient {
     /// keys (from `defaults.list`), and a removal for those gone (a watch of named keys: each;
     /// of every key: those it was given present), skipping a key given a change at least as new
     /// meanwhile (the list's answer may come after such a notification).
-    func catchUp(_ group: String, on t: SocketTransport, wentBack: Bool) async throws(ShareBrokerError) {
+    func catchUp(_ group: String, on t: SocketTransport) async throws(ShareBrokerError) {
         let answer = try await send("defaults.list", .object(["group": .string(group)]), on: t, deadline: callDeadline())
         guard case .object(let listed)? = answer["values"], let version = answer["version"]?.intValue else {
             throw .unexpectedResponse("defaults.list of \(group) answered without values and version: \(answer.compactText)")
         }
         var values: [ExactKey: JSONValue] = [:]
         for m in listed { values[ExactKey(m.key)] = m.value }
-        if wentBack {
-            // The group went back (its state was replaced): what the streams were given is no
-            // guide to what changed. (Decided by the renewed watch's version against the one
-            // before the reconnection: a live change newer than this list may have raised
-            // `watchedVersions` past it already, and what it gave must not be undone.)
-            for (id, w) in watchers where w.group == group { watchers[id]?.given = [:] }
-        }
         for (id, w) in watchers where w.group == group {
             var keys: [ExactKey]
             if let named = w.keys {

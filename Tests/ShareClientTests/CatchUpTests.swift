@@ -98,4 +98,41 @@ struct CatchUpTests {
         #expect(zip(all, all.dropFirst()).allSatisfy { $0.version < $1.version }, "in version order: \(described)")
         await client.close()
     }
+
+    /// The broker's state was replaced while the client was away (the group's version went
+    /// back): a watch of every key is told of the removal of the keys it had been given, as when
+    /// the version moved on.
+    @Test func aGroupWhoseVersionWentBackReportsItsRemovedKeys() async throws {
+        let h = try startBroker()
+        let app = h.client(.app, "com.mycompany.myapp", reconnect: true)
+        try await app.connect()
+        let states = await Collector.start(await app.connectionEvents())
+        try await app.defaultsSet(group: appGroup, key: "x", value: 1)
+        let all = await Collector.start(try await app.defaultsWatch(group: appGroup))
+        try await app.defaultsSet(group: appGroup, key: "y", value: 2)
+        try await app.defaultsSet(group: appGroup, key: "z", value: 3)
+        #expect(await all.wait(for: 2).map(\.key) == ["y", "z"])
+
+        // Another state: only w, at version 1.
+        let other = BrokerHarness(manifests: ["10-myapp.json": myAppManifest])
+        let away = other.dir.path + "/away.sock"
+        try other.start(socketPath: away)
+        do {
+            let c = try BrokerConnection(socketPath: away)
+            try c.hello(role: "app", bundleID: "com.mycompany.myapp")
+            _ = try c.call("defaults.set", ["group": .string(appGroup), "key": "w", "value": 9])
+        }
+        other.stop()
+        h.stop()
+        #expect(await states.wait(for: 1).count == 1)
+        try other.start(socketPath: h.socket)
+        #expect(await states.wait(for: 2).count == 2)
+        let caught = await all.wait(for: 5, seconds: 5).dropFirst(2)
+        #expect(caught.map(\.key) == ["w", "y", "z"])
+        #expect(caught.map(\.removed) == [false, true, true], "y and z, given before, are gone")
+        #expect(caught.allSatisfy { $0.caughtUp && $0.version == 1 })
+        await all.cancel()
+        await app.close()
+        other.stop()
+    }
 }
