@@ -84,6 +84,13 @@ public actor ShareBrokerClient {
     var lastBrokerNotice: String?
     var nextStreamID = 1
     var eventSink: (id: Int, continuation: AsyncThrowingStream<AppEvent, any Error>.Continuation)?
+    /// The `app.subscribe` of `subscribe()` whose answer has not arrived yet, and the stream it
+    /// is for: a takeover notice that comes before that answer concerns the subscription before
+    /// it (the broker answers the new one after sending the notice), not the new stream.
+    var subscribing: (requestID: Int, sinkID: Int)?
+    /// The reason of such a notice (the stream before is taken over, should the new
+    /// subscription fail).
+    var takeoverWhileSubscribing: String?
     var watchers: [Int: Watcher] = [:]
     /// Per watched group, the version its watches are in step with: the last `defaults.watch`
     /// answer's, or a later change's. A reconnection whose renewed watch answers another one
@@ -261,10 +268,29 @@ public actor ShareBrokerClient {
             guard let self else { return }
             Task { await self.dropEventSink(id) }
         }
+        let requestID = nextRequestID
+        nextRequestID += 1
+        subscribing = (requestID, id)
+        takeoverWhileSubscribing = nil
+        let result: Result<JSONValue, ShareBrokerError>
         do throws(ShareBrokerError) {
-            _ = try await send("app.subscribe", Self.subscribeParams, on: t, deadline: deadline)
+            result = .success(try await send("app.subscribe", Self.subscribeParams, on: t, deadline: deadline, requestID: requestID))
         } catch {
-            if eventSink?.id == id { eventSink = previous }
+            result = .failure(error)
+        }
+        let takenOver = subscribing == nil || subscribing?.sinkID == id ? takeoverWhileSubscribing : nil
+        if subscribing?.sinkID == id { subscribing = nil }
+        if takenOver != nil { takeoverWhileSubscribing = nil }
+        if case .failure(let error) = result {
+            if eventSink?.id == id {
+                if let takenOver {
+                    // (The stream before was taken over meanwhile: it ends as it would have.)
+                    eventSink = nil
+                    previous?.continuation.finish(throwing: ShareBrokerError.subscriptionEnded(reason: takenOver))
+                } else {
+                    eventSink = previous
+                }
+            }
             continuation.finish()
             throw error
         }
@@ -475,12 +501,18 @@ public actor ShareBrokerClient {
     }
 
     /// Sends one request on `t` and waits for its answer, until `deadline` at most.
-    func send(_ method: String, _ params: JSONValue?, on t: SocketTransport, deadline: ContinuousClock.Instant?)
-        async throws(ShareBrokerError) -> JSONValue
-    {
+    /// (`requestID`: one the caller took from `nextRequestID`, to know its answer when it comes.)
+    func send(
+        _ method: String, _ params: JSONValue?, on t: SocketTransport, deadline: ContinuousClock.Instant?, requestID: Int? = nil
+    ) async throws(ShareBrokerError) -> JSONValue {
         if Task.isCancelled { throw .cancelled }
-        let id = nextRequestID
-        nextRequestID += 1
+        let id: Int
+        if let requestID {
+            id = requestID
+        } else {
+            id = nextRequestID
+            nextRequestID += 1
+        }
         var frame: [UInt8] = []
         RPCCodec.writeRequest(id: .number(String(id)), method: method, params: params, to: &frame)
         if let limit = messageLimit, frame.count > limit {
@@ -538,6 +570,7 @@ public actor ShareBrokerClient {
                 if case .failure(let e) = result { lastBrokerNotice = e.description }
                 return
             }
+            if subscribing?.requestID == id { subscribing = nil }  // (a notice from now on is the new stream's)
             guard let p = pending.removeValue(forKey: id) else { return }
             p.continuation.resume(returning: result.mapError { ShareBrokerError($0) })
         case .notification(let method, let params)?:
@@ -550,8 +583,14 @@ public actor ShareBrokerClient {
             case "app.subscriptionEnded":
                 // Another connection of the app subscribed (a second instance): this stream ends.
                 guard let sink = eventSink else { return }
-                eventSink = nil
                 let reason = params["reason"]?.stringValue ?? "another connection of the app subscribed"
+                if let s = subscribing, s.sinkID == sink.id {
+                    // Sent before the answer to the stream's app.subscribe: it concerns the
+                    // subscription before, which that app.subscribe takes back.
+                    takeoverWhileSubscribing = reason
+                    return
+                }
+                eventSink = nil
                 sink.continuation.finish(throwing: ShareBrokerError.subscriptionEnded(reason: reason))
             case "defaults.changed":
                 guard let change = DefaultsChange(json: params) else { return }

@@ -135,4 +135,35 @@ struct CatchUpTests {
         await app.close()
         other.stop()
     }
+
+    /// A takeover notice that arrives while `subscribe()` is renewing the subscription concerns
+    /// the subscription before (the broker answers the new one after it): the new stream goes on.
+    @Test func aTakeoverNoticeOfThePreviousSubscriptionDoesNotEndTheNewStream() async throws {
+        let dir = TempDir()
+        let fake = try FakeBroker(path: dir.path + "/f.sock")
+        fake.run { f in
+            guard let c = f.accept(), c.answerHello() else { return }
+            guard let s1 = c.read(), s1["method"]?.stringValue == "app.subscribe" else { return }
+            c.reply(s1["id"], ["pending": 0])
+            guard let s2 = c.read(), s2["method"]?.stringValue == "app.subscribe" else { return }
+            // Another instance subscribed just before this connection's second app.subscribe.
+            c.send(
+                c.notificationFrame("app.subscriptionEnded", ["app": "x", "reason": "another connection of x subscribed"])
+                    + c.replyFrame(s2["id"], ["pending": 0]))
+            c.notify("app.event", ["id": "ev-1", "kind": "openURL", "url": "x://one", "via": "scheme"])
+            f.record("sent")
+            _ = c.read(timeout: 5)
+        }
+        let client = ShareBrokerClient(socketPath: fake.path, role: .app, bundleID: "x")
+        try await client.connect()
+        let first = await Collector.start(try await client.subscribe())
+        let second = await Collector.start(try await client.subscribe())
+        #expect(await first.waitForEnd(seconds: 5))
+        #expect(await eventually(5) { fake.log == ["sent"] })
+        let got = await second.wait(for: 1, seconds: 2)
+        let failure = await second.failure
+        #expect(got.map(\.id) == ["ev-1"], "ended with \(String(describing: failure))")
+        #expect(await second.finished == false)
+        await client.close()
+    }
 }
