@@ -15,15 +15,38 @@ final class DefaultsWatch {
     let keys: Set<ExactKey>?
     /// The change sequence number when the watch was set: older changes are not sent.
     let since: UInt64
+    /// The watches of the group this one replaced on its connection (their keys together, and
+    /// the earliest `since`): a change of one of those keys that they were to get, not yet sent
+    /// when this one was set (its commit still under way), is still sent. Watching again to add
+    /// keys does not lose a change of the keys watched already.
+    let replaced: (keys: Set<ExactKey>?, since: UInt64)?
     /// The `Broker.registryGeneration` at which the session's bundle was last seen listing the
     /// group: while the registry has not been reloaded since, delivery needs no registry look-up.
     var entitledGeneration: Int
 
-    init(conn: Connection, keys: Set<ExactKey>?, since: UInt64, entitledGeneration: Int) {
+    init(conn: Connection, keys: Set<ExactKey>?, since: UInt64, entitledGeneration: Int, replacing old: DefaultsWatch? = nil) {
         self.conn = conn
         self.keys = keys
         self.since = since
         self.entitledGeneration = entitledGeneration
+        if let old {
+            var keys = old.keys
+            var since = old.since
+            if let earlier = old.replaced {
+                since = min(since, earlier.since)
+                if let k = keys, let e = earlier.keys { keys = k.union(e) } else { keys = nil }
+            }
+            replaced = (keys, since)
+        } else {
+            replaced = nil
+        }
+    }
+
+    /// Whether the change `sequence` of `key` goes to this watch (its filter wants the key).
+    func wants(_ key: ExactKey, sequence: UInt64) -> Bool {
+        if since < sequence { return true }
+        guard let replaced, replaced.since < sequence else { return false }
+        return replaced.keys?.contains(key) ?? true
     }
 }
 
@@ -316,7 +339,8 @@ extension Broker {
         store.joinPendingCommit()  // the version answered may be uncommitted
         defaults.setWatch(
             DefaultsWatch(
-                conn: conn, keys: keys, since: defaults.changeSequence, entitledGeneration: registryGeneration),
+                conn: conn, keys: keys, since: defaults.changeSequence, entitledGeneration: registryGeneration,
+                replacing: defaults.watchers[group]?.byConnection[conn.id]),
             group: group)
         if log.enabled(.debug) {
             log.log(
@@ -363,8 +387,9 @@ extension Broker {
         var revoked: [Connection] = []
         let limit = defaultsWatcherBacklogLimit
         let generation = registryGeneration
+        let exactKey = ExactKey(key)
         func deliver(_ w: DefaultsWatch) {
-            guard w.since < sequence, !w.conn.closed else { return }
+            guard w.wants(exactKey, sequence: sequence), !w.conn.closed else { return }
             if w.entitledGeneration != generation {
                 guard let bundle = w.conn.bundleID, Broker.lists(registry.appGroups(of: bundle), group) else {
                     revoked.append(w.conn)  // the manifest no longer lists the group
@@ -388,7 +413,7 @@ extension Broker {
             defaults.notificationsSent += 1
         }
         for (_, w) in watching.everyKey { deliver(w) }
-        if let named = watching.byKey[ExactKey(key)] {
+        if let named = watching.byKey[exactKey] {
             for (_, w) in named { deliver(w) }
         }
         for c in revoked { endUnlistedWatch(c, group: group) }

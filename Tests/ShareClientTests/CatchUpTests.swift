@@ -167,3 +167,30 @@ struct CatchUpTests {
         await client.close()
     }
 }
+
+@Suite(.serialized, .timeLimit(.minutes(1)))
+struct RewatchTests {
+    /// A second watch of a group re-watches it (the union of the keys): a change of a key the
+    /// first watch has, committed while that re-watch was served, still reaches the first watch.
+    @Test func aSecondWatchOfTheGroupLosesNoChangeOfTheFirst() async throws {
+        let h = try startBroker()
+        let app = h.client(.app, "com.mycompany.myapp")
+        try await app.connect()
+        let first = await Collector.start(try await app.defaultsWatch(group: appGroup, keys: ["a"]))
+        let writer = try h.session("extension", "com.mycompany.myapp.share")
+        let rounds = 40
+        var later: [Collector<DefaultsChange>] = []
+        for i in 1...rounds {
+            var frame: [UInt8] = []
+            RPCCodec.writeRequest(
+                id: .number(String(i + 100)), method: "defaults.set",
+                params: ["group": .string(appGroup), "key": "a", "value": .int(i)], to: &frame)
+            frame.append(0x0A)
+            try writer.sendRaw(frame)  // (its answer is not waited for)
+            later.append(await Collector.start(try await app.defaultsWatch(group: appGroup, keys: ["k\(i)"])))
+        }
+        let got = await first.wait(for: rounds, seconds: 3)
+        #expect(got.map(\.version) == Array(1...rounds), "\(got.map(\.version))")
+        await app.close()
+    }
+}
