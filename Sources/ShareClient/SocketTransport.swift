@@ -1,7 +1,9 @@
 // SocketTransport: one newline-framed connection to the broker for the async client. A dedicated
 // reader thread blocks in read(2) (no polling) and hands each parsed message, then the close, to an
-// AsyncStream in order; writes are blocking sends under a lock. Only the reader thread closes the
-// descriptor, so a write never reaches a descriptor number the process has reused.
+// AsyncStream in order; writes are blocking sends made in order on a serial queue, never on the
+// caller's thread (a broker that stops reading must not block the client's actor: its timeouts
+// and `close()` go on). Only the reader thread closes the descriptor, once no write is under way,
+// so a write never reaches a descriptor number the process has reused.
 
 #if canImport(Glibc)
     @preconcurrency import Glibc
@@ -23,6 +25,11 @@ final class SocketTransport: @unchecked Sendable {
     let inbound: AsyncStream<Inbound>
     private let continuation: AsyncStream<Inbound>.Continuation
     private let lock = NSLock()
+    /// Held while a write is under way (never with `lock` held first); the reader thread takes
+    /// it before closing the descriptor.
+    private let writeLock = NSLock()
+    /// Where the writes are made, in the order they were queued.
+    private let writer = DispatchQueue(label: "sharebroker-client-writer")
     /// The descriptor; -1 once the reader thread closed it. Guarded by `lock`.
     private var fd: Int32
     /// Set once `close()` or the reader ended the connection. Guarded by `lock`.
@@ -54,15 +61,32 @@ final class SocketTransport: @unchecked Sendable {
         thread.start()
     }
 
-    /// Sends bytes (a whole frame). Fails with `.connectionLost` once the connection has ended.
+    /// Queues bytes (a whole frame) to be sent after those queued before. Fails with
+    /// `.connectionLost` once the connection has ended; a write that fails later ends the
+    /// connection (the reader then reports `.closed`, failing the calls in flight).
     func send(_ bytes: [UInt8]) throws(ShareBrokerError) {
         lock.lock()
-        defer { lock.unlock() }
-        guard !ended, fd >= 0 else { throw .connectionLost(reason: "the connection is closed") }
+        let over = ended || fd < 0
+        lock.unlock()
+        if over { throw .connectionLost(reason: "the connection is closed") }
+        writer.async { self.write(bytes) }
+    }
+
+    private func write(_ bytes: [UInt8]) {
+        writeLock.lock()
+        defer { writeLock.unlock() }
+        lock.lock()
+        let fd = self.fd
+        let over = ended || fd < 0
+        lock.unlock()
+        if over { return }
+        // (Without `lock`: `close()` may shut the socket down meanwhile, which ends this write;
+        // the descriptor stays open, as the reader closes it only under `writeLock`.)
         do { try FD.sendAll(fd, bytes) } catch {
+            lock.lock()
             ended = true
             shutdownLocked()
-            throw .connectionLost(reason: "sending to the broker failed: \(error)")
+            lock.unlock()
         }
     }
 
@@ -124,13 +148,18 @@ final class SocketTransport: @unchecked Sendable {
             scanFrom = buffer.count
         }
         lock.lock()
-        let byUs = closedByClient
         ended = true
+        shutdownLocked()  // (ends a write under way, so that `writeLock` comes free)
+        lock.unlock()
+        writeLock.lock()
+        lock.lock()
+        let byUs = closedByClient
         if fd >= 0 {
             FD.close(fd)
             fd = -1
         }
         lock.unlock()
+        writeLock.unlock()
         continuation.yield(.closed(reason: byUs ? "the connection was closed" : reason))
         continuation.finish()
     }

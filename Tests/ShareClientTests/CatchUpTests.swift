@@ -194,3 +194,38 @@ struct RewatchTests {
         await app.close()
     }
 }
+
+@Suite(.serialized, .timeLimit(.minutes(1)))
+struct StalledBrokerTests {
+    /// A broker that stops reading (stopped, or busy) while a large request is being written:
+    /// the call ends at its `requestTimeout`, and the client stays responsive meanwhile (other
+    /// calls time out too, `close()` returns), instead of the whole client blocking in the write.
+    @Test func aWriteToABrokerThatStoppedReadingDoesNotBlockTheClient() async throws {
+        let dir = TempDir()
+        let fake = try FakeBroker(path: dir.path + "/f.sock")
+        fake.run { f in
+            guard let c = f.accept(), c.answerHello(maxMessage: 64 << 20) else { return }
+            usleep(5_000_000)  // reads nothing for 5 s, then goes away
+            c.close()
+        }
+        let client = ShareBrokerClient(socketPath: fake.path, role: .tool, requestTimeout: .milliseconds(300))
+        try await client.connect()
+        let ended = Box<ShareBrokerError?>(nil)
+        let done = Box(false)
+        let lock = NSLock()
+        let big = Task {
+            let e = await brokerError { try await client.call("big", ["text": .string(String(repeating: "x", count: 8 << 20))]) }
+            lock.withLock {
+                ended.value = e
+                done.value = true
+            }
+        }
+        let start = ContinuousClock.now
+        #expect(await eventually(3) { lock.withLock { done.value } }, "the call ended within 3 s")
+        #expect(lock.withLock { ended.value } == .timeout(method: "big"))
+        let closing = Task { await client.close() }
+        _ = await closing.value
+        #expect(ContinuousClock.now - start < .seconds(4), "close() returned while the broker still read nothing")
+        _ = await big.value
+    }
+}
