@@ -338,6 +338,18 @@ public final class Broker {
     // MARK: Setup
 
     func prepareStateDirectory() throws(BrokerStartError) {
+        // Nothing is created where the broker would then refuse to work: the directories that
+        // exist on the way to the state directory and to the socket are checked first (and again,
+        // with the rest, once they are made).
+        let socketDirectory = String(config.socketPath[..<(config.socketPath.lastIndex(of: "/") ?? config.socketPath.startIndex)])
+        if let (path, why) = Broker.unsafeDirectory(onPathTo: Broker.nearestExisting(Broker.parentDirectory(config.stateDirectory))) {
+            throw Broker.unsafeStateDirectory(config.stateDirectory, path, why)
+        }
+        if !socketDirectory.isEmpty, socketDirectory != DefaultPaths.privateTempDirectory(),  // (its own check, below, says more)
+            let (path, why) = Broker.unsafeDirectory(onPathTo: Broker.nearestExisting(socketDirectory))
+        {
+            throw Broker.unsafeSocketDirectory(path, why)
+        }
         do {
             try DefaultPaths.makeDirectories(config.stateDirectory)
             try DefaultPaths.makeDirectories(config.stateDirectory + "/apps")
@@ -362,10 +374,7 @@ public final class Broker {
         // And the directories above it: another user who may write in one could put a state
         // directory of their own in its place (manifests whose launch commands this broker runs).
         // (both ways to it when the state directory is a symlink: the link's and the target's)
-        func parent(_ p: String) -> String {
-            let d = String(p[..<(p.lastIndex(of: "/") ?? p.startIndex)])
-            return d.isEmpty ? "/" : d
-        }
+        let parent = Broker.parentDirectory
         var target = config.stateDirectory
         if let r = realpath(target, nil) {
             target = String(cString: r)
@@ -375,9 +384,7 @@ public final class Broker {
             ?? Broker.unsafeDirectory(onPathTo: parent(target))
             ?? Broker.foreignSymlink(config.stateDirectory)
         {
-            throw BrokerStartError(
-                "\(path), on the way to the state directory \(config.stateDirectory), \(why): another user could put a state directory of their own in its place; use a directory of your own (--state DIR)"
-            )
+            throw Broker.unsafeStateDirectory(config.stateDirectory, path, why)
         }
         var dir = config.socketPath
         if let slash = dir.lastIndex(of: "/") {
@@ -420,11 +427,36 @@ public final class Broker {
             // not be writable by group or others, unless sticky (as /tmp: there nobody removes or
             // renames another's file).
             if let (path, why) = Broker.unsafeDirectory(onPathTo: dir.isEmpty ? "/" : dir) {
-                throw BrokerStartError(
-                    "the socket's directory \(path) \(why): another user could replace the socket and hear clients' hellos; use a directory of your own (--socket PATH)"
-                )
+                throw Broker.unsafeSocketDirectory(path, why)
             }
         }
+    }
+
+    static func unsafeStateDirectory(_ state: String, _ path: String, _ why: String) -> BrokerStartError {
+        BrokerStartError(
+            "\(path), on the way to the state directory \(state), \(why): another user could put a state directory of their own in its place; use a directory of your own (--state DIR)")
+    }
+
+    static func unsafeSocketDirectory(_ path: String, _ why: String) -> BrokerStartError {
+        BrokerStartError(
+            "the socket's directory \(path) \(why): another user could replace the socket and hear clients' hellos; use a directory of your own (--socket PATH)")
+    }
+
+    /// `p` without its last component ("/" for a top-level path).
+    static func parentDirectory(_ p: String) -> String {
+        let d = String(p[..<(p.lastIndex(of: "/") ?? p.startIndex)])
+        return d.isEmpty ? "/" : d
+    }
+
+    /// `p`, or its nearest ancestor that exists ("/" at the top, "." for a relative path none of
+    /// whose components exists).
+    static func nearestExisting(_ p: String) -> String {
+        var d = p
+        while !FileIO.exists(d) {
+            guard let slash = d.lastIndex(of: "/") else { return "." }
+            d = slash == d.startIndex ? "/" : String(d[..<slash])
+        }
+        return d
     }
 
     /// Search (x) bits a socket directory the broker creates gets, so that whom `mode` lets

@@ -390,6 +390,12 @@ final class IdentityTests: XCTestCase {
             XCTAssertTrue("\(e)".contains("\(open), on the way to the state directory"), "\(e)")
             XCTAssertTrue("\(e)".contains("is writable by group or others (mode 777)"), "\(e)")
         }
+        // A state directory still to be made there is refused before anything is made.
+        config.stateDirectory = open + "/new/state"
+        XCTAssertThrowsError(try Broker(config: config)) { e in
+            XCTAssertTrue("\(e)".contains("\(open), on the way to the state directory \(open)/new/state"), "\(e)")
+        }
+        XCTAssertFalse(FileManager.default.fileExists(atPath: open + "/new"))
         // Through a symlink to it, too.
         XCTAssertEqual(symlink(open + "/state", dir.path + "/link"), 0)
         config.stateDirectory = dir.path + "/link"

@@ -516,7 +516,15 @@ final class LifecycleTests: XCTestCase {
             XCTAssertEqual(r.status, 1, r.err)
             XCTAssertTrue(r.err.contains(why) && r.err.contains(named + " "), r.err)
             XCTAssertFalse(FileManager.default.fileExists(atPath: d + "/s.sock"))
+            XCTAssertFalse(FileManager.default.fileExists(atPath: dir.path + "/state"), "nothing created for a broker that refuses to start")
         }
+        // A socket directory to be made under one another user may write is refused before it is
+        // made (nor is the state directory created).
+        let r = try runProcess(Products.sharebroker, ["serve", "--socket", open + "/new/s.sock", "--state", dir.path + "/state"], timeout: 10)
+        XCTAssertEqual(r.status, 1, r.err)
+        XCTAssertTrue(r.err.contains("writable by group or others") && r.err.contains(open + " "), r.err)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: open + "/new"))
+        XCTAssertFalse(FileManager.default.fileExists(atPath: dir.path + "/state"))
         // A sticky directory (as /tmp) is fine: nobody can remove or rename another's socket there.
         // So is one writable by this user's own group when nobody else is in it (umask 002).
         let ownGroup = dir.path + "/own-group"
