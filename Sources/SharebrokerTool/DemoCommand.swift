@@ -234,11 +234,15 @@ enum DemoPaths {
         return "'\(dir)' is not empty and not a previous demo's state directory; give a new or empty directory"
     }
 
-    /// A new private directory with a short path (a socket path must fit in ~108 bytes).
+    /// A new private directory (0700) in `$TMPDIR`, else /tmp; /tmp too when `$TMPDIR` is so
+    /// long that the socket's path in it would not fit (about 108 bytes).
     static func makeTemporaryDirectory() throws(DemoFailure) -> String {
-        var template = Array("/tmp/sbdemo-XXXXXX".utf8CString)
+        var base = ProcessInfo.processInfo.environment["TMPDIR"] ?? "/tmp"
+        while base.count > 1 && base.hasSuffix("/") { base.removeLast() }
+        if !base.hasPrefix("/") || base.utf8.count > 60 { base = "/tmp" }  // (+ /sbdemo-XXXXXX/sharebroker.sock)
+        var template = Array("\(base)/sbdemo-XXXXXX".utf8CString)
         guard let p = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
-            throw DemoFailure("cannot create a temporary directory in /tmp: \(String(cString: strerror(errno)))")
+            throw DemoFailure("cannot create a temporary directory in \(base): \(String(cString: strerror(errno)))")
         }
         return String(cString: p)
     }
@@ -465,12 +469,12 @@ final class Demo {
     /// Writes `value` as STATE/`relative` (nil: just creates the directories).
     func write(_ value: JSONValue, to relative: String?) throws(DemoFailure) {
         do {
-            for sub in ["apps", "associations"] {
-                try FileManager.default.createDirectory(atPath: state + "/" + sub, withIntermediateDirectories: true)
-            }
+            // (private, as the broker's own: directories 0700, files 0600)
+            for sub in ["apps", "associations"] { _ = try DefaultPaths.makeDirectories(state + "/" + sub) }
             guard let relative else { return }
             try Data((value.prettyText() + "\n").utf8).write(
                 to: URL(fileURLWithPath: state + "/" + relative), options: .atomic)
+            _ = chmod(state + "/" + relative, 0o600)
         } catch {
             throw DemoFailure("cannot write \(state)/\(relative ?? ""): \(error)")
         }

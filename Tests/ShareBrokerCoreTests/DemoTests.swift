@@ -8,9 +8,10 @@ import XCTest
 final class DemoTests: XCTestCase {
     /// The temporary directory the demo named in its output ("... removing /tmp/sbdemo-XXXXXX").
     private func demoDirectory(in out: String) -> String? {
-        guard let r = out.range(of: "/tmp/sbdemo-") else { return nil }
+        guard let r = out.range(of: "/sbdemo-") else { return nil }
         let suffix = out[r.upperBound...].prefix { $0.isLetter || $0.isNumber }
-        return suffix.isEmpty ? nil : "/tmp/sbdemo-" + suffix
+        let start = out[..<r.lowerBound].lastIndex { $0 == " " || $0 == "\n" }.map { out.index(after: $0) } ?? out.startIndex
+        return suffix.isEmpty ? nil : out[start..<r.lowerBound] + "/sbdemo-" + suffix
     }
 
     /// Whether a process that is not our child has exited: gone, or a zombie its new parent has not reaped yet.
@@ -59,6 +60,12 @@ final class DemoTests: XCTestCase {
         let r = try runProcess(Products.sharebroker, ["demo", "--state", state], timeout: 60)
         XCTAssertEqual(r.status, 0, "sharebroker demo --state failed:\n\(r.out)\n\(r.err)")
         XCTAssertTrue(FileManager.default.fileExists(atPath: state + "/apps/demo-000-myapp.json"))
+        // Private, as the broker's own: directories 0700, manifests 0600.
+        for (path, mode) in [(state, 0o700), (state + "/apps", 0o700), (state + "/associations", 0o700), (state + "/apps/demo-000-myapp.json", 0o600)] {
+            var st = stat()
+            XCTAssertEqual(stat(path, &st), 0, path)
+            XCTAssertEqual(Int(st.st_mode & 0o777), mode, "\(path): mode \(String(st.st_mode & 0o777, radix: 8))")
+        }
         XCTAssertTrue(
             FileManager.default.fileExists(atPath: state + "/associations/rw-universal-links-final.herokuapp.com.json"))
         let appLog = (try? String(contentsOfFile: state + "/logs/com.mycompany.myapp.log", encoding: .utf8)) ?? ""
@@ -82,9 +89,13 @@ final class DemoTests: XCTestCase {
     }
 
     func testKeepLeavesTheBrokerRunning() throws {
-        let r = try runProcess(Products.sharebroker, ["demo", "--keep"], timeout: 60)
+        let tmp = TempDir()  // ($TMPDIR is where the demo's directory goes)
+        var env = ProcessInfo.processInfo.environment
+        env["TMPDIR"] = tmp.path
+        let r = try runProcess(Products.sharebroker, ["demo", "--keep"], env: env, timeout: 60)
         XCTAssertEqual(r.status, 0, "sharebroker demo --keep failed:\n\(r.out)\n\(r.err)")
         let dir = try XCTUnwrap(demoDirectory(in: r.out), r.out)
+        XCTAssertTrue(dir.hasPrefix(tmp.path + "/sbdemo-"), dir)
         // "Stop it with: kill PID; then: rm -rf DIR"
         let pidText = try XCTUnwrap(
             r.out.components(separatedBy: "Stop it with: kill ").dropFirst().first?.prefix { $0.isNumber })
