@@ -122,6 +122,12 @@ func serve(_ cmd: ParsedCommand) throws -> Int32 {
             throw cmd.usageError(
                 "option '--socket-mode' must be octal permission bits that let your user read and write, such as 600, 660 or 666 (no setuid, setgid or sticky bits); got '\(text)'")
         }
+        // Connecting to a Unix socket takes its write bit: a group or others bit without it
+        // (644, 640) would seem to let them in and not.
+        for (bits, who) in [((mode >> 3) & 7, "the group"), (mode & 7, "other users")] where bits != 0 && bits & 2 == 0 {
+            throw cmd.usageError(
+                "option '--socket-mode' \(text) gives \(who) some permission but not write, which connecting needs: use 600 (your user), 660 (and the group) or 666 (every user)")
+        }
         config.socketMode = mode
     }
     if let name = cmd.value("socket-group") {

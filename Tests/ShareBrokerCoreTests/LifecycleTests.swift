@@ -557,6 +557,9 @@ final class LifecycleTests: XCTestCase {
             (Products.sharebroker, ["serve", "--socket-mode", "066"], "socket-mode"),  // (the owner locked out)
             (Products.sharebroker, ["serve", "--socket-mode", "4666"], "socket-mode"),
             (Products.sharebroker, ["serve", "--socket-mode", "0400"], "socket-mode"),
+            (Products.sharebroker, ["serve", "--socket-mode", "644"], "the group some permission but not write"),
+            (Products.sharebroker, ["serve", "--socket-mode", "640"], "the group some permission but not write"),
+            (Products.sharebroker, ["serve", "--socket-mode", "0604"], "other users some permission but not write"),
             (Products.sharebroker, ["serve", "--socket-group", "no-such-group-here"], "no group 'no-such-group-here'"),
             (Products.sharebroker, ["serve", "--socket-group", "0"], "needs a --socket-mode that lets the group in"),
             (Products.shareclient, ["status", "--bogus"], "--bogus"),
