@@ -152,6 +152,25 @@ function isObject(msg) {
 }
 
 /**
+ * Why `msg` is nothing a broker sends (undefined when it may be): the broker sends responses
+ * (`result` or `error`), notifications (`method`, no `id`) and batches of responses, never a
+ * request (`method` with an `id`: a peer that echoes what it is sent, or another protocol).
+ * @param {unknown} msg
+ * @returns {string | undefined}
+ */
+function notFromABroker(msg) {
+  /** @param {unknown} m */
+  const one = (m) => {
+    if (!isObject(m)) return 'a message that is not an object';
+    if ('method' in m) return 'id' in m ? 'a request (a method with an id)' : undefined;
+    if (!('result' in m) && !('error' in m)) return 'an object that is no response (no result or error) nor a notification';
+    return undefined;
+  };
+  if (Array.isArray(msg)) return msg.length ? msg.map(one).find((w) => w !== undefined) : 'an empty array';
+  return one(msg);
+}
+
+/**
  * The error without an id the broker says last, why it closes the connection (its `data` is
  * `{closing: true}`): it answers no request.
  * @param {Record<string, any>} msg an error without an id
@@ -560,6 +579,8 @@ export class Client extends EventEmitter {
     try {
       for (const body of this._decoder.feedFrames(chunk)) {
         const msg = this._decoder.parse(body);
+        const why = notFromABroker(msg);
+        if (why) throw new ProtocolError(`what answers does not speak sharebroker's protocol: ${why}`);
         try {
           this._dispatch(msg);
         } catch (e) {

@@ -151,6 +151,18 @@ test('a hang-up without a reason, and garbage from the peer', async (t) => {
   assert.equal(c2.closed, true);
 });
 
+test('a peer that echoes what it is sent speaks no sharebroker protocol: its echo is no answer', async (t) => {
+  const { path } = await fakeBroker(t, 'line', async (peer) => {
+    peer.send(await peer.next()); // the request itself, back
+  });
+  const c = await new Client({ socket: path, timeout: 5000 }).connect();
+  const started = Date.now();
+  await assert.rejects(c.call('broker.status'),
+    (e) => e instanceof ConnectionClosed && e.cause instanceof ProtocolError && /a request \(a method with an id\)/.test(e.cause.message));
+  assert.ok(Date.now() - started < 4000, 'at once, not after the timeout');
+  assert.equal(c.closed, true);
+});
+
 test('backpressure: while the peer does not read, messages wait in the client, in order', async (t) => {
   /** @type {net.Socket | undefined} */
   let server;

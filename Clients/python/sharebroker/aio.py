@@ -238,7 +238,7 @@ class AsyncClient(BrokerMethods):
         await self.close()
 
     async def _read_loop(self) -> None:
-        decoder = _framing.FrameDecoder(self.framing, self.max_frame)
+        decoder = _framing.FrameDecoder(self.framing, self.max_frame, from_broker=True)
         assert self._reader is not None
         error: BaseException = ConnectionClosed(f"sharebroker at {self.path} closed the connection")
         last: Any = None

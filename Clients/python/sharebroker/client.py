@@ -148,7 +148,7 @@ class Client(BrokerMethods):
         # The params of the app.subscriptionEnded that ended the last wait for an app.event.
         self.subscription_ended: Optional[Dict[str, Any]] = None
         self._sock: Optional[socket.socket] = None
-        self._decoder = _framing.FrameDecoder(framing, max_frame)
+        self._decoder = _framing.FrameDecoder(framing, max_frame, from_broker=True)
         self._notifications: Deque[Notification] = collections.deque()
         self._replies: Deque[Any] = collections.deque()
         self._next_id = 0
@@ -204,7 +204,7 @@ class Client(BrokerMethods):
         self._dropped = None
         self._close_reason = None
         self._protocol_error = None
-        self._decoder = _framing.FrameDecoder(self.framing, self.max_frame)
+        self._decoder = _framing.FrameDecoder(self.framing, self.max_frame, from_broker=True)
         if self._hello is not None:
             role, bundle_id, token = self._hello
             try:

@@ -139,6 +139,23 @@ def answer_expected(message: Any, framing: str = NEWLINE) -> bool:
     return not _is_notification_request(value)
 
 
+def _not_from_a_broker(msg) -> "Optional[str]":
+    """Why ``msg`` is nothing a broker sends (None when it may be): the broker sends responses
+    (``result`` or ``error``), notifications (``method``, no ``id``) and batches of responses,
+    never a request (``method`` with an ``id``: a peer that echoes, or another protocol)."""
+    def one(m) -> "Optional[str]":
+        if not isinstance(m, dict):
+            return "a message that is not an object"
+        if "method" in m:
+            return "a request (a method with an id)" if "id" in m else None
+        if "result" not in m and "error" not in m:
+            return "an object that is no response (no result or error) nor a notification"
+        return None
+    if isinstance(msg, list):
+        return next((w for w in map(one, msg) if w is not None), None) if msg else "an empty array"
+    return one(msg)
+
+
 class FrameDecoder:
     """Incremental decoder: ``feed(bytes)`` returns the complete messages (parsed JSON) so far.
 
@@ -148,11 +165,15 @@ class FrameDecoder:
     buffered).
     """
 
-    def __init__(self, framing: str = NEWLINE, max_frame: Optional[int] = DEFAULT_MAX_FRAME):
+    def __init__(self, framing: str = NEWLINE, max_frame: Optional[int] = DEFAULT_MAX_FRAME,
+                 from_broker: bool = False):
         if framing not in FRAMINGS:
             raise ValueError(f"unknown framing {framing!r}; use one of {FRAMINGS}")
         self.framing = framing
         self.max_frame = max_frame
+        # (the clients' decoders: a message no broker sends, as a request a peer echoes back, is
+        # a ProtocolError, not taken for an answer)
+        self.from_broker = from_broker
         self._buf = bytearray()
         self._scanned = 0  # bytes of the buffer already searched for the end of a line or header
         self._need = -1  # body length of the header-framed message being read; -1: reading headers
@@ -176,9 +197,13 @@ class FrameDecoder:
                 if not body.strip():
                     continue  # blank line: ignored, as the broker does
                 try:
-                    out.append(json.loads(body.decode("utf-8")))
+                    msg = json.loads(body.decode("utf-8"))
                 except (UnicodeDecodeError, ValueError) as e:
                     raise ProtocolError(f"broker sent invalid JSON: {e}: {bytes(body[:200])!r}") from e
+                why = _not_from_a_broker(msg) if self.from_broker else None
+                if why is not None:
+                    raise ProtocolError(f"what answers does not speak sharebroker's protocol: {why}: {bytes(body[:200])!r}")
+                out.append(msg)
         except ProtocolError as e:
             e.messages = out
             raise

@@ -625,6 +625,51 @@ class ProtocolErrorTests(unittest.TestCase):
             c.call("y")
 
 
+class EchoPeerTests(unittest.TestCase):
+    """A peer that echoes what it is sent speaks no sharebroker protocol: its echo of a request
+    (a method with an id) is no answer (it was taken for one, a result of None)."""
+
+    @staticmethod
+    def echo(conn):
+        conn.settimeout(5)
+        while True:
+            data = conn.recv(1 << 16)
+            if not data:
+                return
+            conn.sendall(data)
+
+    def test_the_sync_client_raises_protocol_error(self):
+        peer = RawPeer(self.echo)
+        self.addCleanup(peer.close)
+        with self.assertRaises(sharebroker.ProtocolError) as cm:
+            sharebroker.Client(peer.path, role="tool", timeout=3)
+        self.assertIn("a request (a method with an id)", str(cm.exception))
+
+    def test_the_async_client_raises_protocol_error(self):
+        import asyncio
+        from sharebroker.aio import AsyncClient
+        peer = RawPeer(self.echo)
+        self.addCleanup(peer.close)
+
+        async def main():
+            async with AsyncClient(peer.path, role="tool", timeout=3):
+                pass
+        with self.assertRaises(sharebroker.ProtocolError):
+            asyncio.run(main())
+
+    def test_the_command_exits_69(self):
+        import subprocess
+        import sys
+        peer = RawPeer(self.echo)
+        self.addCleanup(peer.close)
+        here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        r = subprocess.run([sys.executable, "-m", "sharebroker", "--socket", peer.path, "broker.status"],
+                           cwd=here, capture_output=True, text=True, timeout=30)
+        self.assertEqual(r.returncode, 69, r.stdout + r.stderr)
+        self.assertIn("does not speak sharebroker's protocol", r.stderr)
+        self.assertEqual(r.stdout, "")
+
+
 class HangUpThenAnswer:
     """A server that hangs up its first connection at once, and answers on the next ones."""
 
