@@ -197,7 +197,9 @@ extension ShareBrokerClient {
         guard let values = r["values"]?.objectValue else {
             throw ResultReader(r, "defaults.list").fail("values", "an object")
         }
-        return DefaultsSnapshot(values: values, version: try ResultReader(r, "defaults.list").int("version"))
+        let snapshot = DefaultsSnapshot(values: values, version: try ResultReader(r, "defaults.list").int("version"))
+        noteListed(group: group, keys: values.map { ExactKey($0.key) })
+        return snapshot
     }
 
     // MARK: Apps and broker

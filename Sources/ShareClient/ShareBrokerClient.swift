@@ -310,8 +310,8 @@ public actor ShareBrokerClient {
     /// reads the group (`defaults.list`) and catches up: the stream gets the current value of
     /// each watched key (`caughtUp: true`, at the group's version then), and a removal for each
     /// watched key that is gone (a watch of named keys: each of them; a watch of every key: those
-    /// it had been given). A catch-up may repeat a value the stream had; a key given a newer
-    /// change meanwhile is skipped.
+    /// it had been given, or that a `defaultsList` of the group showed since it began). A
+    /// catch-up may repeat a value the stream had; a key given a newer change meanwhile is skipped.
     ///
     /// To start from the current values without missing a change (a widget): watch first, then
     /// read them with `defaultsList`; skip the changes whose `version` is at most the list's
@@ -377,6 +377,15 @@ public actor ShareBrokerClient {
         RPCCodec.writeRequest(id: nil, method: "app.unsubscribe", params: .object([:]), to: &frame)
         frame.append(0x0A)
         try? t.send(frame)  // (a connection that fails here is noticed by its reader)
+    }
+
+    /// A `defaultsList` of `group` showed these keys: each watch of every key there counts them
+    /// as known to be there (the widget's "watch, then list"), so that a catch-up after a
+    /// reconnection reports their removal too. Keys it was given a change of are left as they are.
+    func noteListed(group: String, keys: [ExactKey]) {
+        for (id, w) in watchers where w.group == group && w.keys == nil {
+            for key in keys where w.given[key] == nil { watchers[id]?.given[key] = (-1, false, false) }
+        }
     }
 
     func dropWatcher(_ id: Int) {

@@ -492,6 +492,36 @@ struct ClientTests {
         await app.close()
     }
 
+    /// The widget's "watch, then list": a watch of every key learns the listed keys, and a
+    /// catch-up after a reconnection reports the removal of one it was never sent a change of.
+    @Test func aCatchUpReportsTheRemovalOfAKeyTheWatchOnlyListed() async throws {
+        let h = try startBroker()
+        let app = h.client(.app, "com.mycompany.myapp", reconnect: true)
+        try await app.connect()
+        let states = await Collector.start(await app.connectionEvents())
+        try await app.defaultsSet(group: appGroup, key: "kept", value: 1)
+        try await app.defaultsSet(group: appGroup, key: "gone", value: 2)
+        let all = await Collector.start(try await app.defaultsWatch(group: appGroup))
+        #expect(try await app.defaultsList(group: appGroup).values.keys.sorted() == ["gone", "kept"])
+        h.stop()
+        #expect(await states.wait(for: 1).count == 1)
+        let away = h.dir.path + "/away.sock"
+        try h.start(socketPath: away)
+        do {
+            let other = try BrokerConnection(socketPath: away)
+            try other.hello(role: "extension", bundleID: "com.mycompany.myapp.share")
+            _ = try other.call("defaults.remove", ["group": .string(appGroup), "key": "gone"])  // 3
+        }
+        h.stop()
+        try h.start()
+        let caught = await all.wait(for: 2)
+        #expect(caught.map(\.key) == ["gone", "kept"])
+        #expect(caught.map(\.removed) == [true, false])
+        #expect(caught.allSatisfy { $0.caughtUp && $0.version == 3 })
+        await all.cancel()
+        await app.close()
+    }
+
     @Test func withoutReconnectTheStreamEndsWithConnectionLost() async throws {
         let h = try startBroker()
         let app = h.client(.app, "com.mycompany.myapp")
