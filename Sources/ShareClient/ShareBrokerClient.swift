@@ -747,25 +747,14 @@ public actor ShareBrokerClient {
         var groups: [String] = []
         for w in watchers.values where !groups.contains(w.group) { groups.append(w.group) }
         for group in groups.sorted() {
-            // (The version before the reconnection: live changes on the new connection may
-            // raise `watchedVersions` while the watch and the list are in flight.)
-            let before = watchedVersions[group]
-            do throws(ShareBrokerError) {
-                let answer = try await send("defaults.watch", watchParams(group), on: t, deadline: callDeadline())
-                let version = answer["version"]?.intValue ?? -1
-                let wentBack = before.map { version < $0 } ?? false
-                if wentBack {
-                    // The group went back (its state was replaced): the versions the streams
-                    // were given count in another series (kept: which keys they were given, and
-                    // whether removed, so that those now gone are reported removed).
-                    watchedVersions[group] = version
-                    for (id, w) in watchers where w.group == group {
-                        watchers[id]?.given = w.given.mapValues { (-1, $0.removed, false) }
-                    }
-                }
-                if before != version { try await catchUp(group, on: t) }
-            } catch {
+            do throws(ShareBrokerError) { try await renewWatch(group, on: t) } catch {
                 if error.isConnectionError { throw error }
+                if error.mayPass {
+                    // (the group's store cannot be opened now, the broker is slow: the streams
+                    // stay, and the watch is tried again; its catch-up covers the wait)
+                    renewWatchLater(group, on: t, after: .seconds(1))
+                    continue
+                }
                 for (id, w) in watchers where w.group == group {
                     watchers[id] = nil
                     w.continuation.finish(throwing: error)
@@ -773,6 +762,57 @@ public actor ShareBrokerClient {
                 watchedVersions[group] = nil
             }
         }
+    }
+
+    /// Tries the renewal of `group`'s watch again after `delay` (doubling up to 30 s while it
+    /// fails for a reason that may pass), while `t` is the connection; a connection that drops
+    /// meanwhile renews it itself.
+    func renewWatchLater(_ group: String, on t: SocketTransport, after delay: Duration) {
+        Task { [weak self] in
+            try? await Task.sleep(for: delay)
+            guard let self else { return }
+            await self.retryWatch(group, on: t, delay: delay)
+        }
+    }
+
+    func retryWatch(_ group: String, on t: SocketTransport, delay: Duration) async {
+        guard transport === t, watchers.values.contains(where: { $0.group == group }) else { return }
+        if state == .reconnecting {
+            renewWatchLater(group, on: t, after: .milliseconds(100))
+            return
+        }
+        guard state == .connected else { return }
+        do throws(ShareBrokerError) { try await renewWatch(group, on: t) } catch {
+            if error.isConnectionError { return }  // (the reconnection renews it)
+            if error.mayPass {
+                renewWatchLater(group, on: t, after: min(delay * 2, .seconds(30)))
+                return
+            }
+            for (id, w) in watchers where w.group == group {
+                watchers[id] = nil
+                w.continuation.finish(throwing: error)
+            }
+            watchedVersions[group] = nil
+        }
+    }
+
+    /// `defaults.watch` of `group` on a new connection, and the catch-up when its version moved.
+    func renewWatch(_ group: String, on t: SocketTransport) async throws(ShareBrokerError) {
+        // (The version before the reconnection: live changes on the new connection may raise
+        // `watchedVersions` while the watch and the list are in flight.)
+        let before = watchedVersions[group]
+        let answer = try await send("defaults.watch", watchParams(group), on: t, deadline: callDeadline())
+        let version = answer["version"]?.intValue ?? -1
+        if let before, version < before {
+            // The group went back (its state was replaced): the versions the streams were given
+            // count in another series (kept: which keys they were given, and whether removed, so
+            // that those now gone are reported removed).
+            watchedVersions[group] = version
+            for (id, w) in watchers where w.group == group {
+                watchers[id]?.given = w.given.mapValues { (-1, $0.removed, false) }
+            }
+        }
+        if before != version { try await catchUp(group, on: t) }
     }
 
     /// A renewed watch found `group` at another version than its watches had seen: changes

@@ -153,4 +153,14 @@ public enum ShareBrokerError: Error, Sendable, Equatable, CustomStringConvertibl
         default: return false
         }
     }
+
+    /// True for a refusal that may pass by itself, so that trying again later makes sense: the
+    /// broker's storage failing (`-32005`: a store it cannot open now, a full disk), too many
+    /// requests (`-32007`), no answer in time.
+    public var mayPass: Bool {
+        switch self {
+        case .storageFailure, .tooManyRequests, .timeout: return true
+        default: return false
+        }
+    }
 }

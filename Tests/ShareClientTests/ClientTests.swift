@@ -634,6 +634,38 @@ struct ClientTests {
 struct ClientFailureTests {
     let fast = ReconnectPolicy(initialDelay: .milliseconds(10), maxDelay: .milliseconds(50))
 
+    /// A renewed watch refused for a reason that may pass (-32005: the group's store cannot be
+    /// opened now) is tried again, the stream kept; its catch-up covers the wait.
+    @Test func aRenewedWatchRefusedForNowIsTriedAgain() async throws {
+        let dir = TempDir()
+        let fake = try FakeBroker(path: dir.path + "/f.sock")
+        fake.run { f in
+            guard let c1 = f.accept(), c1.answerHello(), let w1 = c1.read(), w1["method"]?.stringValue == "defaults.watch" else { return }
+            c1.reply(w1["id"], ["watching": true, "version": 1])
+            c1.close()
+            guard let c2 = f.accept(), c2.answerHello(), let w2 = c2.read() else { return }
+            f.record("2: \(w2["method"]?.stringValue ?? "?")")
+            var refusal: [UInt8] = []
+            RPCCodec.writeError(id: .number(String(w2["id"]?.intValue ?? 0)), error: RPCError(.storageFailure, "Storage failure: not now"), to: &refusal)
+            c2.send(refusal + [0x0A])
+            guard let w3 = c2.read(timeout: 5) else { return }
+            f.record("2: \(w3["method"]?.stringValue ?? "?")")
+            c2.reply(w3["id"], ["watching": true, "version": 2])
+            guard let l = c2.read(timeout: 5) else { return }
+            f.record("2: \(l["method"]?.stringValue ?? "?")")
+            c2.reply(l["id"], ["values": ["k": 5], "version": 2])
+            _ = c2.read(timeout: 5)
+        }
+        let client = ShareBrokerClient(socketPath: fake.path, role: .app, bundleID: "a", reconnect: true, reconnectPolicy: fast)
+        try await client.connect()
+        let changes = await Collector.start(try await client.defaultsWatch(group: "group.a"))
+        let caught = await changes.wait(for: 1, seconds: 10)
+        #expect(caught.first?.key == "k" && caught.first?.value == 5 && caught.first?.caughtUp == true, "\(caught)")
+        #expect(await changes.finished == false, "the stream stays")
+        #expect(fake.log == ["2: defaults.watch", "2: defaults.watch", "2: defaults.list"])
+        await client.close()
+    }
+
     @Test func inFlightCallFailsWithConnectionLostAndIsNotRetried() async throws {
         let dir = TempDir()
         let fake = try FakeBroker(path: dir.path + "/f.sock")
