@@ -28,6 +28,7 @@ every run passed, 1 when one failed (its N, the failed call and the violations a
 """
 
 import argparse
+import asyncio
 import concurrent.futures
 import hashlib
 import json
@@ -47,6 +48,7 @@ REPO = HERE.parents[1]
 sys.path.insert(0, str(REPO / "Clients" / "python"))
 
 import sharebroker as sb  # noqa: E402
+import sharebroker.aio as sb_aio  # noqa: E402
 from sharebroker import BrokerError  # noqa: E402
 
 APP = "com.faultinj.app"
@@ -70,6 +72,13 @@ MANIFEST_B = {
     "extensions": [{"bundleID": EXT_B, "point": "com.apple.share-services", "name": "FI share 2",
                     "appGroups": [GROUP_B], "activationRule": "TRUEPREDICATE"}],
 }
+
+# --concurrent: a third group, the first app's, written by one connection only (its
+# compare-and-set versions can be predicted).
+GROUP_C = "group.com.faultinj.cas"
+MANIFEST_C = dict(MANIFEST, appGroups=[GROUP, GROUP_C])
+SCHEME_OF = {GROUP: SCHEME, GROUP_B: SCHEME_B}
+APP_OF = {GROUP: APP, GROUP_B: APP_B, GROUP_C: APP}
 
 SEGMENT = 4096          # --journal-segment-size: the smallest, so segments seal and go often
 REQUEST_TIMEOUT = 20.0  # a request not answered in this long: the broker hangs
@@ -884,7 +893,7 @@ class Run:
                     self.fail(f"{group}: share {marker} ({sh['shareID']}) items differ: {got} != {s['items']}")
                 if s["open"] is not None:
                     url = s["open_url"] or (s["open"] if isinstance(s["open"], str)
-                                            else f"{SCHEME}://open-from-share?share={sh['shareID']}")
+                                            else f"{SCHEME_OF.get(group, SCHEME)}://open-from-share?share={sh['shareID']}")
                     e = m.events.get(url, {})
                     if url not in present_urls and e.get("acked", "no") == "no":
                         self.fail(f"share {marker} ({sh['shareID']}) is there without its open event {url}")
@@ -896,6 +905,7 @@ class Run:
                 sid = url.rsplit("=", 1)[1]
                 if sid not in present:
                     self.fail(f"event {eid} {url} announces a share that is not there")
+        self.present_urls, self.present_shares = present_urls, present
         # Files: exactly the present shares' directories.
         for group in (GROUP, GROUP_B):
             files = self.state / "groups" / group / "files"
@@ -907,7 +917,7 @@ class Run:
 
         # Defaults.
         for group, g in m.defaults.items():
-            c = app_clients[APP if group == GROUP else APP_B]
+            c = app_clients[APP_OF.get(group, APP)]
             out = self.call(f"defaults.list {group} (check)", lambda: c.defaults_list(group))
             if out[0] != "ok":
                 self.fail(f"defaults.list {group} after the restart: {out[1:]}")
@@ -934,6 +944,10 @@ class Run:
                 self.fail(f"event id reused: a new url.open after the restart got {out[1]['eventID']}, ids up to ev-{top} were handed out")
         else:
             self.fail(f"url.open after the restart without the shim failed: {out[1:]}")
+        self.extra_checks()
+
+    def extra_checks(self):
+        """(ConcurrentRun: the checks its workload adds)"""
 
     def share_items(self, c, sh):
         out = self.call(f"share.get {sh['shareID']} (check)", lambda: c.share_get(sh["shareID"]))
@@ -983,6 +997,444 @@ class Run:
         return self
 
 
+class ConcurrentRun(Run):
+    """--concurrent K: K client connections at once, each sending bursts of requests without
+    waiting for their answers (pipelined), while two subscribed apps read their events, ack them,
+    read and complete shares: requests accumulate behind a commit in flight when the fault fires.
+    The request scripts come from the seed (the same in every run with that seed); the
+    interleaving, and so which call N is, is not: a failing run is re-run with the same command
+    line (--repeat R runs it R times)."""
+
+    KINDS = ("tool", "ext", "ext_b", "cas")
+
+    def __init__(self, binary, shim, n, mode, err, work, verbose=False, k=4, seed=1, rounds=6, ops=""):
+        super().__init__(binary, shim, n, mode, err, work, verbose)
+        self.k, self.seed, self.rounds, self.fi_ops = k, seed, rounds, ops
+        self.acked_ids = {}       # eid -> "ok" | "maybe": the best answer of an app.ack naming it
+        self.completed_ids = {}   # shareID -> "ok" | "maybe"
+        self.delivered_ids = {}   # eid -> (app, url, shareID)
+        self.got_shares = {}      # shareID -> the first item's text, from share.get during the run
+        self.open_unknown = 0     # share.send {open: true} answered -32603 or not at all (no id)
+        self.dver = {}            # group -> {"ok": [versions answered], "maybe": n}
+        self.owed_ids = {}        # eid -> app: url.open answered delivered: true
+        self.ok_shares = {GROUP: [], GROUP_B: []}  # answered share ids, for the apps to complete
+        self.stop = None
+        self.present_urls, self.present_shares = {}, {}
+
+    def shim_env(self):
+        env = super().shim_env()
+        if self.fi_ops:
+            env["FI_OPS"] = self.fi_ops
+        return env
+
+    def setup(self):
+        super().setup()
+        (self.state / "apps" / "10-fi.json").write_text(json.dumps(MANIFEST_C))
+        (self.state / "apps" / "20-fi-second.json").write_text(json.dumps(MANIFEST_B))
+
+    # -- asyncio plumbing ----------------------------------------------------------------------
+
+    async def aconnect(self, role, bundle=None):
+        c = sb_aio.AsyncClient(self.sock, timeout=REQUEST_TIMEOUT)
+        try:
+            await c.connect()
+        except LOST as e:
+            raise BrokerGone(f"connect: {e}")
+        self.aclients.append(c)
+        out = await self.acall(f"hello {role} {bundle or ''}", lambda: c.hello(role, bundle, None))
+        if out[0] != "ok":
+            raise BrokerGone(f"hello {role} {bundle}: {out[1:]}")
+        return c
+
+    async def acall(self, step, fn):
+        """One request (others of the connection and of other connections may be in flight):
+        ("ok", result) | ("err", code, message, data). No answer (the connection ended): in doubt,
+        as -32603."""
+        self.step_no += 1
+        try:
+            out = ("ok", await fn())
+        except BrokerError as e:
+            out = ("err", e.code, str(e), getattr(e, "data", None))
+            self.model.codes[e.code] = self.model.codes.get(e.code, 0) + 1
+        except TimeoutError:
+            self.fail(f"{step}: no answer within {REQUEST_TIMEOUT:.0f} s (hang)")
+            self.lost = self.lost or f"{step}: no answer (hang)"
+            out = ("err", -32603, "no answer (hang)", None)
+        except LOST as e:
+            self.lost = self.lost or f"{step}: connection lost ({type(e).__name__}: {e})"
+            out = ("err", -32603, f"no answer: {type(e).__name__}: {e}", None)
+        self.model.answers.append((step, out if out[0] == "err" else ("ok",)))
+        if self.verbose:
+            print(f"    {step[:100]}: {out[0]}{'' if out[0] == 'ok' else ' ' + str(out[1]) + ' ' + out[2][:150]}")
+        return out
+
+    # -- the workload --------------------------------------------------------------------------
+
+    def workload(self):
+        if not self.start_faulted("first"):
+            return
+        self.ready_count = self.calls_so_far()
+        try:
+            asyncio.run(self.aworkload())
+            if self.lost and not self.kill_at:
+                raise BrokerGone(self.lost)
+            rc = self.broker.proc.poll()
+            if rc is not None:
+                raise BrokerGone(f"at the end: the broker is gone (status {rc})")
+            if not self.kill_at:
+                self.broker_alive("at the end")
+                try:
+                    with sb.Client(self.sock, timeout=REQUEST_TIMEOUT) as c:
+                        st = c.broker_status()
+                    writes = sum(1 for step, _ in self.model.answers
+                                 if step.split()[0] in ("url.open", "share.send", "defaults.set", "defaults.remove",
+                                                        "app.ack", "share.complete"))
+                    self.notes.append(f"{writes} write requests in {st.get('commits')} commits "
+                                      f"({st.get('pacedCommits')} paced, {st.get('commitMicros')} us each)")
+                except (LOST + (BrokerError,)):
+                    pass
+        except BrokerGone as e:
+            try:
+                rc = self.broker.proc.wait(2.0)
+            except subprocess.TimeoutExpired:
+                rc = None
+            if self.kill_at and rc == -signal.SIGKILL:
+                self.notes.append(f"killed by the shim at call {self.kill_at} ({e})")
+            elif rc is not None and rc < 0:
+                self.fail(f"broker crashed (signal {-rc}) at: {e}")
+            elif rc is not None:
+                self.fail(f"broker exited (status {rc}) at: {e}")
+            else:
+                self.fail(f"broker hung or dropped the connection: {e}")
+        finally:
+            self.broker.kill()
+        self.settle()
+
+    async def aworkload(self):
+        import logging
+        logging.getLogger("asyncio").setLevel(logging.CRITICAL)  # ("socket.send() raised exception" after a kill)
+        self.aclients = []
+        self.stop = asyncio.Event()
+        try:
+            subs = [asyncio.ensure_future(self.subscriber(APP, GROUP)),
+                    asyncio.ensure_future(self.subscriber(APP_B, GROUP_B))]
+            await asyncio.sleep(0.05)
+            workers = [asyncio.ensure_future(self.worker(w)) for w in range(self.k)]
+            res = await asyncio.gather(*workers, return_exceptions=True)
+            self.stop.set()
+            res += await asyncio.gather(*subs, return_exceptions=True)
+            for r in res:
+                if isinstance(r, BrokerGone):
+                    raise r
+                if isinstance(r, BaseException):
+                    raise r
+        finally:
+            for c in self.aclients:
+                try:
+                    await asyncio.wait_for(c.close(), 2.0)
+                except BaseException:
+                    pass
+
+    async def worker(self, w):
+        rng = random.Random(self.seed * 7919 + w)
+        kind = self.KINDS[w % len(self.KINDS)]
+        role, bundle = {"tool": ("tool", None), "ext": ("extension", EXT), "ext_b": ("extension", EXT_B),
+                        "cas": ("app", APP)}[kind]
+        c = await self.aconnect(role, bundle)
+        conn = {"w": w, "kind": kind, "last_eid": -1, "last_ver": {}, "version": {}}
+        for r in range(self.rounds):
+            if self.lost:
+                break
+            ops = [self.make_op(kind, conn, r, i, rng) for i in range(rng.randint(2, 8))]
+            outs = await asyncio.gather(*(self.acall(op["step"], (lambda op=op: op["fn"](c))) for op in ops))
+            for op, out in zip(ops, outs):   # (in the order sent: the broker handles a connection's requests so)
+                op["record"](out)
+            await asyncio.sleep(rng.random() * 0.005)
+
+    def make_op(self, kind, conn, r, i, rng):
+        w = conn["w"]
+        tag = f"{w}/{r}/{i}"
+        x = rng.random()
+        if kind == "cas":
+            return self.op_dset(conn, GROUP_C, f"cas-{rng.randint(0, 3)}", rng, cas=True) if x < 0.8 \
+                else self.op_dremove(conn, GROUP_C, f"cas-{rng.randint(0, 3)}", rng, cas=True)
+        group = {"tool": rng.choice((GROUP, GROUP_B)), "ext": GROUP, "ext_b": GROUP_B}[kind]
+        if x < 0.3:
+            return self.op_url(conn, f"{SCHEME_OF[group]}://c/{tag}", APP_OF[group])
+        if x < 0.75 or kind == "tool":
+            return self.op_share(conn, kind, group, tag, rng)
+        if x < 0.92:
+            return self.op_dset(conn, group, f"w{w}-k{rng.randint(0, 2)}", rng, cas=rng.random() < 0.3)
+        return self.op_dremove(conn, group, f"w{w}-k{rng.randint(0, 2)}", rng, cas=False)
+
+    def op_url(self, conn, url, app):
+        def record(out):
+            e = {"id": None, "created": self.status_of(out), "acked": "no", "app": app}
+            if out[0] == "ok":
+                e["id"] = out[1]["eventID"]
+                self.see_id(e["id"], url)
+                self.ids_increase(conn, e["id"], f"url.open {url}")
+                if out[1].get("delivered"):
+                    self.owed_ids[e["id"]] = app
+            self.model.events[url] = e
+        return {"step": f"url.open {url}", "fn": lambda c: c.url_open(url), "record": record}
+
+    def ids_increase(self, conn, eid, step):
+        if ev_num(eid) <= conn["last_eid"]:
+            self.fail(f"{step}: answered {eid}, not above ev-{conn['last_eid']} answered before on the same connection")
+        conn["last_eid"] = max(conn["last_eid"], ev_num(eid))
+
+    def op_share(self, conn, kind, group, tag, rng):
+        marker = f"cs-{tag}"
+        items, expect = [sb.text_item(marker)], [{"text": marker}]
+        if rng.random() < 0.4:
+            items.append(sb.url_item(f"https://example.org/{tag}"))
+            expect.append({"url": f"https://example.org/{tag}"})
+        if rng.random() < 0.35:
+            data = bytes(rng.getrandbits(8) for _ in range(rng.randint(1, 3000)))
+            items.append(sb.data_item(data, name="d.bin"))
+            expect.append({"name": "d.bin", "sha": hashlib.sha256(data).hexdigest()})
+        if rng.random() < 0.3:
+            p = self.inputs / f"f-{tag.replace('/', '-')}.dat"
+            data = bytes(rng.getrandbits(8) for _ in range(rng.randint(1, 40000)))
+            p.write_bytes(data)
+            items.append(sb.path_item(p))
+            expect.append({"name": p.name, "sha": hashlib.sha256(data).hexdigest()})
+        y = rng.random()
+        open_ = True if y < 0.4 else (f"{SCHEME_OF[group]}://so/{tag}" if y < 0.6 else None)
+        ext = (EXT if group == GROUP else EXT_B) if kind == "tool" else None
+        app = APP_OF[group]
+
+        def record(out):
+            s = {"id": None, "sent": self.status_of(out), "completed": "no", "items": expect,
+                 "group": group, "open": open_, "open_url": None}
+            if out[0] == "ok":
+                s["id"] = out[1]["shareID"]
+                self.ok_shares[group].append(s["id"])
+                if open_ is not None:
+                    url = open_ if isinstance(open_, str) else f"{SCHEME_OF[group]}://open-from-share?share={s['id']}"
+                    s["open_url"] = url
+                    eid = out[1].get("eventID")
+                    self.model.events[url] = {"id": eid, "created": "ok", "acked": "no", "app": app}
+                    if eid:
+                        self.see_id(eid, url)
+                        self.ids_increase(conn, eid, f"share.send {marker}")
+                    else:
+                        self.fail(f"share.send {marker} with open answered without an eventID: {out[1]}")
+            elif isinstance(open_, str):
+                self.model.events[open_] = {"id": None, "created": s["sent"], "acked": "no", "app": app}
+            elif open_ is True and s["sent"] == "maybe":
+                self.open_unknown += 1
+            self.model.shares[marker] = s
+        return {"step": f"share.send {marker}{' open' if open_ else ''}{' +file' if len(items) > 2 else ''}",
+                "fn": lambda c: c.share_send(items, extension=ext, open=open_), "record": record}
+
+    def dver_of(self, group):
+        return self.dver.setdefault(group, {"ok": [], "maybe": 0})
+
+    def version_answered(self, conn, group, v, step):
+        d = self.dver_of(group)
+        if v in d["ok"]:
+            self.fail(f"{step}: version {v} of {group} answered twice")
+        d["ok"].append(v)
+        last = conn["version"].get(group, -1)
+        if v <= last:
+            self.fail(f"{step}: version {v} not above {last} answered before on the same connection")
+        conn["version"][group] = max(last, v)
+
+    def predict(self, conn, group, cas):
+        """ifVersion: the last version this connection knows of plus the writes it sent since."""
+        if not cas:
+            return None
+        conn["last_ver"].setdefault(group, 0)
+        return conn["last_ver"][group]
+
+    def op_dset(self, conn, group, key, rng, cas=False):
+        value = rng.choice([rng.randint(0, 1000), f"v-{rng.getrandbits(32):x}", {"n": rng.random()}, [1, None, "x"]])
+        ifv = self.predict(conn, group, cas)
+        if cas:
+            conn["last_ver"][group] += 1   # (as if it succeeds: the next one in the burst builds on it)
+            conn.setdefault("keys", set()).add(key)
+        step = f"defaults.set {group} {key}{'' if ifv is None else f' ifVersion {ifv}'}"
+
+        def record(out):
+            g = self.model.group(group)
+            if out[0] == "ok":
+                g["values"][key] = {jkey(value)}
+                v = out[1]["version"]
+                self.version_answered(conn, group, v, step)
+                if ifv is not None and v != ifv + 1:
+                    self.fail(f"{step}: answered version {v}")
+                conn["last_ver"][group] = max(conn["last_ver"].get(group, 0), v)
+            else:
+                self.resync(conn, group, out)
+                if out[1] == -32603:
+                    g["values"].setdefault(key, {ABSENT}).add(jkey(value))
+                    self.dver_of(group)["maybe"] += 1
+        return {"step": step, "fn": lambda c: c.defaults_set(group, key, value, if_version=ifv), "record": record}
+
+    def op_dremove(self, conn, group, key, rng, cas=False):
+        ifv = self.predict(conn, group, cas)
+        if cas and key in conn.setdefault("keys", set()):
+            conn["last_ver"][group] += 1
+            conn["keys"].discard(key)
+        step = f"defaults.remove {group} {key}{'' if ifv is None else f' ifVersion {ifv}'}"
+
+        def record(out):
+            g = self.model.group(group)
+            if out[0] == "ok":
+                if out[1].get("removed"):
+                    g["values"][key] = {ABSENT}
+                    self.version_answered(conn, group, out[1]["version"], step)
+                    conn["last_ver"][group] = max(conn["last_ver"].get(group, 0), out[1]["version"])
+                elif key in g["values"] and ABSENT not in g["values"][key]:
+                    self.fail(f"{step}: removed: false, but the key was set (answered) and never removed")
+            else:
+                self.resync(conn, group, out)
+                if out[1] == -32603:
+                    g["values"].setdefault(key, {ABSENT}).add(ABSENT)
+                    self.dver_of(group)["maybe"] += 1
+        return {"step": step, "fn": lambda c: c.defaults_remove(group, key, if_version=ifv), "record": record}
+
+    def resync(self, conn, group, out):
+        if group not in conn["last_ver"]:
+            return
+        data = out[3] if len(out) > 3 else None
+        if out[1] == -32006 and isinstance(data, dict) and isinstance(data.get("version"), int):
+            conn["last_ver"][group] = data["version"]
+        elif out[1] != -32006:
+            conn["last_ver"][group] = max(self.dver_of(group)["ok"] + [0])  # (a guess: conflicts are allowed)
+
+    async def subscriber(self, app, group):
+        rng = random.Random(self.seed * 31 + (1 if app == APP else 2))
+        c = await self.aconnect("app", app)
+        out = await self.acall(f"app.subscribe {app}", lambda: c.app_subscribe())
+        if out[0] != "ok":
+            self.notes.append(f"app.subscribe {app}: {out[1:3]}")
+            return
+        seen, tasks, to_ack = set(), [], []
+        deadline = None
+        while True:
+            try:
+                ev = await c.next_event(timeout=0.02)
+            except (sb.SubscriptionEnded,) + LOST:
+                break
+            if ev is None:
+                if to_ack:
+                    tasks.append(asyncio.ensure_future(self.ack(c, to_ack)))
+                    to_ack = []
+                if self.stop.is_set():
+                    if self.lost:
+                        break
+                    deadline = deadline or time.monotonic() + 5.0
+                    missing = [e for e, a in self.owed_ids.items() if a == app and e not in seen]
+                    if not missing:
+                        break
+                    if time.monotonic() > deadline:
+                        self.fail(f"{app}: events answered delivered: true never came: {sorted(missing, key=ev_num)[:10]}")
+                        break
+                continue
+            eid = ev["id"]
+            url = ev.get("url") or ev.get("webpageURL")
+            sid = ev.get("shareID")
+            if eid in seen:
+                self.fail(f"{app}: event {eid} {url} delivered twice on one subscription")
+            if self.acked_ids.get(eid) == "ok":
+                self.fail(f"{app}: event {eid} {url} delivered after its ack was answered")
+            seen.add(eid)
+            self.delivered_ids[eid] = (app, url, sid)
+            self.model.delivered.append((app, eid, url))
+            self.see_id(eid, url)
+            if sid and rng.random() < 0.6:
+                tasks.append(asyncio.ensure_future(self.get_share(c, sid, complete=rng.random() < 0.6)))
+            elif self.ok_shares[group] and rng.random() < 0.15:
+                pick = self.ok_shares[group].pop(rng.randrange(len(self.ok_shares[group])))
+                tasks.append(asyncio.ensure_future(self.complete(c, pick)))
+            if rng.random() < 0.75:
+                to_ack.append(eid)
+            if len(to_ack) >= rng.randint(1, 4):
+                tasks.append(asyncio.ensure_future(self.ack(c, to_ack)))
+                to_ack = []
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def ack(self, c, ids):
+        out = await self.acall(f"app.ack {ids}", lambda: c.app_ack(ids))
+        st = self.status_of(out)
+        if st != "no":
+            for i in ids:
+                if self.acked_ids.get(i) != "ok":
+                    self.acked_ids[i] = st
+
+    async def get_share(self, c, sid, complete):
+        """What an app does with an open event: reads the share (its first item names the
+        request), then, sometimes, completes it right away (pipelined)."""
+        futs = [asyncio.ensure_future(self.acall(f"share.get {sid} (from its event)", lambda: c.share_get(sid)))]
+        if complete:
+            futs.append(asyncio.ensure_future(self.complete(c, sid)))
+        outs = await asyncio.gather(*futs)
+        out = outs[0]
+        if out[0] == "ok":
+            items = out[1].get("items") or [{}]
+            self.got_shares[sid] = items[0].get("text")
+
+    async def complete(self, c, sid):
+        out = await self.acall(f"share.complete {sid}", lambda: c.share_complete(sid))
+        st = self.status_of(out)
+        if st != "no" and self.completed_ids.get(sid) != "ok":
+            self.completed_ids[sid] = st
+        return out
+
+    def settle(self):
+        """Folds what the apps did (acks, completions by id) into the model once every answer is in."""
+        m = self.model
+        for url, e in m.events.items():
+            st = self.acked_ids.get(e["id"]) if e["id"] else None
+            if st:
+                e["acked"] = st
+        for s in m.shares.values():
+            st = self.completed_ids.get(s["id"]) if s["id"] else None
+            if st:
+                s["completed"] = st
+        for group, d in self.dver.items():
+            top = max(d["ok"] + [0])
+            m.group(group)["versions"] = set(range(top, top + d["maybe"] + 1))
+
+    # -- the checks it adds --------------------------------------------------------------------
+
+    def extra_checks(self):
+        m = self.model
+        answered_sid = {s["id"] for s in m.shares.values() if s["id"]}
+        orphans = {eid: v for eid, v in self.delivered_ids.items() if v[1] not in m.events}
+        unknown_shares = set()
+        for eid, (app, url, sid) in sorted(orphans.items(), key=lambda kv: ev_num(kv[0])):
+            if sid is None or sid in answered_sid:
+                continue
+            unknown_shares.add(sid)
+            marker = self.got_shares.get(sid)
+            s = m.shares.get(marker) if marker else None
+            if s is not None and s["sent"] == "no":
+                self.fail(f"share.send {marker} was answered with an error, but its open event {eid} ({sid}) was delivered")
+            acked = self.acked_ids.get(eid)
+            if url in self.present_urls and acked == "ok":
+                self.fail(f"{app}: event {eid} {url} came back after its ack was answered")
+            if url not in self.present_urls and acked is None:
+                self.fail(f"{app}: event {eid} {url} was delivered (never acked), and is missing after the restart")
+        if len(unknown_shares) > self.open_unknown:
+            self.fail(f"{len(unknown_shares)} open events delivered for shares no share.send answered "
+                      f"({sorted(unknown_shares)}), but only {self.open_unknown} share.send {{open: true}} were "
+                      f"answered -32603 or not at all: one answered -32005 had its event delivered")
+        for sid, (marker, group) in self.present_shares.items():
+            if self.completed_ids.get(sid) == "ok" and (marker is None or m.shares[marker]["completed"] != "ok"):
+                self.fail(f"{group}: share {sid} ({marker}) came back after share.complete was answered")
+
+    def repro(self):
+        return (f"python3 scripts/fault-injection/fault_injection.py --concurrent {self.k} --rounds {self.rounds} "
+                f"--seed {self.seed} --n {self.n} --mode {self.mode} --errno {self.err}"
+                + (f" --kill-at {self.kill_at}" if self.kill_at else "")
+                + (" --power-cut" if self.power_cut else "")
+                + (f" --ops {self.fi_ops}" if self.fi_ops else "") + " --repeat 10 -v --keep-failed")
+
+
 class BrokerGone(Exception):
     pass
 
@@ -993,7 +1445,7 @@ class BrokerGone(Exception):
 
 def run_one(args, shim, n, mode, err, kill_at=0, power_cut=False, drop_syncs=False):
     work = tempfile.mkdtemp(prefix=f"sb-fi-{n}-{'pc' + str(kill_at) + '-' if power_cut else ''}", dir=args.tmp)
-    run = Run(args.broker, shim, n, mode, err, work, verbose=args.verbose)
+    run = new_run(args, shim, n, mode, err, work)
     run.kill_at = kill_at
     run.power_cut = power_cut
     run.drop_syncs = drop_syncs
@@ -1009,6 +1461,8 @@ def run_one(args, shim, n, mode, err, kill_at=0, power_cut=False, drop_syncs=Fal
     run.fault_line = run.failed_call()
     run.cut_at = cut_line(run) if run.power_cut else None
     run.log_tail = run.broker.log_tail() if run.failures else ""
+    if isinstance(run, ConcurrentRun):
+        run.repro_cmd = run.repro()
     if args.keep or (run.failures and args.keep_failed):
         run.kept = work
     else:
@@ -1017,15 +1471,24 @@ def run_one(args, shim, n, mode, err, kill_at=0, power_cut=False, drop_syncs=Fal
     return run
 
 
+def new_run(args, shim, n, mode, err, work):
+    if args.concurrent:
+        return ConcurrentRun(args.broker, shim, n, mode, err, work, verbose=args.verbose, k=args.concurrent,
+                             seed=args.seed if args.seed is not None else 1, rounds=args.rounds, ops=args.ops)
+    return Run(args.broker, shim, n, mode, err, work, verbose=args.verbose)
+
+
 def count_calls(args, shim):
     """The counting run: no fault; the number of calls and the trace."""
     work = tempfile.mkdtemp(prefix="sb-fi-count-", dir=args.tmp)
-    run = Run(args.broker, shim, 0, "transient", "EIO", work, verbose=args.verbose)
+    run = new_run(args, shim, 0, "transient", "EIO", work)
     run.execute()
     trace = Path(run.fi_log).read_text().splitlines() if Path(run.fi_log).exists() else []
     total = run.calls_so_far()
     ready = run.ready_count
     codes = dict(run.model.codes)
+    if args.concurrent:  # (compare-and-set conflicts, completions of shares already completed)
+        codes = {c: k for c, k in codes.items() if c not in (-32006, -32002)}
     shutil.rmtree(work, ignore_errors=True)
     if run.failures:
         raise SetupError("the workload fails without any fault:\n  " + "\n  ".join(run.failures))
@@ -1055,6 +1518,32 @@ def plan_sample(total, trace, k, seed):
             n = rng.choice(near or writes)
         kill_at = n + rng.randint(1, 4) if mode == "transient" and i % 4 == 3 else 0
         plan.append((n, mode, err, kill_at, False))
+    return plan
+
+
+def plan_concurrent(ready, total, k, seed, modes):
+    """k runs with N spread over the calls after the start (ready+1..total, from the counting
+    run: under concurrency the count varies from run to run), the modes taken in turn:
+    transient, sticky, torn, kill (transient + a SIGKILL 1-4 calls later), cut (a power cut at N,
+    no fault), cutfault (a transient fault at N and a power cut 1-6 calls later)."""
+    rng = random.Random(seed)
+    lo0 = (ready or 0) + 1
+    span = max(1, total - lo0 + 1)
+    plan = []
+    for i in range(k):
+        lo = lo0 + (span * i) // k
+        hi = max(lo, lo0 + (span * (i + 1)) // k - 1)
+        n = rng.randint(lo, hi)
+        err = rng.choice(("EIO", "ENOSPC"))
+        mode = modes[i % len(modes)]
+        if mode == "kill":
+            plan.append((n, "transient", err, n + rng.randint(1, 4), False))
+        elif mode == "cut":
+            plan.append((0, "transient", "EIO", n, True))
+        elif mode == "cutfault":
+            plan.append((n, "transient", err, n + rng.randint(1, 6), True))
+        else:
+            plan.append((n, mode, err, 0, False))
     return plan
 
 
@@ -1123,6 +1612,8 @@ def describe(run):
         lines.append(f"    answered {o[1]} to {s}: {o[2][:160]}")
     if run.kept:
         lines.append(f"    kept: {run.kept}")
+    if isinstance(run.__dict__.get("repro_cmd"), str):
+        lines.append(f"    again: {run.repro_cmd}")
     if run.log_tail:
         lines.append("    broker log tail:\n" + "\n".join("      " + l for l in run.log_tail.splitlines()[-12:]))
     return "\n".join(lines)
@@ -1157,6 +1648,17 @@ def main():
     ap.add_argument("--torn-every", type=int, default=0, metavar="K", help="with --sweep: a torn run on every K-th write call")
     ap.add_argument("--kill-after", type=int, default=0, metavar="K",
                     help="with --sweep: for every N, K more transient EIO runs with a SIGKILL 1..K calls after the fault")
+    ap.add_argument("--concurrent", type=int, default=0, metavar="K",
+                    help="the concurrent workload: K connections pipelining requests, two subscribed apps "
+                         "(README \"The concurrent workload\"); with --n, --sample (modes taken in turn, --modes)")
+    ap.add_argument("--rounds", type=int, default=6, help="with --concurrent: bursts per connection (default 6)")
+    ap.add_argument("--modes", default="transient,sticky,torn,kill,cut,cutfault",
+                    help="with --concurrent --sample: the modes taken in turn (default all: "
+                         "transient,sticky,torn,kill,cut,cutfault)")
+    ap.add_argument("--repeat", type=int, default=1, help="with --n: run it this many times (the concurrent "
+                    "workload's call numbering varies: a failure may need a few tries)")
+    ap.add_argument("--ops", default="", help="FI_OPS: count (and fail) only these call classes, e.g. sync,write "
+                    "(with --concurrent)")
     ap.add_argument("--jobs", type=int, default=1, help="runs at once (default 1)")
     ap.add_argument("--budget", type=float, default=0, metavar="SECONDS", help="stop starting runs after this long (0: no limit); the runs not made are reported")
     ap.add_argument("--keep", action="store_true", help="keep every run's directory")
@@ -1166,6 +1668,8 @@ def main():
     args = ap.parse_args()
     if args.power_cut and args.n is None and args.sample is None and not args.sweep and not args.count:
         args.n = 0
+    if args.concurrent and args.seed is None:
+        args.seed = random.randrange(1 << 30)
     if args.power_cut and args.mode in ("torn", "lie"):
         ap.error("--power-cut goes with transient or sticky faults only")
 
@@ -1228,8 +1732,12 @@ def main():
                 print(f"fault-injection: self-test passed: a power cut on a disk that ignores fdatasync is caught "
                       f"({len(r.failures)} violations, e.g. {missing[0]})")
 
+        if args.concurrent:
+            print(f"fault-injection: --concurrent {args.concurrent} --rounds {args.rounds} --seed {args.seed}")
         if args.n is not None:
-            plan = [(args.n, args.mode, args.errno, args.kill_at, args.power_cut)]
+            plan = [(args.n, args.mode, args.errno, args.kill_at, args.power_cut)] * max(1, args.repeat)
+        elif args.sample is not None and args.concurrent:
+            plan = plan_concurrent(ready, total, args.sample, args.seed, args.modes.split(","))
         elif args.sample is not None:
             seed = args.seed if args.seed is not None else random.randrange(1 << 30)
             print(f"fault-injection: --sample {args.sample} --seed {seed}{' --power-cut' if args.power_cut else ''}"
