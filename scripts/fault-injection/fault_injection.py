@@ -382,6 +382,7 @@ class Run:
         self.ready_count = None
         self.kill_at = 0            # the shim SIGKILLs the broker at this call (0: never)
         self.power_cut = False      # a power cut at the kill (at kill_at, or after the workload)
+        self.also = ""              # FI_ALSO: more calls that fail (transient), "N2,N3"
         self.drop_syncs = 0         # (self-test) the power-cut model ignores file syncs from this call on
         self.pc_dir = self.work / "pc"
         self.cut_notes = []
@@ -398,6 +399,8 @@ class Run:
         env = {"LD_PRELOAD": self.shim, "FI_STATE": str(self.state), "FI_N": str(self.n),
                "FI_MODE": self.mode, "FI_ERRNO": self.err, "FI_COUNTER": self.counter,
                "FI_LOG": self.fi_log, "FI_KILL_AT": str(self.kill_at)}
+        if self.also:
+            env["FI_ALSO"] = self.also
         if self.power_cut:
             env["FI_POWER_CUT"] = str(self.pc_dir)
             if self.drop_syncs:
@@ -1430,6 +1433,7 @@ class ConcurrentRun(Run):
     def repro(self):
         return (f"python3 scripts/fault-injection/fault_injection.py --concurrent {self.k} --rounds {self.rounds} "
                 f"--seed {self.seed} --n {self.n} --mode {self.mode} --errno {self.err}"
+                + (f" --also {self.also}" if self.also else "")
                 + (f" --kill-at {self.kill_at}" if self.kill_at else "")
                 + (" --power-cut" if self.power_cut else "")
                 + (f" --ops {self.fi_ops}" if self.fi_ops else "") + " --repeat 10 -v --keep-failed")
@@ -1443,12 +1447,13 @@ class BrokerGone(Exception):
 # Campaign
 
 
-def run_one(args, shim, n, mode, err, kill_at=0, power_cut=False, drop_syncs=False):
+def run_one(args, shim, n, mode, err, kill_at=0, power_cut=False, drop_syncs=False, also=""):
     work = tempfile.mkdtemp(prefix=f"sb-fi-{n}-{'pc' + str(kill_at) + '-' if power_cut else ''}", dir=args.tmp)
     run = new_run(args, shim, n, mode, err, work)
     run.kill_at = kill_at
     run.power_cut = power_cut
     run.drop_syncs = drop_syncs
+    run.also = also
     try:
         run.execute()
     except Exception as e:  # a bug of the driver is a failed run, with its traceback
@@ -1525,7 +1530,8 @@ def plan_concurrent(ready, total, k, seed, modes):
     """k runs with N spread over the calls after the start (ready+1..total, from the counting
     run: under concurrency the count varies from run to run), the modes taken in turn:
     transient, sticky, torn, kill (transient + a SIGKILL 1-4 calls later), cut (a power cut at N,
-    no fault), cutfault (a transient fault at N and a power cut 1-6 calls later)."""
+    no fault), cutfault (a transient fault at N and a power cut 1-6 calls later), double (transient
+    faults at N and 1-8 calls later: a commit's failure, then what undoes it fails)."""
     rng = random.Random(seed)
     lo0 = (ready or 0) + 1
     span = max(1, total - lo0 + 1)
@@ -1540,6 +1546,9 @@ def plan_concurrent(ready, total, k, seed, modes):
             plan.append((n, "transient", err, n + rng.randint(1, 4), False))
         elif mode == "cut":
             plan.append((0, "transient", "EIO", n, True))
+        elif mode == "double":
+            d = rng.randint(1, 8)
+            plan.append((n, "transient", err, 0, False, f"{n + d}"))
         elif mode == "cutfault":
             plan.append((n, "transient", err, n + rng.randint(1, 6), True))
         else:
@@ -1579,7 +1588,8 @@ def run_label(run):
         where = f"--kill-at {run.kill_at}" if run.kill_at else "after the workload"
         fault = f"N={run.n} {run.mode} {run.err} + " if run.n else ""
         return f"{fault}power cut {where}"
-    return f"N={run.n} {run.mode} {run.err}{f' --kill-at {run.kill_at}' if run.kill_at else ''}"
+    return (f"N={run.n} {run.mode} {run.err}{f' --also {run.also}' if run.also else ''}"
+            f"{f' --kill-at {run.kill_at}' if run.kill_at else ''}")
 
 
 def cut_line(run):
@@ -1652,11 +1662,13 @@ def main():
                     help="the concurrent workload: K connections pipelining requests, two subscribed apps "
                          "(README \"The concurrent workload\"); with --n, --sample (modes taken in turn, --modes)")
     ap.add_argument("--rounds", type=int, default=6, help="with --concurrent: bursts per connection (default 6)")
-    ap.add_argument("--modes", default="transient,sticky,torn,kill,cut,cutfault",
+    ap.add_argument("--modes", default="transient,sticky,torn,kill,cut,cutfault,double",
                     help="with --concurrent --sample: the modes taken in turn (default all: "
-                         "transient,sticky,torn,kill,cut,cutfault)")
+                         "transient,sticky,torn,kill,cut,cutfault,double)")
     ap.add_argument("--repeat", type=int, default=1, help="with --n: run it this many times (the concurrent "
                     "workload's call numbering varies: a failure may need a few tries)")
+    ap.add_argument("--also", default="", metavar="N2,N3", help="with --n: these calls fail too (transient), "
+                    "e.g. a commit's fault and then its take-back's")
     ap.add_argument("--ops", default="", help="FI_OPS: count (and fail) only these call classes, e.g. sync,write "
                     "(with --concurrent)")
     ap.add_argument("--jobs", type=int, default=1, help="runs at once (default 1)")
@@ -1735,7 +1747,7 @@ def main():
         if args.concurrent:
             print(f"fault-injection: --concurrent {args.concurrent} --rounds {args.rounds} --seed {args.seed}")
         if args.n is not None:
-            plan = [(args.n, args.mode, args.errno, args.kill_at, args.power_cut)] * max(1, args.repeat)
+            plan = [(args.n, args.mode, args.errno, args.kill_at, args.power_cut, args.also)] * max(1, args.repeat)
         elif args.sample is not None and args.concurrent:
             plan = plan_concurrent(ready, total, args.sample, args.seed, args.modes.split(","))
         elif args.sample is not None:
@@ -1763,7 +1775,7 @@ def main():
                 with lock:
                     skipped += 1
                 return None
-            r = run_one(args, shim, *item)
+            r = run_one(args, shim, *item[:5], also=item[5] if len(item) > 5 else "")
             with lock:
                 results.append(r)
                 if r.failures:
@@ -1788,7 +1800,7 @@ def main():
         cuts_at_kill = sum(1 for r in cuts if r.cut_at)
         by_mode = {}
         for r in results:
-            k = ("power cut", "") if r.power_cut and not r.n else (r.mode + (" + power cut" if r.power_cut else " + SIGKILL" if r.kill_at else ""), r.err)
+            k = ("power cut", "") if r.power_cut and not r.n else (r.mode + (" + another" if r.also else "") + (" + power cut" if r.power_cut else " + SIGKILL" if r.kill_at else ""), r.err)
             a, b = by_mode.get(k, (0, 0))
             by_mode[k] = (a + 1, b + (1 if r.failures else 0))
         modes = ", ".join(f"{m}{' ' + e if e else ''}: {a} runs, {b} failed" for (m, e), (a, b) in sorted(by_mode.items()))

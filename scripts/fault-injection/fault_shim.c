@@ -19,6 +19,7 @@
                  "N OP PATH" (plus " FAULT errno" for the failed one, " TORN k/len" for a torn write)
      FI_KILL_AT  the shim raises SIGKILL in the broker when call M is counted, before making it (a
                  crash right after the fault: what was answered before must hold)
+     FI_ALSO     optional comma list of more calls that fail (as transient ones), up to 8
      FI_OPS      optional comma list of the call classes to count (default: all):
                  open,read,write,sync,truncate,alloc,rename,unlink,mkdir,rmdir
      FI_POWER_CUT  a directory (absolute, on the state directory's file system, outside it):
@@ -79,6 +80,8 @@ static size_t fi_state_len;
 static char fi_state_real[PATH_MAX];
 static size_t fi_state_real_len;
 static long fi_n;
+static long fi_also[8];   /* FI_ALSO: more calls that fail (transient), up to 8 */
+static int fi_also_count;
 static long fi_kill_at;
 static int fi_mode; /* 0 transient, 1 sticky, 2 torn, 3 lie */
 static int fi_errno = EIO;
@@ -166,6 +169,14 @@ __attribute__((constructor)) static void fi_init(void) {
     if (realpath(fi_state, fi_state_real)) fi_state_real_len = strlen(fi_state_real);
     const char *n = getenv("FI_N");
     fi_n = n ? atol(n) : 0;
+    const char *also = getenv("FI_ALSO");
+    while (also && *also && fi_also_count < 8) {
+        char *end;
+        long v = strtol(also, &end, 10);
+        if (end == also) break;
+        if (v > 0) fi_also[fi_also_count++] = v;
+        also = *end == ',' ? end + 1 : end;
+    }
     const char *kill_at = getenv("FI_KILL_AT");
     fi_kill_at = kill_at ? atol(kill_at) : 0;
     const char *mode = getenv("FI_MODE");
@@ -504,6 +515,8 @@ static int fi_decide(unsigned op, const char *name, const char *path, int tornab
         raise(SIGKILL);
     }
     int fail = fi_n > 0 && (fi_mode == 1 || fi_mode == 3 ? (long)n >= fi_n : (long)n == fi_n);
+    for (int i = 0; !fail && i < fi_also_count; i++)
+        if ((long)n == fi_also[i]) fail = 1;
     if (fi_mode == 3 && fail && !tornable) fail = 0; /* lie: only writes, and they "succeed" */
     if (fail && fi_mode == 2 && tornable && torn) *torn = 1;
     char line[PATH_MAX + 128];
