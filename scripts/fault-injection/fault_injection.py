@@ -897,8 +897,7 @@ class Run:
                 if s["open"] is not None:
                     url = s["open_url"] or (s["open"] if isinstance(s["open"], str)
                                             else f"{SCHEME_OF.get(group, SCHEME)}://open-from-share?share={sh['shareID']}")
-                    e = m.events.get(url, {})
-                    if url not in present_urls and e.get("acked", "no") == "no":
+                    if url not in present_urls and self.acked_of(url) == "no":
                         self.fail(f"share {marker} ({sh['shareID']}) is there without its open event {url}")
         for marker, s in m.shares.items():
             if s["sent"] == "ok" and s["completed"] == "no" and s["id"] not in present:
@@ -951,6 +950,10 @@ class Run:
 
     def extra_checks(self):
         """(ConcurrentRun: the checks its workload adds)"""
+
+    def acked_of(self, url):
+        """What the ack of the event with this URL was answered: "ok", "maybe" or "no"."""
+        return self.model.events.get(url, {}).get("acked", "no")
 
     def share_items(self, c, sh):
         out = self.call(f"share.get {sh['shareID']} (check)", lambda: c.share_get(sh["shareID"]))
@@ -1387,10 +1390,22 @@ class ConcurrentRun(Run):
             self.completed_ids[sid] = st
         return out
 
+    def acked_of(self, url):
+        e = self.model.events.get(url)
+        if e is not None:
+            return e.get("acked", "no")
+        for eid, (_, u, _) in self.delivered_ids.items():   # (an open event of a share not answered)
+            if u == url:
+                return self.acked_ids.get(eid, "no")
+        return "no"
+
     def settle(self):
         """Folds what the apps did (acks, completions by id) into the model once every answer is in."""
         m = self.model
+        by_url = {url: eid for eid, (_, url, _) in self.delivered_ids.items()}
         for url, e in m.events.items():
+            if e["id"] is None and url in by_url:   # (delivered before, or without, its answer)
+                e["id"] = by_url[url]
             st = self.acked_ids.get(e["id"]) if e["id"] else None
             if st:
                 e["acked"] = st
