@@ -1272,15 +1272,18 @@ public final class Broker {
     func compensate(_ list: [Compensation], failed: [ObjectIdentifier: StoreError]) -> [ObjectIdentifier: StoreError] {
         var undone: [TurnParticipant] = []
         var undoFailed: [ObjectIdentifier: StoreError] = [:]
-        for c in list where failed[c.failing] != nil {
+        var notAppended: [Int] = []  // (indexes in `list` whose take-back could not be appended)
+        for (i, c) in list.enumerated() where failed[c.failing] != nil {
             if var e = c.undo(), failed[ObjectIdentifier(c.undoes)] == nil {
                 // (the take-back could not even be appended: the share stays, durable)
                 e.recordsMayRemain = true
                 log.log(.error, "cannot take back what a request stored with a failed commit of another store: \(e.message)")
                 undoFailed[ObjectIdentifier(c.undoes)] = e
+                notAppended.append(i)
             }
             if !undone.contains(where: { $0 === c.undoes }) { undone.append(c.undoes) }
         }
+        var commitFailed: Set<ObjectIdentifier> = []
         for store in undone where failed[ObjectIdentifier(store)] == nil {
             do {
                 try store.commitTurn()
@@ -1290,8 +1293,14 @@ public final class Broker {
                 if store.failedRecordsMayRemain { e.recordsMayRemain = true }
                 log.log(.error, "commit failed: \(e.message) (taking back what requests stored with a failed commit of another store)")
                 undoFailed[ObjectIdentifier(store)] = e
+                commitFailed.insert(ObjectIdentifier(store))
                 failAccumulated(ObjectIdentifier(store), e, written: true)
             }
+        }
+        // What stays (a take-back not appended, or not made durable, of a change that was: its
+        // store did not fail here) is whole again: its part in the failing store is made again.
+        for (i, c) in list.enumerated() where failed[c.failing] != nil && failed[ObjectIdentifier(c.undoes)] == nil {
+            if notAppended.contains(i) || commitFailed.contains(ObjectIdentifier(c.undoes)) { c.redo?() }
         }
         return undoFailed
     }

@@ -770,6 +770,18 @@ extension Broker {
                         do throws(StoreError) { _ = try store.complete(shareID) } catch { return error }
                         return nil
                     },
+                    redo: { [unowned self] in
+                        // (its take-back failed: the share stays, durable, answered -32603; its
+                        // event, lost with the event queues' failed commit, is queued again with
+                        // its id and sequence number, for the next commit)
+                        guard let events = self.store, !events.isPending(app: event.app, id: event.id) else { return }
+                        do throws(StoreError) {
+                            try events.restore(app: event.app, id: event.id, seq: event.seq, body: event.body)
+                            if let again = events.pending(for: event.app).first(where: { $0.id == event.id }) { turnEvents.append(again) }
+                        } catch {
+                            log.log(.error, "cannot queue again event \(event.id) of share \(shareID), whose take-back failed: \(error.message)")
+                        }
+                    },
                     withdraw: { [unowned self] in
                         // (the share's group failed a commit and rolled it back before it was
                         // durable: its event, pending with the next commit, must not announce it)

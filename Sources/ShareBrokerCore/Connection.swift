@@ -233,6 +233,12 @@ struct Compensation {
     let undoes: TurnParticipant
     /// The change; the error when it could not be made.
     let undo: () -> StoreError?
+    /// The take-back could not be made durable, so the request's durable change in `undoes`
+    /// stays (answered -32603): what it had made in the failing store, lost with that store's
+    /// failed commit, is made again (the share's event, with its id, with the next commit:
+    /// recovery re-creates only events above the journal's last sequence number, and later
+    /// events pass it). nil: nothing to do.
+    var redo: (() -> Void)? = nil
     /// The other way round: `undoes` failed and undid the request's change there (a share not
     /// yet durable, rolled back with its store's failed commit), so its change in the failing
     /// store, not yet committed either, is taken back (the share's event); nil: nothing to do.
