@@ -774,7 +774,11 @@ extension Broker {
                         // (its take-back failed: the share stays, durable, answered -32603; its
                         // event, lost with the event queues' failed commit, is queued again with
                         // its id and sequence number, for the next commit)
-                        guard let events = self.store, !events.isPending(app: event.app, id: event.id) else { return }
+                        // (Only while the share is there: a request accumulated since, whose
+                        // share was in the group's batch that the failed take-back rolled back,
+                        // has neither.)
+                        guard store.share(shareID) != nil, let events = self.store, !events.isPending(app: event.app, id: event.id)
+                        else { return }
                         do throws(StoreError) {
                             try events.restore(app: event.app, id: event.id, seq: event.seq, body: event.body)
                             if let again = events.pending(for: event.app).first(where: { $0.id == event.id }) { turnEvents.append(again) }

@@ -237,7 +237,7 @@ struct Compensation {
     /// stays (answered -32603): what it had made in the failing store, lost with that store's
     /// failed commit, is made again (the share's event, with its id, with the next commit:
     /// recovery re-creates only events above the journal's last sequence number, and later
-    /// events pass it). nil: nothing to do.
+    /// events pass it), when that change is still there. nil: nothing to do.
     var redo: (() -> Void)? = nil
     /// The other way round: `undoes` failed and undid the request's change there (a share not
     /// yet durable, rolled back with its store's failed commit), so its change in the failing

@@ -48,4 +48,52 @@ final class TakeBackFailedEventLostTests: XCTestCase {
             pending, urls.count + 1,
             "shares after the restart: \(urls); pending events: \(String(describing: pending)) (before the restart: \(String(describing: live)))")
     }
+
+    /// (Found by the same workload, once the event was queued again.) A share.send {open}
+    /// accumulated while that commit was in flight has its share in the group's batch that the
+    /// failed take-back wrote and rolled back: its share is gone, and its event must not be
+    /// queued again (it announced a share that is not there, after the restart too).
+    func testAnAccumulatedShareGoneWithTheFailedTakeBackGetsNoEvent() throws {
+        let faults = SyncFaults()
+        let h = BrokerHarness(manifests: ["10-myapp.json": youtubeApp])
+        try h.start {
+            $0.storeFaults = faults.injector
+            $0.commitPacingLongestWait = 0  // (the sync thread writes every commit: the loop goes on meanwhile)
+        }
+        let first = try RawClient(h.socket)
+        let second = try RawClient(h.socket)
+        for c in [first, second] {
+            c.send(requestLine(id: "0", method: "hello", params: #"{"role":"extension","bundleID":"com.mycompany.myapp.share"}"#))
+            XCTAssertNotNil(c.readJSON()?["result"])
+        }
+        first.send(requestLine(id: "1", method: "share.send", params: #"{"items":[{"url":"https://youtu.be/warmup"}],"open":true}"#))
+        XCTAssertNotNil(first.readJSON()?["result"])
+        // fdatasync 1: the share (passes); 2: its event (held, then fails); 3: the take-back,
+        // written with the second share (fails; the cut is made).
+        faults.arm(fail: [2, 3], blockAt: 2)
+        first.send(requestLine(id: "2", method: "share.send", params: #"{"items":[{"url":"https://youtu.be/first"}],"open":true}"#))
+        XCTAssertEqual(faults.entered.wait(timeout: .now() + 10), .success)
+        second.send(requestLine(id: "3", method: "share.send", params: #"{"items":[{"url":"https://youtu.be/second"}],"open":true}"#))
+        usleep(500_000)  // (the loop stores it meanwhile: it joins the next commit)
+        faults.permit.signal()
+        let a = try XCTUnwrap(first.readJSON(timeout: 10))
+        XCTAssertEqual(a["error"]?["code"], -32603, a.compactText)
+        let b = try XCTUnwrap(second.readJSON(timeout: 10))
+        XCTAssertEqual(b["error"]?["code"], -32005, b.compactText)
+        faults.arm(fail: [])
+        let tool = try h.tool()
+        XCTAssertTrue(waitUntil(timeout: 10) { (try? tool.call("broker.status")["pendingEvents"]?.intValue) == 2 })
+        for restart in [false, true] {
+            if restart {
+                h.stop()
+                try h.start { $0.storeFaults = faults.injector }
+            }
+            let app = try h.connect()
+            try app.hello(role: "app", bundleID: "com.mycompany.myapp")
+            let shares = try XCTUnwrap(app.call("share.list")["shares"]?.arrayValue)
+            XCTAssertEqual(shares.compactMap { $0["items"]?.arrayValue?.first?["url"]?.stringValue }, ["https://youtu.be/warmup", "https://youtu.be/first"])
+            XCTAssertEqual(try h.tool().call("broker.status")["pendingEvents"]?.intValue, 2, "one open event per share there (restart: \(restart))")
+        }
+        h.stop()
+    }
 }
