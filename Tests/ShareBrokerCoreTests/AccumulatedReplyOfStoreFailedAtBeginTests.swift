@@ -105,14 +105,7 @@ final class AccumulatedReplyOfStoreFailedAtBeginTests: XCTestCase {
             $0.commitPacingLongestWait = 0  // (the sync thread writes every commit: the loop goes on meanwhile)
         }
         defer { h.stop() }
-        let first = try RawClient(h.socket)
-        let second = try RawClient(h.socket)
-        for c in [first, second] {
-            c.send(requestLine(id: "0", method: "hello", params: #"{"role":"extension","bundleID":"com.mycompany.myapp.share"}"#))
-            XCTAssertNotNil(c.readJSON()?["result"])
-        }
-        first.send(requestLine(id: "1", method: "share.send", params: #"{"items":[{"url":"https://youtu.be/warmup"}],"open":true}"#))
-        XCTAssertNotNil(first.readJSON()?["result"])
+        let (first, second) = try twoSharingExtensions(h)
         // fdatasync 1: the group (the share); 2: the event journal (fails, and its cut too: it
         // owes it); 3: the share's take-back.
         faults.arm(fail: [2])

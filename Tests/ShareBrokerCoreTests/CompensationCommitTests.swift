@@ -80,6 +80,20 @@ final class SyncFaults: @unchecked Sendable {  // guarded by `lock`
     }
 }
 
+/// Two raw connections of My App's share extension (`hello` said); the first has sent a warm-up
+/// `share.send {open}` (id 1), which opened the group and the event queues. Next ids: 2 and up.
+func twoSharingExtensions(_ h: BrokerHarness, file: StaticString = #filePath, line: UInt = #line) throws -> (RawClient, RawClient) {
+    let first = try RawClient(h.socket)
+    let second = try RawClient(h.socket)
+    for c in [first, second] {
+        c.send(requestLine(id: "0", method: "hello", params: #"{"role":"extension","bundleID":"com.mycompany.myapp.share"}"#))
+        XCTAssertNotNil(c.readJSON()?["result"], "hello", file: file, line: line)
+    }
+    first.send(requestLine(id: "1", method: "share.send", params: #"{"items":[{"url":"https://youtu.be/warmup"}],"open":true}"#))
+    XCTAssertNotNil(first.readJSON()?["result"], "the warm-up share", file: file, line: line)
+    return (first, second)
+}
+
 final class CompensationCommitTests: XCTestCase {
     func start(_ faults: SyncFaults) throws -> BrokerHarness {
         let h = BrokerHarness(manifests: ["10-myapp.json": youtubeApp])
@@ -250,14 +264,7 @@ final class CompensationCommitTests: XCTestCase {
             $0.commitPacingLongestWait = 0  // (the sync thread writes every commit: the loop goes on meanwhile)
         }
         defer { h.stop() }
-        let first = try RawClient(h.socket)
-        let second = try RawClient(h.socket)
-        for c in [first, second] {
-            c.send(requestLine(id: "0", method: "hello", params: #"{"role":"extension","bundleID":"com.mycompany.myapp.share"}"#))
-            XCTAssertNotNil(c.readJSON()?["result"])
-        }
-        first.send(requestLine(id: "1", method: "share.send", params: #"{"items":[{"url":"https://youtu.be/warmup"}],"open":true}"#))
-        XCTAssertNotNil(first.readJSON()?["result"])
+        let (first, second) = try twoSharingExtensions(h)
         // fdatasync 1: the share (passes); 2: its event (held on the sync thread, then fails);
         // 3: the take-back, with the second share (fails); no cut can be made meanwhile.
         faults.arm(fail: [2, 3], blockAt: 2, cutsFailFrom: 1)

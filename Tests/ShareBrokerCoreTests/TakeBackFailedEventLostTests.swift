@@ -60,14 +60,7 @@ final class TakeBackFailedEventLostTests: XCTestCase {
             $0.storeFaults = faults.injector
             $0.commitPacingLongestWait = 0  // (the sync thread writes every commit: the loop goes on meanwhile)
         }
-        let first = try RawClient(h.socket)
-        let second = try RawClient(h.socket)
-        for c in [first, second] {
-            c.send(requestLine(id: "0", method: "hello", params: #"{"role":"extension","bundleID":"com.mycompany.myapp.share"}"#))
-            XCTAssertNotNil(c.readJSON()?["result"])
-        }
-        first.send(requestLine(id: "1", method: "share.send", params: #"{"items":[{"url":"https://youtu.be/warmup"}],"open":true}"#))
-        XCTAssertNotNil(first.readJSON()?["result"])
+        let (first, second) = try twoSharingExtensions(h)
         // fdatasync 1: the share (passes); 2: its event (held, then fails); 3: the take-back,
         // written with the second share (fails; the cut is made).
         faults.arm(fail: [2, 3], blockAt: 2)
