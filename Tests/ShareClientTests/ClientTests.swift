@@ -449,19 +449,11 @@ struct ClientTests {
 
         // The broker stops; another one on the same state, which the client cannot reach, takes
         // changes; then the broker is back on the client's socket.
-        h.stop()
-        #expect(await states.wait(for: 1).count == 1)
-        let away = h.dir.path + "/away.sock"
-        try h.start(socketPath: away)
-        do {
-            let other = try BrokerConnection(socketPath: away)
-            try other.hello(role: "extension", bundleID: "com.mycompany.myapp.share")
-            _ = try other.call("defaults.set", ["group": .string(appGroup), "key": "a", "value": 10])  // 5
-            _ = try other.call("defaults.remove", ["group": .string(appGroup), "key": "c"])  // 6
-            _ = try other.call("defaults.set", ["group": .string(appGroup), "key": "d", "value": 5])  // 7
-        }
-        h.stop()
-        try h.start()
+        try h.changeWhileAway([
+            ("defaults.set", ["group": .string(appGroup), "key": "a", "value": 10]),  // 5
+            ("defaults.remove", ["group": .string(appGroup), "key": "c"]),  // 6
+            ("defaults.set", ["group": .string(appGroup), "key": "d", "value": 5]),  // 7
+        ])
         #expect(await states.wait(for: 2).count == 2)
 
         let caughtNamed = await named.wait(for: 3)
@@ -498,22 +490,11 @@ struct ClientTests {
         let h = try startBroker()
         let app = h.client(.app, "com.mycompany.myapp", reconnect: true)
         try await app.connect()
-        let states = await Collector.start(await app.connectionEvents())
         try await app.defaultsSet(group: appGroup, key: "kept", value: 1)
         try await app.defaultsSet(group: appGroup, key: "gone", value: 2)
         let all = await Collector.start(try await app.defaultsWatch(group: appGroup))
         #expect(try await app.defaultsList(group: appGroup).values.keys.sorted() == ["gone", "kept"])
-        h.stop()
-        #expect(await states.wait(for: 1).count == 1)
-        let away = h.dir.path + "/away.sock"
-        try h.start(socketPath: away)
-        do {
-            let other = try BrokerConnection(socketPath: away)
-            try other.hello(role: "extension", bundleID: "com.mycompany.myapp.share")
-            _ = try other.call("defaults.remove", ["group": .string(appGroup), "key": "gone"])  // 3
-        }
-        h.stop()
-        try h.start()
+        try h.changeWhileAway([("defaults.remove", ["group": .string(appGroup), "key": "gone"])])  // 3
         let caught = await all.wait(for: 2)
         #expect(caught.map(\.key) == ["gone", "kept"])
         #expect(caught.map(\.removed) == [true, false])

@@ -93,6 +93,22 @@ final class BrokerHarness: @unchecked Sendable {
 
     deinit { stop() }
 
+    /// Changes the state while the clients of `socket` cannot reach it: the broker stops, runs
+    /// on another socket for `calls` (made there as My App's share extension), stops again and
+    /// is back on `socket`.
+    func changeWhileAway(_ calls: [(String, JSONValue)]) throws {
+        stop()
+        let away = dir.path + "/away.sock"
+        try start(socketPath: away)
+        do {
+            let other = try BrokerConnection(socketPath: away)
+            try other.hello(role: "extension", bundleID: "com.mycompany.myapp.share")
+            for (method, params) in calls { _ = try other.call(method, params) }
+        }
+        stop()
+        try start()
+    }
+
     /// A blocking connection that has said hello (for setting things up from the test side).
     func session(_ role: String, _ bundleID: String? = nil) throws -> BrokerConnection {
         let c = try BrokerConnection(socketPath: socket)
