@@ -392,6 +392,22 @@ class Run:
 
     # -- helpers -------------------------------------------------------------------------------
 
+    def broker_gone(self, e):
+        """The broker went away during the workload (`BrokerGone` e): killed by the shim as asked
+        (a note), or crashed, exited or hung (a failure)."""
+        try:  # a broker that just died may not be reaped yet
+            rc = self.broker.proc.wait(2.0)
+        except subprocess.TimeoutExpired:
+            rc = None
+        if self.kill_at and rc == -signal.SIGKILL:
+            self.notes.append(f"killed by the shim at call {self.kill_at} ({e})")
+        elif rc is not None and rc < 0:
+            self.fail(f"broker crashed (signal {-rc}) at: {e}")
+        elif rc is not None:
+            self.fail(f"broker exited (status {rc}) at: {e}")
+        else:
+            self.fail(f"broker hung or dropped the connection: {e}")
+
     def fail(self, msg):
         self.failures.append(msg)
 
@@ -629,18 +645,7 @@ class Run:
             self.phase_two()
             self.broker_alive("at the end")
         except BrokerGone as e:
-            try:  # a broker that just died may not be reaped yet
-                rc = self.broker.proc.wait(2.0)
-            except subprocess.TimeoutExpired:
-                rc = None
-            if self.kill_at and rc == -signal.SIGKILL:
-                self.notes.append(f"killed by the shim at call {self.kill_at} ({e})")
-            elif rc is not None and rc < 0:
-                self.fail(f"broker crashed (signal {-rc}) at: {e}")
-            elif rc is not None:
-                self.fail(f"broker exited (status {rc}) at: {e}")
-            else:
-                self.fail(f"broker hung or dropped the connection: {e}")
+            self.broker_gone(e)
         finally:
             self.close_clients()
             self.broker.kill()
@@ -1100,18 +1105,7 @@ class ConcurrentRun(Run):
                 except (LOST + (BrokerError,)):
                     pass
         except BrokerGone as e:
-            try:
-                rc = self.broker.proc.wait(2.0)
-            except subprocess.TimeoutExpired:
-                rc = None
-            if self.kill_at and rc == -signal.SIGKILL:
-                self.notes.append(f"killed by the shim at call {self.kill_at} ({e})")
-            elif rc is not None and rc < 0:
-                self.fail(f"broker crashed (signal {-rc}) at: {e}")
-            elif rc is not None:
-                self.fail(f"broker exited (status {rc}) at: {e}")
-            else:
-                self.fail(f"broker hung or dropped the connection: {e}")
+            self.broker_gone(e)
         finally:
             self.broker.kill()
         self.settle()
