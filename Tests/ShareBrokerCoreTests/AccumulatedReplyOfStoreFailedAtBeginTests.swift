@@ -16,88 +16,9 @@ import XCTest
 
 @testable import ShareBrokerCore
 
-/// Faults a test switches on and off: fails the listed `.sync` calls (counted from `arm`), blocks
-/// the one named until `permit`; fails cuts while `cutsFail`, reservations while `reservesFail`.
-final class SwitchedFaults: @unchecked Sendable {  // guarded by `lock`
-    private let lock = NSLock()
-    private var armed = false
-    private var syncs = 0
-    private var failing: Set<Int> = []
-    private var blockAt = 0
-    private var cutsFailing = false
-    private var reservesFailing = false
-    let entered = DispatchSemaphore(value: 0)
-    let permit = DispatchSemaphore(value: 0)
-
-    func arm(fail: Set<Int>, blockAt: Int = 0) {
-        lock.lock()
-        armed = true
-        syncs = 0
-        failing = fail
-        self.blockAt = blockAt
-        lock.unlock()
-    }
-
-    func block(at n: Int) {
-        lock.lock()
-        blockAt = n
-        lock.unlock()
-    }
-
-    var cutsFail: Bool {
-        get { lock.lock(); defer { lock.unlock() }; return cutsFailing }
-        set { lock.lock(); cutsFailing = newValue; lock.unlock() }
-    }
-
-    var reservesFail: Bool {
-        get { lock.lock(); defer { lock.unlock() }; return reservesFailing }
-        set { lock.lock(); reservesFailing = newValue; lock.unlock() }
-    }
-
-    var syncCalls: Int {
-        lock.lock()
-        defer { lock.unlock() }
-        return syncs
-    }
-
-    var injector: @Sendable (JournalFaultPoint) -> Int32? {
-        { [self] p in
-            lock.lock()
-            guard armed else {
-                lock.unlock()
-                return nil
-            }
-            switch p {
-            case .sync:
-                syncs += 1
-                let n = syncs
-                let block = n == blockAt
-                let fail = failing.contains(n)
-                lock.unlock()
-                if block {
-                    entered.signal()
-                    permit.wait()
-                }
-                return fail ? EIO : nil
-            case .cutBack, .cutBackZeros:
-                let fail = cutsFailing
-                lock.unlock()
-                return fail ? EIO : nil
-            case .reserve:
-                let fail = reservesFailing
-                lock.unlock()
-                return fail ? ENOSPC : nil
-            default:
-                lock.unlock()
-                return nil
-            }
-        }
-    }
-}
-
 final class AccumulatedReplyOfStoreFailedAtBeginTests: XCTestCase {
     func testAnAccumulatedRequestIsNotAnsweredAFailedTakeBackOfAStoreThatFailedBeforeItCame() throws {
-        let faults = SwitchedFaults()
+        let faults = SyncFaults()
         let h = BrokerHarness(manifests: ["10-myapp.json": youtubeApp])
         try h.start {
             $0.storeFaults = faults.injector

@@ -16,7 +16,8 @@ import XCTest
 
 /// Counts `.sync` calls from `arm`: fails the listed ones, blocks the one named until `permit`,
 /// and from sync number `cutsFailFrom` on fails every cut (and its zeros) too, and from sync number
-/// `reservesFailFrom` on every reservation (ENOSPC).
+/// `reservesFailFrom` on every reservation (ENOSPC). A test may also switch cut and reservation
+/// failures on and off (`cutsFail`, `reservesFail`) and move the blocked sync (`block(at:)`).
 final class SyncFaults: @unchecked Sendable {  // guarded by `lock`
     private let lock = NSLock()
     private var armed = false
@@ -25,6 +26,8 @@ final class SyncFaults: @unchecked Sendable {  // guarded by `lock`
     private var blockAt = 0
     private var cutsFailFrom = Int.max
     private var reservesFailFrom = Int.max
+    private var cutsFailing = false
+    private var reservesFailing = false
     let entered = DispatchSemaphore(value: 0)
     let permit = DispatchSemaphore(value: 0)
 
@@ -37,6 +40,22 @@ final class SyncFaults: @unchecked Sendable {  // guarded by `lock`
         self.cutsFailFrom = cutsFailFrom
         self.reservesFailFrom = reservesFailFrom
         lock.unlock()
+    }
+
+    func block(at n: Int) {
+        lock.lock()
+        blockAt = n
+        lock.unlock()
+    }
+
+    var cutsFail: Bool {
+        get { lock.withLock { cutsFailing } }
+        set { lock.withLock { cutsFailing = newValue } }
+    }
+
+    var reservesFail: Bool {
+        get { lock.withLock { reservesFailing } }
+        set { lock.withLock { reservesFailing = newValue } }
     }
 
     var syncCalls: Int {
@@ -65,11 +84,11 @@ final class SyncFaults: @unchecked Sendable {  // guarded by `lock`
                 }
                 return fail ? EIO : nil
             case .cutBack, .cutBackZeros:
-                let fail = syncs >= cutsFailFrom
+                let fail = syncs >= cutsFailFrom || cutsFailing
                 lock.unlock()
                 return fail ? EIO : nil
             case .reserve:
-                let fail = syncs >= reservesFailFrom
+                let fail = syncs >= reservesFailFrom || reservesFailing
                 lock.unlock()
                 return fail ? ENOSPC : nil
             default:

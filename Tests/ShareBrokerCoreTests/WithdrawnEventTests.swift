@@ -17,7 +17,7 @@ import XCTest
 
 final class WithdrawnEventTests: XCTestCase {
     func testAnEventWhoseWithdrawalCannotBeAppendedIsNotStoredAfterNothingWasStored() throws {
-        let faults = SwitchedFaults()
+        let faults = SyncFaults()
         let h = BrokerHarness(manifests: ["10-myapp.json": youtubeApp])
         try h.start {
             $0.storeFaults = faults.injector
