@@ -239,7 +239,7 @@ enum DemoPaths {
     static func makeTemporaryDirectory() throws(DemoFailure) -> String {
         var base = ProcessInfo.processInfo.environment["TMPDIR"] ?? "/tmp"
         while base.count > 1 && base.hasSuffix("/") { base.removeLast() }
-        if !base.hasPrefix("/") || base.utf8.count > 60 { base = "/tmp" }  // (+ /sbdemo-XXXXXX/sharebroker.sock)
+        if !base.hasPrefix("/") || base.utf8.count > 60 { base = "/tmp" }  // (+ /sbdemo-XXXXXX/s.sock, and room to spare)
         var template = Array("\(base)/sbdemo-XXXXXX".utf8CString)
         guard let p = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
             throw DemoFailure("cannot create a temporary directory in \(base): \(String(cString: strerror(errno)))")
