@@ -218,9 +218,11 @@ public final class DefaultsStore: TurnParticipant {
 
     /// Makes the current request wait for this store's commit when it has uncommitted changes, so
     /// that an answer built from them (a read, a version) is not sent before they are durable, and
-    /// becomes a storage failure if they are not.
+    /// becomes a storage failure if they are not. Changes in flight (handed to the sync worker)
+    /// count too: the request joins the next commit, which starts once they are decided, and its
+    /// answer fails with them (the store's accumulated requests do when its commit fails).
     public func joinPendingCommit() {
-        if journal.hasPending { turn?.touch(self) }
+        if journal.hasPending || !inflightUndo.isEmpty { turn?.touch(self) }
     }
 
     // MARK: Changing
