@@ -1382,7 +1382,12 @@ public final class Broker {
         let orphaned = compensations.filter { ObjectIdentifier($0.undoes) == store }
         compensations.removeAll { ObjectIdentifier($0.undoes) == store }
         for c in orphaned { c.withdraw?() }
-        if let events = self.store, ObjectIdentifier(events) == store { turnEvents.removeAll() }
+        // (An event still pending was queued again after the rollback, for a share whose
+        // take-back failed (`Compensation.redo`, run by `compensate` before this): it is
+        // delivered after the next commit with the others.)
+        if let events = self.store, ObjectIdentifier(events) == store {
+            turnEvents.removeAll { !events.isPending(app: $0.app, id: $0.id) }
+        }
     }
 
     /// Takes the replies held since the last commit began (they wait for the next one).

@@ -1,0 +1,49 @@
+// Review (bb3fc2a): a share whose take-back failed has its open event queued again
+// (`Compensation.redo`, run inside `compensate`) and appended to `turnEvents`, to be delivered
+// after the next commit. But `finishCommit` calls `failAccumulated` for the event queues right
+// after `compensate`, and that empties `turnEvents`: the re-queued event is pending (and
+// committed with the next commit) but never handed to the app's live subscriber; it gets it only
+// when it subscribes again.
+
+import Foundation
+import ShareClient
+import ShareProtocol
+import ShareStore
+import XCTest
+
+@testable import ShareBrokerCore
+
+final class RedoneEventDeliveryTests: XCTestCase {
+    func testALiveSubscriberGetsTheEventQueuedAgain() throws {
+        let faults = SyncFaults()
+        let h = BrokerHarness(manifests: ["10-myapp.json": youtubeApp])
+        try h.start { $0.storeFaults = faults.injector }
+        defer { h.stop() }
+        let ext = try h.connect()
+        try ext.hello(role: "extension", bundleID: "com.mycompany.myapp.share")
+        _ = try ext.call("share.send", ["items": [["url": "https://youtu.be/first"]], "open": true])
+        let app = try h.rawSession(role: "app", bundleID: "com.mycompany.myapp")
+        app.send(#"{"jsonrpc":"2.0","id":1,"method":"app.subscribe"}"# + "\n")
+        var seen: [String] = []
+        func drain(_ timeout: Double) {
+            while let m = app.readJSON(timeout: timeout) {
+                if m["method"]?.stringValue == "app.event", let id = m["params"]?["id"]?.stringValue { seen.append(id) }
+            }
+        }
+        drain(1)
+        XCTAssertEqual(seen.count, 1, "the first share's event")
+        // fdatasync 1: the share; 2: the event journal (fails); 3: the take-back (fails).
+        faults.arm(fail: [2, 3])
+        let refused = rpcError { _ = try ext.call("share.send", ["items": [["url": "https://youtu.be/second"]], "open": true]) }
+        XCTAssertEqual(refused?.code, -32603, "\(String(describing: refused))")
+        faults.arm(fail: [])
+        let tool = try h.tool()
+        let later = try tool.call("url.open", ["url": "deeplinkmyapp://later"])["eventID"]?.stringValue
+        drain(2)
+        let pending = try tool.call("broker.status")["pendingEvents"]?.intValue
+        XCTAssertEqual(pending, 3, "the first share's, the second share's (queued again), the url.open's")
+        XCTAssertTrue(seen.contains(try XCTUnwrap(later)), "\(seen)")
+        XCTAssertEqual(seen.count, 3, "every pending event reaches the live subscriber once: \(seen)")
+        XCTAssertEqual(Set(seen).count, seen.count, "no event twice: \(seen)")
+    }
+}
