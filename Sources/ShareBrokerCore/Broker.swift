@@ -1220,8 +1220,10 @@ public final class Broker {
             list += compensations.filter { undoneSince.contains($0.failing) }
             compensations.removeAll { undoneSince.contains($0.failing) }
         }
+        var redos: [() -> Void] = []
         if !failed.isEmpty && !list.isEmpty {
-            let undoneFailed = compensate(list, failed: failed)
+            let (undoneFailed, toRedo) = compensate(list, failed: failed)
+            redos = toRedo
             if !undoneFailed.isEmpty {
                 held = held.map { ($0.0, $0.1.map { Broker.undoFailed($0, failed, undoneFailed) }, $0.2, $0.3) }
                 // The requests accumulated since failed only in the stores that failed here (and
@@ -1240,6 +1242,11 @@ public final class Broker {
             }
         }
         for (store, error) in failedHere { failAccumulated(store, error) }
+        // What stays of requests whose take-back failed is made again in the failing store now,
+        // after `failAccumulated` (which empties the turn's events and runs, then drops, the
+        // compensations of the requests accumulated since): the event queued again goes with the
+        // next commit, with a compensation of its own should that commit fail too.
+        for redo in redos { redo() }
         decideWaitingBatches(commit: ticket.id, failed: failed)
         releaseHeld(held, failed)
         // The commit's events go to their apps' live subscribers (no closure per event: the
@@ -1269,7 +1276,9 @@ public final class Broker {
     /// is (a crash, or a disk refusing it, would otherwise keep the share, and recovery would
     /// re-create its event). Rare (a failed commit), so on the loop. Returns the stores whose
     /// undo could not be made durable, with their errors (their other pending changes failed too).
-    func compensate(_ list: [Compensation], failed: [ObjectIdentifier: StoreError]) -> [ObjectIdentifier: StoreError] {
+    func compensate(_ list: [Compensation], failed: [ObjectIdentifier: StoreError]) -> (
+        [ObjectIdentifier: StoreError], [() -> Void]
+    ) {
         var undone: [TurnParticipant] = []
         var undoFailed: [ObjectIdentifier: StoreError] = [:]
         var notAppended: [Int] = []  // (indexes in `list` whose take-back could not be appended)
@@ -1298,11 +1307,13 @@ public final class Broker {
             }
         }
         // What stays (a take-back not appended, or not made durable, of a change that was: its
-        // store did not fail here) is whole again: its part in the failing store is made again.
+        // store did not fail here) is whole again: its part in the failing store is made again
+        // (by the caller, once the failing store's accumulated requests have been failed).
+        var redos: [() -> Void] = []
         for (i, c) in list.enumerated() where failed[c.failing] != nil && failed[ObjectIdentifier(c.undoes)] == nil {
-            if notAppended.contains(i) || commitFailed.contains(ObjectIdentifier(c.undoes)) { c.redo?() }
+            if notAppended.contains(i) || commitFailed.contains(ObjectIdentifier(c.undoes)), let redo = c.redo { redos.append(redo) }
         }
-        return undoFailed
+        return (undoFailed, redos)
     }
 
     /// `store` was just committed out of band (a take-back, `compensate`), and with it what the

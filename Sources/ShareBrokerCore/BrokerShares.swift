@@ -763,29 +763,37 @@ extension Broker {
             }
             turnEvents.append(event)  // delivered once the commit is durable (finishCommit)
             let shareID = stored.id
+            let takeBack: () -> StoreError? = {
+                do throws(StoreError) { _ = try store.complete(shareID) } catch { return error }
+                return nil
+            }
+            // (its take-back failed: the share stays, durable, answered -32603; its event, lost
+            // with the event queues' failed commit, is queued again with its id and sequence
+            // number, for the next commit, with a compensation of its own: should that commit
+            // fail too, the share is taken back. (Once: queued again each time, a commit that
+            // keeps failing, as one behind a cut the group's journal cannot make, would be tried
+            // for ever, the loop and shutdown never done.)
+            let requeue: () -> Void = { [unowned self] in
+                // (Only while the share is there: a request accumulated since, whose
+                // share was in the group's batch that the failed take-back rolled back,
+                // has neither.)
+                guard store.share(shareID) != nil, let events = self.store, !events.isPending(app: event.app, id: event.id)
+                else { return }
+                do throws(StoreError) {
+                    try events.restore(app: event.app, id: event.id, seq: event.seq, body: event.body)
+                    if let again = events.pending(for: event.app).first(where: { $0.id == event.id }) { turnEvents.append(again) }
+                    // (no withdraw: the share is durable, a failed commit of its group does
+                    // not take it away)
+                    compensations.append(Compensation(failing: ObjectIdentifier(events), undoes: store, undo: takeBack))
+                } catch {
+                    log.log(.error, "cannot queue again event \(event.id) of share \(shareID), whose take-back failed: \(error.message)")
+                }
+            }
             compensations.append(
                 Compensation(
                     failing: ObjectIdentifier(events), undoes: store,
-                    undo: {
-                        do throws(StoreError) { _ = try store.complete(shareID) } catch { return error }
-                        return nil
-                    },
-                    redo: { [unowned self] in
-                        // (its take-back failed: the share stays, durable, answered -32603; its
-                        // event, lost with the event queues' failed commit, is queued again with
-                        // its id and sequence number, for the next commit)
-                        // (Only while the share is there: a request accumulated since, whose
-                        // share was in the group's batch that the failed take-back rolled back,
-                        // has neither.)
-                        guard store.share(shareID) != nil, let events = self.store, !events.isPending(app: event.app, id: event.id)
-                        else { return }
-                        do throws(StoreError) {
-                            try events.restore(app: event.app, id: event.id, seq: event.seq, body: event.body)
-                            if let again = events.pending(for: event.app).first(where: { $0.id == event.id }) { turnEvents.append(again) }
-                        } catch {
-                            log.log(.error, "cannot queue again event \(event.id) of share \(shareID), whose take-back failed: \(error.message)")
-                        }
-                    },
+                    undo: takeBack,
+                    redo: requeue,
                     withdraw: { [unowned self] in
                         // (the share's group failed a commit and rolled it back before it was
                         // durable: its event, pending with the next commit, must not announce it)

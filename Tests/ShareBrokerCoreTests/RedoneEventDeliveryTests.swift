@@ -46,4 +46,39 @@ final class RedoneEventDeliveryTests: XCTestCase {
         XCTAssertEqual(seen.count, 3, "every pending event reaches the live subscriber once: \(seen)")
         XCTAssertEqual(Set(seen).count, seen.count, "no event twice: \(seen)")
     }
+
+    /// The event queued again fails with the next commit of the event queues too: nothing takes
+    /// it back nor queues it again (it has no compensation of its own), so once a later event is
+    /// committed the share stays, after a restart too, without its event (what bb3fc2a fixed for
+    /// one failure, back with two).
+    func testAShareLeftByAFailedTakeBackKeepsItsEventWhenTheNextEventCommitFailsToo() throws {
+        let faults = SyncFaults()
+        let h = BrokerHarness(manifests: ["10-myapp.json": youtubeApp])
+        try h.start { $0.storeFaults = faults.injector }
+        let ext = try h.connect()
+        try ext.hello(role: "extension", bundleID: "com.mycompany.myapp.share")
+        _ = try ext.call("share.send", ["items": [["url": "https://youtu.be/first"]], "open": true])
+        faults.arm(fail: [2, 3])
+        let refused = rpcError { _ = try ext.call("share.send", ["items": [["url": "https://youtu.be/second"]], "open": true]) }
+        XCTAssertEqual(refused?.code, -32603, "\(String(describing: refused))")
+        // The next commit of the event queues (the url.open's, with the event queued again) fails.
+        faults.arm(fail: [1])
+        let tool = try h.tool()
+        XCTAssertEqual(rpcError { _ = try tool.call("url.open", ["url": "deeplinkmyapp://failing"]) }?.code, -32005)
+        faults.arm(fail: [])
+        _ = try tool.call("url.open", ["url": "deeplinkmyapp://later"])
+        for restart in [false, true] {
+            if restart {
+                h.stop()
+                try h.start { $0.storeFaults = faults.injector }
+            }
+            let app = try h.connect()
+            try app.hello(role: "app", bundleID: "com.mycompany.myapp")
+            let shares = try XCTUnwrap(app.call("share.list")["shares"]?.arrayValue)
+            let urls = shares.compactMap { $0["items"]?.arrayValue?.first?["url"]?.stringValue }
+            let pending = try h.tool().call("broker.status")["pendingEvents"]?.intValue
+            XCTAssertEqual(pending, urls.count + 1, "one open event per share there, plus the url.open's: shares \(urls) (restart: \(restart))")
+        }
+        h.stop()
+    }
 }
