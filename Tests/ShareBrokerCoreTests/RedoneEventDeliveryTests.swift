@@ -81,4 +81,35 @@ final class RedoneEventDeliveryTests: XCTestCase {
         }
         h.stop()
     }
+
+    /// The take-back's commit fails and its records cannot be cut off (a cut owed): the completion
+    /// may be replayed at the next start, the share then gone. Its event, queued again, is
+    /// committed all the same and announces, after a restart, a share that is not there.
+    func testNoEventIsQueuedAgainForAShareWhoseTakeBackMayBeReplayed() throws {
+        let faults = SyncFaults()
+        let h = BrokerHarness(manifests: ["10-myapp.json": youtubeApp])
+        try h.start { $0.storeFaults = faults.injector }
+        let ext = try h.connect()
+        try ext.hello(role: "extension", bundleID: "com.mycompany.myapp.share")
+        _ = try ext.call("share.send", ["items": [["url": "https://youtu.be/first"]], "open": true])
+        // fdatasync 1: the share; 2: the event journal (fails); 3: the take-back (fails), whose
+        // records cannot be cut off, now or later.
+        faults.arm(fail: [2, 3], cutsFailFrom: 3)
+        let refused = rpcError { _ = try ext.call("share.send", ["items": [["url": "https://youtu.be/second"]], "open": true]) }
+        XCTAssertEqual(refused?.code, -32603, "\(String(describing: refused))")
+        let tool = try h.tool()
+        _ = try tool.call("url.open", ["url": "deeplinkmyapp://later"])
+        let live = try tool.call("broker.status")["pendingEvents"]?.intValue
+        h.stop()
+        try h.start { $0.storeFaults = faults.injector }
+        defer { h.stop() }
+        let app = try h.connect()
+        try app.hello(role: "app", bundleID: "com.mycompany.myapp")
+        let shares = try XCTUnwrap(app.call("share.list")["shares"]?.arrayValue)
+        let urls = shares.compactMap { $0["items"]?.arrayValue?.first?["url"]?.stringValue }
+        let pending = try h.tool().call("broker.status")["pendingEvents"]?.intValue
+        XCTAssertEqual(
+            pending, urls.count + 1,
+            "one open event per share there plus the url.open's: shares \(urls), pending \(String(describing: pending)) (before the restart: \(String(describing: live)))")
+    }
 }
