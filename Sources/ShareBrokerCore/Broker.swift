@@ -345,10 +345,16 @@ public final class Broker {
         if let (path, why) = Broker.unsafeDirectory(onPathTo: Broker.nearestExisting(Broker.parentDirectory(config.stateDirectory))) {
             throw Broker.unsafeStateDirectory(config.stateDirectory, path, why)
         }
-        if !socketDirectory.isEmpty, socketDirectory != DefaultPaths.privateTempDirectory(),  // (its own check, below, says more)
-            let (path, why) = Broker.unsafeDirectory(onPathTo: Broker.nearestExisting(socketDirectory))
-        {
-            throw Broker.unsafeSocketDirectory(path, why)
+        if !socketDirectory.isEmpty {
+            // (the private directory under $TMPDIR has its own check, which says more: made
+            // already, it is checked now; the directories above it are, in any case)
+            let privateTemp = socketDirectory == DefaultPaths.privateTempDirectory()
+            if privateTemp, FileIO.exists(socketDirectory) { try checkPrivateTempDirectory(socketDirectory) }
+            if let (path, why) = Broker.unsafeDirectory(
+                onPathTo: Broker.nearestExisting(privateTemp ? Broker.parentDirectory(socketDirectory) : socketDirectory))
+            {
+                throw Broker.unsafeSocketDirectory(path, why)
+            }
         }
         do {
             try DefaultPaths.makeDirectories(config.stateDirectory)
@@ -411,16 +417,7 @@ public final class Broker {
                 }
             }
             // The private directory under /tmp must really be ours: another user could have made it first.
-            if dir == DefaultPaths.privateTempDirectory() {
-                var st = stat()
-                guard lstat(dir, &st) == 0, (st.st_mode & S_IFMT) == S_IFDIR, st.st_uid == getuid(),
-                    (st.st_mode & 0o066) == 0
-                else {
-                    throw BrokerStartError(
-                        "\(dir) is not a private directory of this user (it must be a directory owned by uid \(getuid()) that only its owner may list or write: mode 0700, or 0711 for a socket others may use); "
-                            + "remove it or pass --socket PATH")
-                }
-            }
+            if dir == DefaultPaths.privateTempDirectory() { try checkPrivateTempDirectory(dir) }
             // The socket directory and every directory above it: another user who may write in
             // one could replace the socket (or a directory on its path) with their own and hear
             // the next client's hello, token included. Each must belong to this user or root and
@@ -429,6 +426,18 @@ public final class Broker {
             if let (path, why) = Broker.unsafeDirectory(onPathTo: dir.isEmpty ? "/" : dir) {
                 throw Broker.unsafeSocketDirectory(path, why)
             }
+        }
+    }
+
+    /// The private directory under $TMPDIR must really be ours: another user could have made it first.
+    func checkPrivateTempDirectory(_ dir: String) throws(BrokerStartError) {
+        var st = stat()
+        guard lstat(dir, &st) == 0, (st.st_mode & S_IFMT) == S_IFDIR, st.st_uid == getuid(),
+            (st.st_mode & 0o066) == 0
+        else {
+            throw BrokerStartError(
+                "\(dir) is not a private directory of this user (it must be a directory owned by uid \(getuid()) that only its owner may list or write: mode 0700, or 0711 for a socket others may use); "
+                    + "remove it or pass --socket PATH")
         }
     }
 
