@@ -96,6 +96,10 @@ public actor ShareBrokerClient {
     /// answer's, or a later change's. A reconnection whose renewed watch answers another one
     /// catches up (`catchUp`).
     var watchedVersions: [String: Int] = [:]
+    /// Groups whose renewed watch found another version but whose catch-up failed (a refusal
+    /// that may pass, tried again: `retryWatch`): the retry catches up whatever version it finds
+    /// (a live change since, or the went-back case, has moved `watchedVersions` on meanwhile).
+    var owedCatchUps: Set<String> = []
     var observers: [Int: AsyncStream<ConnectionEvent>.Continuation] = [:]
 
     /// The broker's answer to the last successful `hello` (nil while not connected).
@@ -390,7 +394,10 @@ public actor ShareBrokerClient {
 
     func dropWatcher(_ id: Int) {
         guard let w = watchers.removeValue(forKey: id) else { return }
-        if !watchers.values.contains(where: { $0.group == w.group }) { watchedVersions[w.group] = nil }
+        if !watchers.values.contains(where: { $0.group == w.group }) {
+            watchedVersions[w.group] = nil
+            owedCatchUps.remove(w.group)
+        }
     }
 
     func dropObserver(_ id: Int) { observers[id] = nil }
@@ -812,7 +819,11 @@ public actor ShareBrokerClient {
                 watchers[id]?.given = w.given.mapValues { (-1, $0.removed, false) }
             }
         }
-        if before != version { try await catchUp(group, on: t) }
+        if before != version || owedCatchUps.contains(group) {
+            owedCatchUps.insert(group)
+            try await catchUp(group, on: t)
+            owedCatchUps.remove(group)
+        }
     }
 
     /// A renewed watch found `group` at another version than its watches had seen: changes
