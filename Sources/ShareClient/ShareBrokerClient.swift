@@ -724,7 +724,7 @@ public actor ShareBrokerClient {
         } catch {
             if error.isConnectionError { return }  // (the reconnection renews it)
             guard eventSink?.id == id else { return }
-            if case .storageFailure = error {
+            if error.mayPass {
                 renewSubscriptionLater(id, on: t, after: min(delay * 2, .seconds(30)))
                 return
             }
@@ -741,9 +741,11 @@ public actor ShareBrokerClient {
                 _ = try await send("app.subscribe", Self.subscribeParams, on: t, deadline: callDeadline())
             } catch {
                 if error.isConnectionError { throw error }
-                if case .storageFailure = error {
+                if error.mayPass {
                     // The broker's event queues cannot be opened yet (a transient fault it tries
-                    // again itself): the stream stays, and the subscription is tried again.
+                    // again itself), it is busy or slow (-32007, no answer in time: it may have
+                    // taken the subscription, and send events here): the stream stays, and the
+                    // subscription is tried again.
                     renewSubscriptionLater(sink.id, on: t, after: .seconds(1))
                 } else {
                     if eventSink?.id == sink.id { eventSink = nil }
