@@ -149,6 +149,11 @@ public final class Broker {
     var heldConnections: [Connection] = []
     /// Events queued this turn, delivered after the commit.
     var turnEvents: [StoredEvent] = []
+    /// Redos (`Compensation.redo`) of requests whose take-back's commit failed and whose records
+    /// could not be cut off (a cut owed, `failedRecordsMayRemain`): the take-back may be replayed
+    /// at the next start, the share then gone, so its event is queued again only once the cut is
+    /// made (`runRedosAfterCut`): at a later commit of the store, or at shutdown.
+    var redosAfterCut: [(store: TurnParticipant, redo: () -> Void)] = []
     /// Actions to run after the current request's reply is queued.
     var afterReply: [() -> Void] = []
     /// Launch-on-demand state per app.
@@ -1028,6 +1033,12 @@ public final class Broker {
         drainCommits()
         finishStoreWork()
         settleOwedCuts()
+        if !redosAfterCut.isEmpty {
+            // (cuts made at the stop: the events of the shares they kept are written now)
+            runRedosAfterCut()
+            redosAfterCut.removeAll()
+            if turn.hasDirty { for (_, e) in turn.commitAll() { log.log(.error, "commit failed: \(e.message)") } }
+        }
         // Launches not started are not; one being started is called off before its spawn (a
         // stopped broker starts nothing). A spawn under way ends on its own: its child is
         // detached, as every launched app is when the broker stops.
@@ -1256,6 +1267,7 @@ public final class Broker {
         // compensations of the requests accumulated since): the event queued again goes with the
         // next commit, with a compensation of its own should that commit fail too.
         for redo in redos { redo() }
+        runRedosAfterCut()
         decideWaitingBatches(commit: ticket.id, failed: failed)
         releaseHeld(held, failed)
         // The commit's events go to their apps' live subscribers (no closure per event: the
@@ -1323,6 +1335,16 @@ public final class Broker {
             if notAppended.contains(i) || commitFailed.contains(ObjectIdentifier(c.undoes)), let redo = c.redo { redos.append(redo) }
         }
         return (undoFailed, redos)
+    }
+
+    /// The redos waiting for a cut (`redosAfterCut`) whose store has made it run now (their
+    /// events go with the next commit).
+    func runRedosAfterCut() {
+        guard !redosAfterCut.isEmpty else { return }
+        let ready = redosAfterCut.filter { !$0.store.failedRecordsMayRemain }
+        guard !ready.isEmpty else { return }
+        redosAfterCut.removeAll { !$0.store.failedRecordsMayRemain }
+        for r in ready { r.redo() }
     }
 
     /// `store` was just committed out of band (a take-back, `compensate`), and with it what the

@@ -772,13 +772,20 @@ extension Broker {
             // number, for the next commit, with a compensation of its own: should that commit
             // fail too, the share is taken back. (Once: queued again each time, a commit that
             // keeps failing, as one behind a cut the group's journal cannot make, would be tried
-            // for ever, the loop and shutdown never done.)
-            let requeue: () -> Void = { [unowned self] in
+            // for ever, the loop and shutdown never done.) A take-back written but not cut off
+            // (a cut owed) may be replayed at the next start, the share then gone: the event waits
+            // for the cut (`redosAfterCut`), its id kept from other events meanwhile.
+            func requeue() {
                 // (Only while the share is there: a request accumulated since, whose
                 // share was in the group's batch that the failed take-back rolled back,
                 // has neither.)
                 guard store.share(shareID) != nil, let events = self.store, !events.isPending(app: event.app, id: event.id)
                 else { return }
+                if store.failedRecordsMayRemain {
+                    events.reserveSequence(through: event.seq)
+                    redosAfterCut.append((store, requeue))
+                    return
+                }
                 do throws(StoreError) {
                     try events.restore(app: event.app, id: event.id, seq: event.seq, body: event.body)
                     if let again = events.pending(for: event.app).first(where: { $0.id == event.id }) { turnEvents.append(again) }

@@ -538,6 +538,10 @@ public final class EventStore: TurnParticipant, SegmentCompacting {
     /// True when an event with this id is pending.
     public func isPending(app: String, id: String) -> Bool { queues[app]?.contains(id) ?? false }
 
+    /// No event gets a sequence number up to `seq` from now on (an event announced by a share,
+    /// to be re-created later with it: `restore`).
+    public func reserveSequence(through seq: UInt64) { nextSeq = max(nextSeq, seq + 1) }
+
     /// Re-creates an event that was announced but never written (a crash between a share's record
     /// and its event): same id and sequence number.
     public func restore(app: String, id: String, seq: UInt64, body: JSONObject) throws(StoreError) {

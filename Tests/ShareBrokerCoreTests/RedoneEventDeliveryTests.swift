@@ -112,4 +112,65 @@ final class RedoneEventDeliveryTests: XCTestCase {
             pending, urls.count + 1,
             "one open event per share there plus the url.open's: shares \(urls), pending \(String(describing: pending)) (before the restart: \(String(describing: live)))")
     }
+
+    /// The other way: the cut owed is made later (the group's next commit makes it first): the
+    /// share stays, and its event is queued then, and there after a restart.
+    func testTheEventOfAShareWhoseTakeBackIsCutOffLaterIsQueuedThen() throws {
+        let faults = SyncFaults()
+        let h = BrokerHarness(manifests: ["10-myapp.json": youtubeApp])
+        try h.start { $0.storeFaults = faults.injector }
+        let ext = try h.connect()
+        try ext.hello(role: "extension", bundleID: "com.mycompany.myapp.share")
+        _ = try ext.call("share.send", ["items": [["url": "https://youtu.be/first"]], "open": true])
+        faults.arm(fail: [2, 3], cutsFailFrom: 3)
+        let refused = rpcError { _ = try ext.call("share.send", ["items": [["url": "https://youtu.be/second"]], "open": true]) }
+        XCTAssertEqual(refused?.code, -32603, "\(String(describing: refused))")
+        faults.arm(fail: [])
+        let tool = try h.tool()
+        _ = try tool.call("url.open", ["url": "deeplinkmyapp://later"])
+        // The group's next commit makes the cut owed.
+        _ = try ext.call("share.send", ["items": [["url": "https://youtu.be/third"]]])
+        for restart in [false, true] {
+            if restart {
+                h.stop()
+                try h.start { $0.storeFaults = faults.injector }
+            }
+            let app = try h.connect()
+            try app.hello(role: "app", bundleID: "com.mycompany.myapp")
+            let shares = try XCTUnwrap(app.call("share.list")["shares"]?.arrayValue)
+            let urls = shares.compactMap { $0["items"]?.arrayValue?.first?["url"]?.stringValue }
+            XCTAssertEqual(urls, ["https://youtu.be/first", "https://youtu.be/second", "https://youtu.be/third"])
+            XCTAssertTrue(
+                waitUntil(timeout: 5) { (try? h.tool().call("broker.status")["pendingEvents"]?.intValue) == 3 },
+                "the two shares' open events and the url.open's (restart: \(restart)): \(String(describing: try? h.tool().call("broker.status")["pendingEvents"]))")
+        }
+        h.stop()
+    }
+
+    /// The cut owed is made at the stop (the group commits nothing more before): the event is
+    /// written then, and there after the restart.
+    func testTheEventOfAShareWhoseTakeBackIsCutOffAtTheStopIsWrittenThen() throws {
+        let faults = SyncFaults()
+        let h = BrokerHarness(manifests: ["10-myapp.json": youtubeApp])
+        try h.start { $0.storeFaults = faults.injector }
+        let ext = try h.connect()
+        try ext.hello(role: "extension", bundleID: "com.mycompany.myapp.share")
+        _ = try ext.call("share.send", ["items": [["url": "https://youtu.be/first"]], "open": true])
+        faults.arm(fail: [2, 3], cutsFailFrom: 3)
+        let refused = rpcError { _ = try ext.call("share.send", ["items": [["url": "https://youtu.be/second"]], "open": true]) }
+        XCTAssertEqual(refused?.code, -32603, "\(String(describing: refused))")
+        faults.arm(fail: [])
+        let tool = try h.tool()
+        let later = try tool.call("url.open", ["url": "deeplinkmyapp://later"])["eventID"]?.stringValue
+        XCTAssertNotEqual(later, "ev-2", "the failed share's event id is not given to another event")
+        h.stop()
+        try h.start { $0.storeFaults = faults.injector }
+        defer { h.stop() }
+        let app = try h.connect()
+        try app.hello(role: "app", bundleID: "com.mycompany.myapp")
+        let shares = try XCTUnwrap(app.call("share.list")["shares"]?.arrayValue)
+        let urls = shares.compactMap { $0["items"]?.arrayValue?.first?["url"]?.stringValue }
+        XCTAssertEqual(urls, ["https://youtu.be/first", "https://youtu.be/second"])
+        XCTAssertEqual(try h.tool().call("broker.status")["pendingEvents"]?.intValue, 3)
+    }
 }
