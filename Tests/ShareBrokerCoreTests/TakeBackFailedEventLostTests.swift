@@ -3,8 +3,8 @@
 // commit fails and whose take-back cannot be made durable is answered -32603, "the share may be
 // there (with its event, which recovery re-creates from the share)". Recovery re-creates an
 // announced event only when its sequence number is at or above the recovered next sequence.
-// Event ids and sequence numbers are not reused after the failed commit, so once any later event
-// is committed (here a url.open), the failed share's event is below the mark: after a restart the
+// Once any later event is committed (here a url.open; a rollback even gives it the failed event's
+// sequence number), the failed share's event is at or below the mark: after a restart the
 // share is there, announcing an open event that never comes (and the running broker never queued it
 // either). A half outcome: the share without its event.
 
