@@ -125,12 +125,12 @@ public struct StateFiles: Sendable {
     /// read of it), when there is one, stands for it (`kept`: why it was not read); otherwise
     /// the error is thrown.
     static func readInput(
-        _ path: String, limit: Int, fault: Int32?, previous: [UInt8]?, transient: inout [String]
+        _ path: String, checked: InputCheck, limit: Int, fault: Int32?, previous: [UInt8]?, transient: inout [String]
     ) throws(SystemError) -> (bytes: [UInt8], kept: String?) {
         do throws(SystemError) {
             // (a file whose owner and mode cannot be checked is not read: its stat's failure is
             // the read's, transient or not)
-            if case .unchecked(let e) = check(path) { throw SystemError("stat \(path)", errno: e) }
+            if case .unchecked(let e) = checked { throw SystemError("stat \(path)", errno: e) }
             if let e = fault { throw SystemError("open \(path)", errno: e) }
             return (try FileIO.readFile(path, limit: limit), nil)
         } catch {
@@ -193,13 +193,14 @@ public struct StateFiles: Sendable {
         }
         for name in appNames where name.hasSuffix(".json") && !name.hasPrefix(".") {
             let path = appsDir + "/" + name
-            if case .untrusted(let why) = check(path) {
+            let checked = check(path)
+            if case .untrusted(let why) = checked {
                 readIssues.append(ManifestIssue(file: name, field: "", message: why, fatal: true))
                 continue
             }
             do {
                 let read = try readInput(
-                    path, limit: 4 * 1024 * 1024, fault: readFault?(path), previous: previous?.manifests[name], transient: &transient)
+                    path, checked: checked, limit: 4 * 1024 * 1024, fault: readFault?(path), previous: previous?.manifests[name], transient: &transient)
                 files.append((name, read.bytes))
                 inputs.manifests[name] = read.bytes
                 if let why = read.kept {
@@ -265,14 +266,15 @@ public struct StateFiles: Sendable {
             let path = assocDir + "/" + name
             var bytes = keptBytes[name]
             if bytes == nil {
-                if case .untrusted(let why) = check(path) {
+                let checked = check(path)
+                if case .untrusted(let why) = checked {
                     errors[host] = "\(name): \(why)"
                     docs[host] = .failure(AssociationDocumentError(key: "", reason: why))
                     continue
                 }
                 do {
                     bytes = try readInput(
-                        path, limit: 8 * 1024 * 1024, fault: readFault?(path), previous: previous?.associations[name],
+                        path, checked: checked, limit: 8 * 1024 * 1024, fault: readFault?(path), previous: previous?.associations[name],
                         transient: &transient
                     ).bytes
                 } catch {
