@@ -897,6 +897,7 @@ extension Broker {
             }
             guard let store = opened else { continue }
             let all = store.all
+            store.joinCommit(ofListed: all)  // (answered once what it shows is durable)
             if !all.isEmpty { lists.append((all, store, 0)) }
         }
         // Oldest first across the groups too: each group's list is in the order its shares were
@@ -951,6 +952,7 @@ extension Broker {
 
     func shareGet(_ conn: Connection, _ p: Params) throws(RPCError) -> JSONValue {
         let (s, store) = try findShare(conn, p)
+        store.joinCommit(of: s)  // (a share being stored is shown once it is durable, or -32005)
         return shareJSON(s, store: store)
     }
 
@@ -1015,6 +1017,8 @@ extension Broker {
                     }
                     throw RPCError(.storageFailure, "Storage failure: cannot read item \(index) of share '\(shareID)': \(problem)")
                 }
+                // (bytes of a share being stored go out once its record is durable, or -32005)
+                if !store.isClosed { store.joinCommit(of: s) }
                 return .value([
                     "data": .string(reader.base64), "offset": .int(offset), "size": .int(reader.size),
                     "eof": .bool(offset + reader.count >= reader.size),

@@ -38,6 +38,9 @@ public final class StoredShare: @unchecked Sendable, Equatable {
     /// (`ShareRecordStore.place`). Copies carried forward by compaction sit in the journal after
     /// younger shares; they carry it (`n`), and replay puts them back by it.
     var n = 0
+    /// The commit of its store that makes its record durable (`ShareRecordStore.batchesTaken`
+    /// + 1 when it was added; 0 for a share read back at start).
+    var batch: UInt64 = 0
 
     // A class, not a struct: a share sits in its store's table and in the undo log, and is
     // handed to the broker; one reference each instead of seven retained fields per copy
@@ -207,6 +210,10 @@ public final class ShareRecordStore: TurnParticipant, SegmentCompacting {
     /// Shares compaction copied forward, pending (joining the next commit), then in flight.
     var carryPending: CarriedCopies<StoredShare>? = nil
     var carryInflight: CarriedCopies<StoredShare>? = nil
+    /// Commits begun (`beginCommit`) and the last one found durable: a share whose `batch` is
+    /// above `batchesDurable` is not on disk yet.
+    var batchesTaken: UInt64 = 0
+    var batchesDurable: UInt64 = 0
 
     /// True when nothing of the store waits for a commit or is being written (it may be closed).
     public var isIdle: Bool {
@@ -417,6 +424,7 @@ public final class ShareRecordStore: TurnParticipant, SegmentCompacting {
             id: id, extensionID: extensionID, app: app, group: group, created: created, items: items, openEvent: openEvent,
             bytes: bytes)
         share.n = ShareRecordStore.place(segment: journal.activeSegment, offset: journal.nextRecordOffset)
+        share.batch = batchesTaken + 1
         let mark = journal.pendingMark
         do {
             try journal.append(type: RecordType.share.rawValue) { out in ShareRecordStore.writeRecord(share, to: &out) }
@@ -628,6 +636,25 @@ public final class ShareRecordStore: TurnParticipant, SegmentCompacting {
         return true
     }
 
+    /// True when `s`'s record is not durable yet: its commit is pending or being written, and
+    /// may still fail (and take the share back).
+    public func isUncommitted(_ s: StoredShare) -> Bool { s.batch > batchesDurable }
+
+    /// Makes the current request wait for the commit of `s`'s record when it is not durable yet,
+    /// so that an answer showing the share is not sent before the share is on disk, and becomes
+    /// a storage failure if the share is rolled back (as a defaults read joins its commit).
+    public func joinCommit(of s: StoredShare) {
+        if s.batch > batchesDurable { turn?.touch(self) }
+    }
+
+    /// Makes the current request wait for this store's commit when `listed` (its `all`, oldest
+    /// first) shows a share not yet durable, or leaves out one whose completion is not durable
+    /// yet: a list is answered from what is on disk, or fails with the commit it read from.
+    public func joinCommit(ofListed listed: [StoredShare]) {
+        // (shares not yet durable are the newest: the last one listed tells)
+        if restorableCount > 0 || (listed.last.map { $0.batch > batchesDurable } ?? false) { turn?.touch(self) }
+    }
+
     /// Takes out a share whose record was never made durable (a retracted or rolled-back add).
     func forget(_ id: String) {
         guard let s = shares.removeValue(forKey: id) else { return }
@@ -724,6 +751,7 @@ public final class ShareRecordStore: TurnParticipant, SegmentCompacting {
         carryInflight = carryPending  // (pending copies are in the batch taken)
         carryPending = nil
         lastAdded = nil
+        batchesTaken += 1
         let job = SyncJob(directories: inflightCreatedDirs.isEmpty ? [] : [directory + "/files"], batch: batch)
         return job.isEmpty ? nil : job
     }
@@ -745,6 +773,7 @@ public final class ShareRecordStore: TurnParticipant, SegmentCompacting {
             carryInflight = nil  // (the originals stay where they are)
         } else {
             if let b = job?.batch { journal.finishBatch(b, failed: false) }
+            batchesDurable = batchesTaken  // (one commit in flight at a time: the one just ended)
             if let c = carryInflight {
                 carryInflight = nil
                 rehome(c)

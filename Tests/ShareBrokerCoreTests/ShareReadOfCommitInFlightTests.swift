@@ -1,0 +1,127 @@
+// An answer that shows a share whose record is still being committed (share.list, share.get,
+// share.read) waits for that commit and fails with it, as a defaults read does: an app is never
+// shown a share that a failed commit then takes back.
+
+import Foundation
+import ShareClient
+import ShareProtocol
+import XCTest
+
+@testable import ShareBrokerCore
+
+final class ShareReadOfCommitInFlightTests: XCTestCase {
+    let group = "group.com.example.pdf"
+
+    /// The PDF reader's extension (its group opened by a warm-up share) and its app, raw clients.
+    func start(_ faults: SyncFaults) throws -> (BrokerHarness, ext: RawClient, app: RawClient, warmup: String) {
+        let h = BrokerHarness(manifests: ["20-pdf.json": pdfApp])
+        try h.start {
+            $0.storeFaults = faults.injector
+            $0.commitPacingLongestWait = 0  // (the sync thread writes every commit: the loop goes on meanwhile)
+        }
+        let ext = try RawClient(h.socket)
+        let app = try RawClient(h.socket)
+        ext.send(requestLine(id: "0", method: "hello", params: #"{"role":"extension","bundleID":"com.example.pdfreader.share"}"#))
+        XCTAssertNotNil(ext.readJSON()?["result"])
+        app.send(requestLine(id: "0", method: "hello", params: #"{"role":"app","bundleID":"com.example.pdfreader"}"#))
+        XCTAssertNotNil(app.readJSON()?["result"])
+        ext.send(requestLine(id: "1", method: "share.send", params: #"{"items":[{"data":"\#(base64(pdfBytes))","name":"warmup.pdf"}]}"#))
+        let warmup = try XCTUnwrap(ext.readJSON(timeout: 10)?["result"]?["shareID"]?.stringValue, "the warm-up share")
+        return (h, ext, app, warmup)
+    }
+
+    /// Sends a PDF share whose journal commit is held on the sync thread (fdatasync 1 of the
+    /// armed faults), and returns its id, read from the record already written to the journal.
+    func sendHeldShare(_ h: BrokerHarness, _ ext: RawClient, _ faults: SyncFaults, warmup: String) throws -> String {
+        ext.send(requestLine(id: "2", method: "share.send", params: #"{"items":[{"data":"\#(base64(pdfBytes))","name":"second.pdf"}]}"#))
+        XCTAssertEqual(faults.entered.wait(timeout: .now() + 10), .success, "the share's commit is in flight")
+        let dir = h.state + "/groups/" + group
+        var ids = Set<String>()
+        for name in try FileManager.default.contentsOfDirectory(atPath: dir) where name.hasPrefix("shares-") && name.hasSuffix(".log") {
+            let text = String(decoding: try Data(contentsOf: URL(fileURLWithPath: dir + "/" + name)), as: UTF8.self)
+            var rest = text[...]
+            while let r = rest.range(of: #""id":"sh-"#) {
+                ids.insert("sh-" + String(text[r.upperBound...].prefix(24)))
+                rest = text[r.upperBound...]
+            }
+        }
+        ids.remove(warmup)
+        XCTAssertEqual(ids.count, 1, "\(ids)")
+        return try XCTUnwrap(ids.first)
+    }
+
+    func testReadsOfAShareWhoseCommitFailsFailWithIt() throws {
+        let faults = SyncFaults()
+        let (h, ext, app, warmup) = try start(faults)
+        defer { h.stop() }
+        faults.arm(fail: [1], blockAt: 1)
+        let held = try sendHeldShare(h, ext, faults, warmup: warmup)
+        app.send(requestLine(id: "3", method: "share.list", params: #"{"group":"\#(group)"}"#))
+        app.send(requestLine(id: "4", method: "share.get", params: #"{"shareID":"\#(held)"}"#))
+        app.send(requestLine(id: "5", method: "share.read", params: #"{"shareID":"\#(held)","item":0}"#))
+        usleep(300_000)
+        faults.permit.signal()
+        XCTAssertEqual(ext.readJSON(timeout: 10)?["error"]?["code"], -32005)
+        for id in ["3", "4", "5"] {
+            let r = try XCTUnwrap(app.readJSON(timeout: 10), id)
+            XCTAssertEqual(r["id"]?.compactText, id)
+            XCTAssertEqual(r["error"]?["code"], -32005, "\(id): showed a share whose commit failed: \(r.compactText)")
+        }
+        // Only the warm-up is there; the failed share is not found.
+        app.send(requestLine(id: "6", method: "share.list", params: #"{"group":"\#(group)"}"#))
+        let list = try XCTUnwrap(app.readJSON(timeout: 10)?["result"]?["shares"]?.arrayValue)
+        XCTAssertEqual(list.map { $0["shareID"]?.stringValue }, [warmup])
+        app.send(requestLine(id: "7", method: "share.get", params: #"{"shareID":"\#(held)"}"#))
+        XCTAssertEqual(app.readJSON(timeout: 10)?["error"]?["code"], -32002)
+    }
+
+    func testReadsOfAShareBeingCommittedAreAnsweredOnceItIsDurable() throws {
+        let faults = SyncFaults()
+        let (h, ext, app, warmup) = try start(faults)
+        defer { h.stop() }
+        faults.arm(fail: [], blockAt: 1)
+        let held = try sendHeldShare(h, ext, faults, warmup: warmup)
+        app.send(requestLine(id: "3", method: "share.list", params: #"{"group":"\#(group)"}"#))
+        app.send(requestLine(id: "4", method: "share.get", params: #"{"shareID":"\#(held)"}"#))
+        app.send(requestLine(id: "5", method: "share.read", params: #"{"shareID":"\#(held)","item":0}"#))
+        // (the warm-up, durable, is no reason to wait: another app connection gets it at once)
+        let other = try RawClient(h.socket)
+        other.send(requestLine(id: "0", method: "hello", params: #"{"role":"app","bundleID":"com.example.pdfreader"}"#))
+        other.send(requestLine(id: "1", method: "share.get", params: #"{"shareID":"\#(warmup)"}"#))
+        XCTAssertNotNil(other.readJSON(timeout: 10)?["result"])
+        XCTAssertEqual(other.readJSON(timeout: 10)?["result"]?["shareID"]?.stringValue, warmup)
+        XCTAssertNil(app.readJSON(timeout: 0.3), "nothing showing the share goes out before it is durable")
+        faults.permit.signal()
+        XCTAssertEqual(ext.readJSON(timeout: 10)?["result"]?["shareID"]?.stringValue, held)
+        var answers: [String: JSONValue] = [:]
+        for _ in 0..<3 {
+            let r = try XCTUnwrap(app.readJSON(timeout: 10))
+            answers[r["id"]?.compactText ?? "?"] = r
+        }
+        XCTAssertEqual(answers["3"]?["result"]?["shares"]?.arrayValue?.map { $0["shareID"]?.stringValue }, [warmup, held])
+        XCTAssertEqual(answers["4"]?["result"]?["shareID"]?.stringValue, held)
+        XCTAssertEqual(answers["5"]?["result"]?["data"]?.stringValue, base64(pdfBytes))
+    }
+
+    /// A list that leaves out a share whose completion is being committed fails with that commit.
+    func testAListLeavingOutACompletionThatFailsFailsWithIt() throws {
+        let faults = SyncFaults()
+        let (h, _, app, warmup) = try start(faults)
+        defer { h.stop() }
+        faults.arm(fail: [1], blockAt: 1)
+        app.send(requestLine(id: "2", method: "share.complete", params: #"{"shareID":"\#(warmup)"}"#))
+        XCTAssertEqual(faults.entered.wait(timeout: .now() + 10), .success, "the completion's commit is in flight")
+        let other = try RawClient(h.socket)
+        other.send(requestLine(id: "0", method: "hello", params: #"{"role":"app","bundleID":"com.example.pdfreader"}"#))
+        XCTAssertNotNil(other.readJSON(timeout: 10)?["result"])
+        other.send(requestLine(id: "1", method: "share.list", params: #"{"group":"\#(group)"}"#))
+        usleep(300_000)
+        faults.permit.signal()
+        XCTAssertEqual(app.readJSON(timeout: 10)?["error"]?["code"], -32005)
+        let r = try XCTUnwrap(other.readJSON(timeout: 10))
+        XCTAssertEqual(r["error"]?["code"], -32005, "left out a share whose completion failed: \(r.compactText)")
+        other.send(requestLine(id: "2", method: "share.list", params: #"{"group":"\#(group)"}"#))
+        let list = try XCTUnwrap(other.readJSON(timeout: 10)?["result"]?["shares"]?.arrayValue)
+        XCTAssertEqual(list.map { $0["shareID"]?.stringValue }, [warmup])
+    }
+}
