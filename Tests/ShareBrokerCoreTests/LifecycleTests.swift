@@ -202,7 +202,12 @@ final class LifecycleTests: XCTestCase {
             for _ in 0..<2 {  // (the broker's liveness check, then its probe)
                 let fd = accept(listener2, nil, nil)
                 guard fd >= 0 else { return }
-                _ = "HTTP/1.1 400 Bad Request\r\n\r\n".withCString { send(fd, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
+                #if canImport(Darwin)
+                    // (no MSG_NOSIGNAL on Darwin: the accepted socket itself must not raise SIGPIPE)
+                    var one: Int32 = 1
+                    _ = setsockopt(fd, SOL_SOCKET, SO_NOSIGPIPE, &one, socklen_t(MemoryLayout<Int32>.size))
+                #endif
+                _ = "HTTP/1.1 400 Bad Request\r\n\r\n".withCString { rawSend(fd, $0, strlen($0)) }
                 close(fd)
             }
         }
