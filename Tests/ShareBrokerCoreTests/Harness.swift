@@ -220,7 +220,10 @@ enum Products {
         // .build/<config>/sharebrokerPackageTests.xctest → .build/<config>
         let bundle = Bundle.main.bundlePath
         var url = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-        for candidate in [URL(fileURLWithPath: bundle), URL(fileURLWithPath: bundle).deletingLastPathComponent(), url] {
+        // (on macOS the tests run inside Xcode's `xctest` or SwiftPM's testing helper: the main
+        // bundle and argv[0] are theirs; the .xctest bundle holding this code is in .build/<config>)
+        let testBundle = URL(fileURLWithPath: Bundle(for: TempDir.self).bundlePath).deletingLastPathComponent()
+        for candidate in [URL(fileURLWithPath: bundle), URL(fileURLWithPath: bundle).deletingLastPathComponent(), url, testBundle] {
             if FileManager.default.fileExists(atPath: candidate.appendingPathComponent("sharebroker").path) {
                 return candidate.path
             }
