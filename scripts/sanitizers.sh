@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs the test suite under AddressSanitizer (with LeakSanitizer) and under ThreadSanitizer,
-# one after the other, and prints one summary line per sanitizer.
+# and prints one summary line per sanitizer.
 #
 #   scripts/sanitizers.sh            # both
 #   scripts/sanitizers.sh address    # or: thread
@@ -10,6 +10,11 @@
 # end-to-end tests spawn (sharebroker, shareclient) are built there too, sanitized as well.
 # Logs: .build/sanitize-<name>.log. Exit status: 0 when every suite passed.
 # Environment: JOBS (default 2) is passed to `swift build -j`.
+#
+# The builds run one after the other (each takes every core), but a suite's test run overlaps
+# the next sanitizer's build and test run: the suite mostly waits (brokers, timeouts, clients;
+# about a third of one core without a sanitizer), so two runs side by side take little longer
+# than the slower one. OVERLAP=0 runs everything one after the other.
 set -u
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -26,24 +31,48 @@ export TSAN_OPTIONS="suppressions=$here/tsan.supp:halt_on_error=0:second_deadloc
 
 summary=()
 status=0
-for s in "${sanitizers[@]}"; do
-    scratch="$root/.build/sanitize-$s"
-    log="$root/.build/sanitize-$s.log"
+overlap=${OVERLAP:-1}
+
+# Builds the suite under sanitizer $1 (its log restarted), recording the times in the log's
+# directory; returns the build's status.
+build_with() {
+    local s=$1 scratch="$root/.build/sanitize-$1" log="$root/.build/sanitize-$1.log"
     mkdir -p "$root/.build"
-    start=$(date +%s)
+    rm -f "$scratch.rc" "$scratch.end"
+    date +%s >"$scratch.start"
     {
         echo "== swift build --build-tests --sanitize=$s --scratch-path $scratch -j $jobs"
         swift build --build-tests --sanitize="$s" --scratch-path "$scratch" -j "$jobs"
     } >"$log" 2>&1
-    build=$?
-    built=$(date +%s)
+    local build=$?
+    echo $build >"$scratch.build"
+    date +%s >"$scratch.built"
+    return $build
+}
+
+# Runs the suite built by build_with $1; its status goes to the scratch directory's `.rc`.
+test_with() {
+    local s=$1 scratch="$root/.build/sanitize-$1" log="$root/.build/sanitize-$1.log"
+    echo "== swift test --skip-build --sanitize=$s --scratch-path $scratch" >>"$log"
+    swift test --skip-build --sanitize="$s" --scratch-path "$scratch" >>"$log" 2>&1
+    echo $? >"$scratch.rc"
+    date +%s >"$scratch.end"
+}
+
+# Reads the outcome of sanitizer $1's build and run, re-runs a few tests that failed without a
+# sanitizer report alone, and prints (and keeps) its summary line.
+report_on() {
+    local s=$1 scratch="$root/.build/sanitize-$1" log="$root/.build/sanitize-$1.log"
+    local start built end build rc
+    start=$(cat "$scratch.start")
+    built=$(cat "$scratch.built")
+    build=$(cat "$scratch.build")
     rc=0
-    if [ $build -eq 0 ]; then
-        echo "== swift test --skip-build --sanitize=$s --scratch-path $scratch" >>"$log"
-        swift test --skip-build --sanitize="$s" --scratch-path "$scratch" >>"$log" 2>&1
-        rc=$?
+    end=$built
+    if [ "$build" -eq 0 ]; then
+        rc=$(cat "$scratch.rc" 2>/dev/null || echo 1)
+        end=$(cat "$scratch.end" 2>/dev/null || echo "$built")
     fi
-    end=$(date +%s)
     xc=$(grep -E "^[[:space:]]*Executed [0-9]+ tests?, with" "$log" | tail -1 | sed -E 's/^[[:space:]]*Executed ([0-9]+) tests?, with ([0-9]+) failures?.*/\1 \2/')
     st=$(grep -E "Test run with [0-9]+ tests" "$log" | tail -1 | sed -E 's/.*Test run with ([0-9]+) tests.* (passed|failed).*/\1 \2/')
     reports=$(grep -cE "^(==[0-9]+==ERROR: [A-Za-z]+Sanitizer|WARNING: ThreadSanitizer)" "$log")
@@ -97,7 +126,31 @@ for s in "${sanitizers[@]}"; do
     [ -n "$rerun" ] && line="$line; $rerun"
     summary+=("$line")
     echo "$line"
+}
+
+pending=""  # the sanitizer whose test run is under way in the background
+pending_pid=""
+for s in "${sanitizers[@]}"; do
+    if build_with "$s"; then
+        if [ "$overlap" = 1 ]; then
+            test_with "$s" &
+            pid=$!
+            if [ -n "$pending" ]; then
+                wait "$pending_pid"
+                report_on "$pending"
+            fi
+            pending=$s
+            pending_pid=$pid
+            continue
+        fi
+        test_with "$s"
+    fi
+    report_on "$s"
 done
+if [ -n "$pending" ]; then
+    wait "$pending_pid"
+    report_on "$pending"
+fi
 echo "---"
 printf '%s\n' "${summary[@]}"
 exit $status

@@ -142,7 +142,8 @@ final class CompensationCommitTests: XCTestCase {
         // fdatasync 1: the group's journal (the share); 2: the event journal; 3: the take-back.
         faults.arm(fail: [2, 3])
         let refused = rpcError { _ = try self.sendOpen(ext, "https://youtu.be/second") }
-        XCTAssertEqual(faults.syncCalls, 3, "the take-back was committed before the reply")
+        // (at least: 4, the share's event queued again, may follow the reply before this is read)
+        XCTAssertGreaterThanOrEqual(faults.syncCalls, 3, "the take-back was committed before the reply")
         XCTAssertEqual(refused?.code, -32603, "\(String(describing: refused))")
         XCTAssertTrue(refused?.message.contains("it may be there after a restart") ?? false, "\(String(describing: refused))")
         faults.arm(fail: [])

@@ -61,7 +61,10 @@ final class RedoneEventDeliveryTests: XCTestCase {
         faults.arm(fail: [2, 3])
         let refused = rpcError { _ = try ext.call("share.send", ["items": [["url": "https://youtu.be/second"]], "open": true]) }
         XCTAssertEqual(refused?.code, -32603, "\(String(describing: refused))")
-        // The next commit of the event queues (the url.open's, with the event queued again) fails.
+        // 4: the event queued again, committed at the end of the turn that answered (the next
+        // fault must not hit it instead of the url.open's on a loaded machine).
+        XCTAssertTrue(waitUntil(timeout: 10) { faults.syncCalls == 4 }, "\(faults.syncCalls)")
+        // The next commit of the event queues (the url.open's) fails.
         faults.arm(fail: [1])
         let tool = try h.tool()
         XCTAssertEqual(rpcError { _ = try tool.call("url.open", ["url": "deeplinkmyapp://failing"]) }?.code, -32005)
@@ -78,6 +81,41 @@ final class RedoneEventDeliveryTests: XCTestCase {
             let urls = shares.compactMap { $0["items"]?.arrayValue?.first?["url"]?.stringValue }
             let pending = try h.tool().call("broker.status")["pendingEvents"]?.intValue
             XCTAssertEqual(pending, urls.count + 1, "one open event per share there, plus the url.open's: shares \(urls) (restart: \(restart))")
+        }
+        h.stop()
+    }
+
+    /// The commit of the event queued again (its own, at the end of the turn that answered) fails
+    /// too: its compensation takes the share back, so no share is left without its event and no
+    /// event without its share.
+    func testAShareWhoseEventQueuedAgainFailsToCommitIsTakenBack() throws {
+        let faults = SyncFaults()
+        let h = BrokerHarness(manifests: ["10-myapp.json": youtubeApp])
+        try h.start { $0.storeFaults = faults.injector }
+        let ext = try h.connect()
+        try ext.hello(role: "extension", bundleID: "com.mycompany.myapp.share")
+        _ = try ext.call("share.send", ["items": [["url": "https://youtu.be/first"]], "open": true])
+        // 1: the share; 2: the event journal (fails); 3: the take-back (fails); 4: the event
+        // queued again (fails); 5: the share taken back by the event's own compensation.
+        faults.arm(fail: [2, 3, 4])
+        let refused = rpcError { _ = try ext.call("share.send", ["items": [["url": "https://youtu.be/second"]], "open": true]) }
+        XCTAssertEqual(refused?.code, -32603, "\(String(describing: refused))")
+        XCTAssertTrue(waitUntil(timeout: 10) { faults.syncCalls == 5 }, "\(faults.syncCalls)")
+        faults.arm(fail: [])
+        let tool = try h.tool()
+        _ = try tool.call("url.open", ["url": "deeplinkmyapp://later"])
+        for restart in [false, true] {
+            if restart {
+                h.stop()
+                try h.start { $0.storeFaults = faults.injector }
+            }
+            let app = try h.connect()
+            try app.hello(role: "app", bundleID: "com.mycompany.myapp")
+            let shares = try XCTUnwrap(app.call("share.list")["shares"]?.arrayValue)
+            let urls = shares.compactMap { $0["items"]?.arrayValue?.first?["url"]?.stringValue }
+            XCTAssertEqual(urls, ["https://youtu.be/first"], "restart: \(restart)")
+            let pending = try h.tool().call("broker.status")["pendingEvents"]?.intValue
+            XCTAssertEqual(pending, 2, "the first share's event and the url.open's (restart: \(restart))")
         }
         h.stop()
     }
