@@ -45,7 +45,7 @@ let package = Package(
         .target(name: "CShareSystem"),
         .target(name: "ShareProtocol", swiftSettings: strict),
         .target(name: "ShareSystem", dependencies: ["CShareSystem"], swiftSettings: strict),
-        .target(name: "ShareRouting", dependencies: ["ShareProtocol"], swiftSettings: brokerLayers),
+        .target(name: "ShareRouting", dependencies: ["ShareProtocol", "ShareSystem"], swiftSettings: brokerLayers),
         .target(name: "ShareStore", dependencies: ["ShareProtocol", "ShareSystem", "CShareSystem"], swiftSettings: brokerLayers),
         .target(
             name: "ShareBrokerCore",

@@ -142,6 +142,9 @@ public struct StateFiles: Sendable {
         }
     }
 
+    /// The end of the note on an imported folder kept as the previous load read it.
+    static let keptImportNote = "the import read before is kept; read again in a moment"
+
     /// Reads and validates every input file. Problems are reported in the result, never thrown.
     /// A read that fails for a reason that may pass (`isTransient`) keeps what `previous` read
     /// of that input, if anything, and is listed in `transientFailures`. `readFault` (a test
@@ -214,8 +217,24 @@ public struct StateFiles: Sendable {
             }
         }
         // Folders (an .app bundle or an Xcode project) are imported from their Info.plist and entitlements.
+        // A folder with a read that failed for a reason that may pass keeps what the previous
+        // load imported from it, as a manifest file does (and is read again on the timer).
         if !keptAll && appsUntrusted == nil {
-            inputs.imported = ProjectImporter.importDirectories(inAppsDirectory: appsDir, fileCheck: untrusted)
+            inputs.imported = ProjectImporter.importDirectories(inAppsDirectory: appsDir, fileCheck: untrusted, readFault: readFault)
+            for (i, entry) in inputs.imported.enumerated() {
+                guard let failure = entry.result.readErrors.first(where: { isTransient($0.errno) }) else { continue }
+                let why = String(cString: strerror(failure.errno))
+                transient.append("\(failure.path): \(why)")
+                guard let before = previous?.imported.first(where: { $0.name == entry.name }) else { continue }
+                var kept = before
+                kept.result.issues.removeAll { !$0.fatal && $0.message.hasSuffix(StateFiles.keptImportNote) }
+                kept.result.issues.append(
+                    ManifestIssue(
+                        file: entry.name, field: "",
+                        message: "\(failure.path) cannot be read now (\(why)): \(StateFiles.keptImportNote)",
+                        fatal: false))
+                inputs.imported[i] = kept
+            }
         }
         let registry = AppRegistry(
             files: files, imported: inputs.imported, extraIssues: readIssues,

@@ -3,6 +3,7 @@
 
 import Foundation
 import ShareProtocol
+import ShareSystem
 
 /// One directory entry of `STATE/apps` and what importing it gave.
 public struct ImportedAppsEntry: Sendable {
@@ -20,33 +21,38 @@ extension ProjectImporter {
     /// Reads `sharebroker-import.json` from `directory` (absent: default options). Problems are issues
     /// naming `label` (the file's display path); a malformed file is fatal.
     public static func settings(
-        inDirectory directory: String, label: String = settingsFileName, fileCheck: (@Sendable (String) -> String?)? = nil
+        inDirectory directory: String, label: String = settingsFileName, fileCheck: (@Sendable (String) -> String?)? = nil,
+        readFault: (@Sendable (String) -> Int32?)? = nil
     ) -> (
-        options: ImportOptions, issues: [ManifestIssue], found: Bool
+        options: ImportOptions, issues: [ManifestIssue], found: Bool, readErrors: [ImportReadError]
     ) {
         let path = directory + "/" + settingsFileName
         var options = ImportOptions(origin: label)
         options.fileCheck = fileCheck
-        guard FileManager.default.fileExists(atPath: path) else { return (options, [], false) }
+        options.readFault = readFault
+        guard readFault?(path) != nil || FileManager.default.fileExists(atPath: path) else { return (options, [], false, []) }
         var issues: [ManifestIssue] = []
         func fail(_ field: String, _ message: String) {
             issues.append(ManifestIssue(file: label, field: field, message: message, fatal: true))
         }
         if let why = fileCheck?(path) {
             fail("", why)
-            return (options, issues, true)
+            return (options, issues, true, [])
         }
         let value: JSONValue
-        do {
-            let data = try Data(contentsOf: URL(fileURLWithPath: path))
-            value = try JSONParser.parse([UInt8](data))
-        } catch {
-            fail("", "cannot read: \(error)")
-            return (options, issues, true)
+        switch readFile(path, limit: 1024 * 1024, fault: readFault) {
+        case .failure(let error):
+            fail("", "cannot read: \(String(cString: strerror(error.errno)))")
+            return (options, issues, true, error.errno == EFBIG ? [] : [ImportReadError(path: path, errno: error.errno)])
+        case .success(let bytes):
+            do { value = try JSONParser.parse(bytes) } catch {
+                fail("", "malformed JSON: \(error)")
+                return (options, issues, true, [])
+            }
         }
         guard case .object(let obj) = value else {
             fail("", "expected a JSON object, got \(value.typeName)")
-            return (options, issues, true)
+            return (options, issues, true, [])
         }
         for m in obj.members {
             switch m.key {
@@ -74,19 +80,22 @@ extension ProjectImporter {
                 issues.append(ManifestIssue(file: label, field: m.key, message: "unknown key, ignored", fatal: false))
             }
         }
-        return (options, issues, true)
+        return (options, issues, true, [])
     }
 
     /// Imports every entry of `directory` (normally `STATE/apps`) that is a directory or a symlink to
     /// one, in name order, skipping hidden entries and names ending in `.json` (those are manifests).
     /// Each entry's options come from its `sharebroker-import.json`; the manifest's `file` is the entry
     /// name and every issue's file is prefixed with `NAME/`.
-    /// `fileCheck`: asked for each folder and file before it is read (`ImportOptions.fileCheck`).
+    /// `fileCheck`: asked for each folder and file before it is read (`ImportOptions.fileCheck`);
+    /// `readFault`: the test seam (`ImportOptions.readFault`). Reads that failed with a system
+    /// error are in each entry's `result.readErrors`.
     public static func importDirectories(
-        inAppsDirectory directory: String, fileCheck: (@Sendable (String) -> String?)? = nil
+        inAppsDirectory directory: String, fileCheck: (@Sendable (String) -> String?)? = nil,
+        readFault: (@Sendable (String) -> Int32?)? = nil
     ) -> [ImportedAppsEntry] {
         let fm = FileManager.default
-        guard let names = try? fm.contentsOfDirectory(atPath: directory) else { return [] }
+        guard let names = FileIO.listDirectory(directory) else { return [] }
         var out: [ImportedAppsEntry] = []
         for name in names.sorted() where !name.hasPrefix(".") && !name.hasSuffix(".json") {
             let path = directory + "/" + name
@@ -99,7 +108,8 @@ extension ProjectImporter {
                         name: name, result: ImportResult(manifestJSON: nil, issues: [issue], manifest: nil, files: [], layout: .unknown)))
                 continue
             }
-            var (options, settingIssues, found) = settings(inDirectory: path, label: "\(name)/\(settingsFileName)", fileCheck: fileCheck)
+            var (options, settingIssues, found, settingErrors) = settings(
+                inDirectory: path, label: "\(name)/\(settingsFileName)", fileCheck: fileCheck, readFault: readFault)
             options.manifestFile = name
             var result: ImportResult
             if settingIssues.contains(where: \.fatal) {
@@ -114,6 +124,7 @@ extension ProjectImporter {
                     return i
                 }
             if found { result.files.insert(ImportedFile(path: settingsFileName, role: .settings), at: 0) }
+            result.readErrors = settingErrors + result.readErrors
             out.append(ImportedAppsEntry(name: name, result: result))
         }
         return out

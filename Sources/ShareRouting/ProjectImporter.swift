@@ -4,6 +4,7 @@
 
 import Foundation
 import ShareProtocol
+import ShareSystem
 
 /// What an import may use besides the files themselves.
 public struct ImportOptions: Sendable {
@@ -25,6 +26,9 @@ public struct ImportOptions: Sendable {
     /// Asked before each file is read, with its path: a reason not to read it (the broker's: a
     /// file another user owns or may write), which becomes a fatal issue; nil reads it.
     public var fileCheck: (@Sendable (String) -> String?)? = nil
+    /// Test seam: the errno a read (or a listing) of a path fails with instead of being made
+    /// (the broker's `Configuration.inputReadFaults`); nil reads it.
+    public var readFault: (@Sendable (String) -> Int32?)? = nil
 
     /// Creates options.
     public init(
@@ -96,6 +100,20 @@ public struct ImportedFile: Sendable, Equatable, CustomStringConvertible {
     public var description: String { "\(role.rawValue): \(path)" + (detail.map { " (\($0))" } ?? "") }
 }
 
+/// A read or directory listing of an import that failed with a system error.
+public struct ImportReadError: Sendable, Equatable {
+    /// The path that could not be read.
+    public var path: String
+    /// The errno it failed with.
+    public var errno: Int32
+
+    /// Creates one.
+    public init(path: String, errno: Int32) {
+        self.path = path
+        self.errno = errno
+    }
+}
+
 /// The outcome of an import.
 public struct ImportResult: Sendable {
     /// The manifest in the contract's JSON shape, ready to write as `STATE/apps/NAME.json` or to
@@ -110,6 +128,9 @@ public struct ImportResult: Sendable {
     public var files: [ImportedFile]
     /// How the path was laid out.
     public var layout: ImportLayout
+    /// The reads and directory listings that failed with a system error, with its errno (a
+    /// caller tells apart the failures that may pass, e.g. EIO, from a file the user took away).
+    public var readErrors: [ImportReadError] = []
 
     /// Creates a result (an import builds these; this is for callers that fail before importing).
     public init(
@@ -227,6 +248,7 @@ final class ImportRun {
     var issues: [ManifestIssue] = []
     var files: [ImportedFile] = []
     var layout: ImportLayout = .unknown
+    var readErrors: [ImportReadError] = []
     /// Manifest field path → (file, plist key path), for naming decoder issues.
     var provenance: [(field: String, file: String, key: String)] = []
     var fm: FileManager { FileManager.default }
@@ -254,9 +276,11 @@ final class ImportRun {
 
     func finish(_ json: JSONValue? = nil, manifest: AppManifest? = nil) -> ImportResult {
         let fatal = issues.contains(where: \.fatal)
-        return ImportResult(
+        var result = ImportResult(
             manifestJSON: fatal ? nil : json, issues: issues, manifest: fatal ? nil : manifest, files: files,
             layout: layout)
+        result.readErrors = readErrors
+        return result
     }
 
     // MARK: file system
@@ -270,10 +294,19 @@ final class ImportRun {
 
     func exists(_ path: String) -> Bool { fm.fileExists(atPath: path) }
 
-    /// Entries of a directory, sorted; symlinks are reported with `isLink`.
+    /// Entries of a directory, sorted; symlinks are reported with `isLink`. A directory that
+    /// cannot be listed has none (its failure is kept in `readErrors`, unless it is not there).
     func entries(_ path: String) -> [(name: String, isDirectory: Bool, isLink: Bool)] {
-        guard let names = try? fm.contentsOfDirectory(atPath: path) else { return [] }
-        return names.sorted().map { name in
+        var names: [String]? = nil
+        if let code = options.readFault?(path) {
+            readErrors.append(ImportReadError(path: path, errno: code))
+        } else {
+            names = FileIO.listDirectory(path)
+            let code = errno
+            if names == nil && code != ENOENT && code != ENOTDIR { readErrors.append(ImportReadError(path: path, errno: code)) }
+        }
+        guard let names else { return [] }
+        return names.map { name in
             let p = path + "/" + name
             let type = (try? fm.attributesOfItem(atPath: p))?[.type] as? FileAttributeType
             let isLink = type == .typeSymbolicLink
@@ -286,14 +319,15 @@ final class ImportRun {
             fail(file, "", why)
             return nil
         }
-        if let size = (try? fm.attributesOfItem(atPath: path))?[.size] as? NSNumber, size.intValue > 8 * 1024 * 1024 {
-            fail(file, "", "file larger than 8 MiB")
-            return nil
-        }
-        do {
-            return [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
-        } catch {
-            fail(file, "", "cannot read: \((error as NSError).localizedDescription)")
+        switch ProjectImporter.readFile(path, limit: 8 * 1024 * 1024, fault: options.readFault) {
+        case .success(let bytes): return bytes
+        case .failure(let error):
+            if error.errno == EFBIG {
+                fail(file, "", "file larger than 8 MiB")
+            } else {
+                readErrors.append(ImportReadError(path: path, errno: error.errno))
+                fail(file, "", "cannot read: \(String(cString: strerror(error.errno)))")
+            }
             return nil
         }
     }
@@ -930,5 +964,14 @@ final class ImportRun {
             out.file = defaultFile
         }
         return out
+    }
+}
+
+extension ProjectImporter {
+    /// Reads a file of an import (following symlinks: a project folder may link to its files),
+    /// or fails with the system's error (`fault`, the test seam, first); EFBIG past `limit`.
+    static func readFile(_ path: String, limit: Int, fault: (@Sendable (String) -> Int32?)?) -> Result<[UInt8], SystemError> {
+        if let code = fault?(path) { return .failure(SystemError("read \(path)", errno: code)) }
+        do { return .success(try FileIO.readFile(path, limit: limit, followSymlinks: true)) } catch { return .failure(error) }
     }
 }

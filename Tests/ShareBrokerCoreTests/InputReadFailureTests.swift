@@ -124,6 +124,66 @@ final class InputReadFailureTests: XCTestCase {
         XCTAssertEqual(try nextEventURL(app), "deeplinkmyapp://after/1", "the same session, still subscribed")
     }
 
+    /// An imported app folder (a built .app bundle) whose Info.plist cannot be read at a reload
+    /// (EIO) stays as imported before: its app stays registered, its subscriber keeps its session;
+    /// once the file reads, the timer's reload imports it again. A reason the user made (no
+    /// permission) takes the app out, as for a manifest file.
+    func testAnImportedFolderThatCannotBeReadAtAReloadStaysAsImportedBefore() throws {
+        let faults = InputFaults()
+        let h = BrokerHarness(manifests: ["20-browser.json": browserApp])
+        let fixture = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Fixtures/ios/bundle/MyApp.app").path
+        try FileManager.default.copyItem(atPath: fixture, toPath: h.state + "/apps/MyApp.app")
+        try h.start { $0.inputReadFaults = { path in faults.fault(path) } }
+        defer { h.stop() }
+        let app = try subscribedApp(h)
+        let tool = try h.tool()
+
+        faults.set("/MyApp.app/Info.plist", EIO)
+        _ = try tool.call("apps.reload")
+        XCTAssertGreaterThan(faults.failed, 0)
+        let opened = try tool.call("url.open", ["url": "deeplinkmyapp://during/1"])
+        XCTAssertEqual(opened["app"], "com.mycompany.myapp", opened.compactText)
+        XCTAssertEqual(opened["delivered"], true, "the subscriber kept its session: \(opened.compactText)")
+        XCTAssertEqual(try nextEventURL(app), "deeplinkmyapp://during/1")
+        let said = try issues(tool)
+        XCTAssertTrue(said.contains("MyApp.app") && said.contains("the import read before is kept"), said)
+        _ = try tool.call("apps.reload")  // (a second failure says it once)
+        let again = try issues(tool)
+        XCTAssertEqual(again.components(separatedBy: "the import read before is kept").count, 2, again)
+
+        faults.set("/MyApp.app/Info.plist", nil)
+        XCTAssertTrue(waitUntil(timeout: 10) { !((try? self.issues(tool))?.contains("read before is kept") ?? true) }, "read again on the timer")
+        _ = try tool.call("url.open", ["url": "deeplinkmyapp://after/1"])
+        XCTAssertEqual(try nextEventURL(app), "deeplinkmyapp://after/1", "the same session, still subscribed")
+
+        faults.set("/MyApp.app/Info.plist", EACCES)
+        _ = try tool.call("apps.reload")
+        XCTAssertEqual(rpcCode { _ = try tool.call("url.open", ["url": "deeplinkmyapp://gone"]) }, -32004)
+        let denied = try issues(tool)
+        XCTAssertTrue(denied.contains("Permission denied"), denied)
+    }
+
+    /// An imported folder that cannot be read at start is imported once it can be, with no reload.
+    func testAnImportedFolderThatCannotBeReadAtStartIsImportedOnceItCanBe() throws {
+        let faults = InputFaults()
+        faults.set("/MyApp.app/PlugIns", EMFILE)
+        let h = BrokerHarness(manifests: ["20-browser.json": browserApp])
+        let fixture = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Fixtures/ios/bundle/MyApp.app").path
+        try FileManager.default.copyItem(atPath: fixture, toPath: h.state + "/apps/MyApp.app")
+        try h.start { $0.inputReadFaults = { path in faults.fault(path) } }
+        defer { h.stop() }
+        let tool = try h.tool()
+        let before = try tool.call("share.targets", ["items": [["url": "https://youtu.be/x"]]])
+        XCTAssertEqual(before["targets"]?.arrayValue?.count ?? 0, 0, "its extension was not listed: \(before.compactText)")
+        faults.set("/MyApp.app/PlugIns", nil)
+        XCTAssertTrue(
+            waitUntil(timeout: 10) {
+                ((try? tool.call("share.targets", ["items": [["url": "https://youtu.be/x"]]]))?["targets"]?.arrayValue?.count ?? 0) == 1
+            }, "imported with its extension once the folder lists")
+    }
+
     /// STATE/apps itself cannot be listed (the open-file table full): every manifest stays.
     func testAnAppsDirectoryThatCannotBeListedKeepsEveryManifest() throws {
         let faults = InputFaults()
