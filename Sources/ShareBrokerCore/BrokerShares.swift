@@ -82,8 +82,8 @@ extension Broker {
             MethodSpec("share.targets", encoding: { b, c, p throws(RPCError) in try b.shareTargets(c, p) }),
             MethodSpec("share.send", roles: [.extension, .tool], encoding: { b, c, p throws(RPCError) in try b.shareSend(c, p) }),
             MethodSpec("share.list", roles: [.app, .extension]) { b, c, p throws(RPCError) in try b.shareList(c, p) },
-            MethodSpec("share.get", roles: [.app, .extension]) { b, c, p throws(RPCError) in try b.shareGet(c, p) },
-            MethodSpec("share.complete", roles: [.app, .extension]) { b, c, p throws(RPCError) in try b.shareComplete(c, p) },
+            MethodSpec("share.get", roles: [.app, .extension], encoding: { b, c, p throws(RPCError) in try b.shareGet(c, p) }),
+            MethodSpec("share.complete", roles: [.app, .extension], encoding: { b, c, p throws(RPCError) in try b.shareComplete(c, p) }),
             MethodSpec("share.read", roles: [.app, .extension], encoding: { b, c, p throws(RPCError) in try b.shareRead(c, p) }),
         ]
     }
@@ -947,22 +947,43 @@ extension Broker {
             }
         }
         if let unreadable { throw unreadable }
-        throw RPCError(.notFound, "Not found: no pending share '\(id)'")
+        throw Broker.notFoundError(id)
     }
 
-    func shareGet(_ conn: Connection, _ p: Params) throws(RPCError) -> JSONValue {
-        let (s, store) = try findShare(conn, p)
+    /// `findShare`, except that "not found" for a share whose completion is not durable yet (in
+    /// one of the caller's groups) waits for that commit: the share comes back if it fails, and
+    /// the answer is -32005 then (nil share: the error is the answer).
+    func findShareOrWait(_ conn: Connection, _ p: Params) throws(RPCError) -> (StoredShare, ShareRecordStore)? {
+        do { return try findShare(conn, p) } catch {
+            guard error.code == ErrorCode.notFound.rawValue, let id = try? p.string("shareID"), let bundle = conn.bundleID else { throw error }
+            var joined = false
+            for g in registry.appGroups(of: bundle) {
+                if let store = shareStores[g], store.joinCommit(ofCompletion: id) { joined = true }
+            }
+            if joined { return nil }
+            throw error
+        }
+    }
+
+    func shareGet(_ conn: Connection, _ p: Params) throws(RPCError) -> MethodResult {
+        guard let (s, store) = try findShareOrWait(conn, p) else { return .error(try Broker.notFoundError(p)) }
         store.joinCommit(of: s)  // (a share being stored is shown once it is durable, or -32005)
-        return shareJSON(s, store: store)
+        return .value(shareJSON(s, store: store))
     }
 
-    func shareComplete(_ conn: Connection, _ p: Params) throws(RPCError) -> JSONValue {
-        let (s, store) = try findShare(conn, p)
+    func shareComplete(_ conn: Connection, _ p: Params) throws(RPCError) -> MethodResult {
+        guard let (s, store) = try findShareOrWait(conn, p) else { return .error(try Broker.notFoundError(p)) }
         do { _ = try store.complete(s.id) } catch {
             throw RPCError(.storageFailure, "Storage failure: \(error.message); nothing was changed")
         }
-        return ["completed": true]
+        return .value(["completed": true])
     }
+
+    /// The "not found" answer for the share `p` names.
+    static func notFoundError(_ p: Params) throws(RPCError) -> RPCError { notFoundError(try p.string("shareID")) }
+
+    /// The "not found" answer for share `id`.
+    static func notFoundError(_ id: String) -> RPCError { RPCError(.notFound, "Not found: no pending share '\(id)'") }
 
     /// Most bytes one `share.read` returns (its reply holds them in base64: 4/3 as many).
     static let shareReadLimit = 4 << 20
@@ -976,7 +997,7 @@ extension Broker {
     /// work does. The reply counts against the output caps before it is made: a read gets at
     /// most what fits (the caller reads on from where it ends), and -32007 when nothing does.
     func shareRead(_ conn: Connection, _ p: Params) throws(RPCError) -> MethodResult {
-        let (s, store) = try findShare(conn, p)
+        guard let (s, store) = try findShareOrWait(conn, p) else { return .error(try Broker.notFoundError(p)) }
         guard let v = p["item"], !v.isNull else { throw .invalidParams("Invalid params: 'item' (the index of a file item) is required") }
         guard let index = v.intValue, index >= 0, index < s.items.count else {
             throw .invalidParams(

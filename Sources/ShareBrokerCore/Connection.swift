@@ -199,12 +199,17 @@ final class Connection {
 enum MethodResult {
     case value(JSONValue)
     case encoded([UInt8])
+    /// An error answer built from what a commit not yet durable changed (a share not found
+    /// because its completion is being committed): like a success it waits for that commit when
+    /// the request touched the store, and is `-32005` instead when the commit fails.
+    case error(RPCError)
 
     /// Appends the whole success response for `id`.
     func writeResponse(id: RequestID, to out: inout [UInt8]) {
         switch self {
         case .value(let v): RPCCodec.writeResult(id: id, result: v, to: &out)
         case .encoded(let b): RPCCodec.writeResult(id: id, encodedResult: b, to: &out)
+        case .error(let e): RPCCodec.writeError(id: id, error: e, to: &out)
         }
     }
 }

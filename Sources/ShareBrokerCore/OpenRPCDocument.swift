@@ -1322,6 +1322,10 @@ let openRPCDocumentText = ####"""
           "message": "Unauthorized: not entitled to the group"
         },
         {
+          "code": -32005,
+          "message": "Storage failure: the group's shares cannot be read, or what the answer would show is in a commit that failed"
+        },
+        {
           "code": -32602,
           "message": "Invalid params"
         },
@@ -1358,6 +1362,10 @@ let openRPCDocumentText = ####"""
         {
           "code": -32002,
           "message": "Not found: no pending share"
+        },
+        {
+          "code": -32005,
+          "message": "Storage failure: the group's shares cannot be read, or what the answer would show is in a commit that failed"
         },
         {
           "code": -32602,

@@ -655,6 +655,20 @@ public final class ShareRecordStore: TurnParticipant, SegmentCompacting {
         if restorableCount > 0 || (listed.last.map { $0.batch > batchesDurable } ?? false) { turn?.touch(self) }
     }
 
+    /// Makes the current request wait for this store's commit when a completion of share `id`
+    /// is not durable yet (it is pending or being written, and the share comes back should that
+    /// commit fail); true when it does.
+    public func joinCommit(ofCompletion id: String) -> Bool {
+        guard restorableCount > 0 else { return false }
+        for list in [undo, inflightUndo] {
+            for case .restoreShare(let s) in list where s.id == id {
+                turn?.touch(self)
+                return true
+            }
+        }
+        return false
+    }
+
     /// Takes out a share whose record was never made durable (a retracted or rolled-back add).
     func forget(_ id: String) {
         guard let s = shares.removeValue(forKey: id) else { return }

@@ -124,4 +124,37 @@ final class ShareReadOfCommitInFlightTests: XCTestCase {
         let list = try XCTUnwrap(other.readJSON(timeout: 10)?["result"]?["shares"]?.arrayValue)
         XCTAssertEqual(list.map { $0["shareID"]?.stringValue }, [warmup])
     }
+
+    /// A share not found because its completion is being committed: share.get, share.read and
+    /// share.complete of it wait for that commit; -32005 when it fails (the share is back), else
+    /// -32002.
+    func testNotFoundForACompletionInFlightWaitsForItsCommit() throws {
+        for failing in [true, false] {
+            let faults = SyncFaults()
+            let (h, _, app, warmup) = try start(faults)
+            defer { h.stop() }
+            faults.arm(fail: failing ? [1] : [], blockAt: 1)
+            app.send(requestLine(id: "2", method: "share.complete", params: #"{"shareID":"\#(warmup)"}"#))
+            XCTAssertEqual(faults.entered.wait(timeout: .now() + 10), .success, "the completion's commit is in flight")
+            let other = try RawClient(h.socket)
+            other.send(requestLine(id: "0", method: "hello", params: #"{"role":"app","bundleID":"com.example.pdfreader"}"#))
+            XCTAssertNotNil(other.readJSON(timeout: 10)?["result"])
+            other.send(requestLine(id: "1", method: "share.get", params: #"{"shareID":"\#(warmup)"}"#))
+            other.send(requestLine(id: "2", method: "share.read", params: #"{"shareID":"\#(warmup)","item":0}"#))
+            other.send(requestLine(id: "3", method: "share.complete", params: #"{"shareID":"\#(warmup)"}"#))
+            XCTAssertNil(other.readJSON(timeout: 0.3), "not answered 'not found' before the completion is durable")
+            faults.permit.signal()
+            let completed = try XCTUnwrap(app.readJSON(timeout: 10))
+            XCTAssertEqual(failing ? completed["error"]?["code"] : completed["result"]?["completed"], failing ? -32005 : true, completed.compactText)
+            for id in ["1", "2", "3"] {
+                let r = try XCTUnwrap(other.readJSON(timeout: 10), id)
+                XCTAssertEqual(r["id"]?.compactText, id)
+                XCTAssertEqual(r["error"]?["code"], failing ? -32005 : -32002, "\(id) (failing: \(failing)): \(r.compactText)")
+            }
+            // The share is there again after the failed completion, gone after the other.
+            other.send(requestLine(id: "4", method: "share.get", params: #"{"shareID":"\#(warmup)"}"#))
+            let now = try XCTUnwrap(other.readJSON(timeout: 10))
+            XCTAssertEqual(failing ? now["result"]?["shareID"] : now["error"]?["code"], failing ? .string(warmup) : -32002, now.compactText)
+        }
+    }
 }
