@@ -898,6 +898,11 @@ extension Broker {
             guard let store = opened else { continue }
             let all = store.all
             store.joinCommit(ofListed: all)  // (answered once what it shows is durable)
+            // (a share shown before its event is durable is taken back if the event's commit fails)
+            for s in all.reversed() {
+                guard store.isUncommitted(s) else { break }  // (those not yet durable are the newest)
+                if joinEventCommit(of: s, store: store) { break }
+            }
             if !all.isEmpty { lists.append((all, store, 0)) }
         }
         // Oldest first across the groups too: each group's list is in the order its shares were
@@ -968,7 +973,19 @@ extension Broker {
     func shareGet(_ conn: Connection, _ p: Params) throws(RPCError) -> MethodResult {
         guard let (s, store) = try findShareOrWait(conn, p) else { return .error(try Broker.notFoundError(p)) }
         store.joinCommit(of: s)  // (a share being stored is shown once it is durable, or -32005)
+        joinEventCommit(of: s, store: store)
         return .value(shareJSON(s, store: store))
+    }
+
+    /// A share not durable yet that announces itself (`open`) is taken back when its event's
+    /// commit fails (`Compensation`), its own commit durable or not: an answer showing it waits
+    /// for the event queues' commit too (a request that touched only the group's store would be
+    /// answered a success, `settleDurable`, showing a share that is gone). True when it joined.
+    @discardableResult
+    func joinEventCommit(of s: StoredShare, store: ShareRecordStore) -> Bool {
+        guard s.openEvent != nil, store.isUncommitted(s), let events = self.store else { return false }
+        turn.touch(events)
+        return true
     }
 
     func shareComplete(_ conn: Connection, _ p: Params) throws(RPCError) -> MethodResult {
@@ -1039,7 +1056,10 @@ extension Broker {
                     throw RPCError(.storageFailure, "Storage failure: cannot read item \(index) of share '\(shareID)': \(problem)")
                 }
                 // (bytes of a share being stored go out once its record is durable, or -32005)
-                if !store.isClosed { store.joinCommit(of: s) }
+                if !store.isClosed {
+                    store.joinCommit(of: s)
+                    b.joinEventCommit(of: s, store: store)
+                }
                 return .value([
                     "data": .string(reader.base64), "offset": .int(offset), "size": .int(reader.size),
                     "eof": .bool(offset + reader.count >= reader.size),

@@ -157,4 +157,39 @@ final class ShareReadOfCommitInFlightTests: XCTestCase {
             XCTAssertEqual(failing ? now["result"]?["shareID"] : now["error"]?["code"], failing ? .string(warmup) : -32002, now.compactText)
         }
     }
+
+    /// The share's own commit succeeds but its event's fails: the share is taken back (a
+    /// completion, committed out of band). A list that showed it while its commit was in flight
+    /// must not then be answered as a success (it lists a share that is gone).
+    func testAListShowingAShareTakenBackBecauseItsEventFailedIsNotASuccess() throws {
+        let faults = SyncFaults()
+        let h = BrokerHarness(manifests: ["10-myapp.json": youtubeApp])
+        try h.start {
+            $0.storeFaults = faults.injector
+            $0.commitPacingLongestWait = 0
+        }
+        defer { h.stop() }
+        let ext = try RawClient(h.socket)
+        let app = try RawClient(h.socket)
+        ext.send(requestLine(id: "0", method: "hello", params: #"{"role":"extension","bundleID":"com.mycompany.myapp.share"}"#))
+        XCTAssertNotNil(ext.readJSON()?["result"])
+        app.send(requestLine(id: "0", method: "hello", params: #"{"role":"app","bundleID":"com.mycompany.myapp"}"#))
+        XCTAssertNotNil(app.readJSON()?["result"])
+        ext.send(requestLine(id: "1", method: "share.send", params: #"{"items":[{"url":"https://youtu.be/warmup"}],"open":true}"#))
+        XCTAssertNotNil(ext.readJSON(timeout: 10)?["result"], "the warm-up share")
+        // fdatasync 1: the group's journal (held); 2: the event journal (fails); 3: the take-back.
+        faults.arm(fail: [2], blockAt: 1)
+        ext.send(requestLine(id: "2", method: "share.send", params: #"{"items":[{"url":"https://youtu.be/second"}],"open":true}"#))
+        XCTAssertEqual(faults.entered.wait(timeout: .now() + 10), .success, "the share's commit is in flight")
+        app.send(requestLine(id: "3", method: "share.list", params: #"{"group":"group.com.mycompany.myapp"}"#))
+        usleep(300_000)
+        faults.permit.signal()
+        XCTAssertEqual(ext.readJSON(timeout: 10)?["error"]?["code"], -32005)
+        let r = try XCTUnwrap(app.readJSON(timeout: 10))
+        let urls = r["result"]?["shares"]?.arrayValue?.compactMap { $0["items"]?.arrayValue?.first?["url"]?.stringValue }
+        XCTAssertFalse(urls?.contains("https://youtu.be/second") ?? false, "listed a share that was taken back: \(r.compactText)")
+        app.send(requestLine(id: "4", method: "share.list", params: #"{"group":"group.com.mycompany.myapp"}"#))
+        let now = try XCTUnwrap(app.readJSON(timeout: 10)?["result"]?["shares"]?.arrayValue)
+        XCTAssertEqual(now.count, 1, "only the warm-up is there")
+    }
 }
