@@ -1048,6 +1048,10 @@ extension Broker {
             work: { reader.run() },
             finish: { b, _ throws(RPCError) in
                 b.shareReadOutputReserved -= reserved
+                // (rolled back meanwhile, its commit failed: whatever was read was never stored)
+                if s.neverStored {
+                    throw RPCError(.storageFailure, "Storage failure: share '\(shareID)' could not be stored (its commit failed while it was read)")
+                }
                 if let problem = reader.problem {
                     // (completed meanwhile, by another connection: gone, not a storage fault)
                     if reader.missing && store.share(shareID) == nil {

@@ -41,6 +41,9 @@ public final class StoredShare: @unchecked Sendable, Equatable {
     /// The commit of its store that makes its record durable (`ShareRecordStore.batchesTaken`
     /// + 1 when it was added; 0 for a share read back at start).
     var batch: UInt64 = 0
+    /// Set when its record was taken out before it was ever durable (a failed commit's rollback,
+    /// or `retract`): a reference kept elsewhere (a read under way) tells it was never stored.
+    public internal(set) var neverStored = false
 
     // A class, not a struct: a share sits in its store's table and in the undo log, and is
     // handed to the broker; one reference each instead of seven retained fields per copy
@@ -672,6 +675,7 @@ public final class ShareRecordStore: TurnParticipant, SegmentCompacting {
     /// Takes out a share whose record was never made durable (a retracted or rolled-back add).
     func forget(_ id: String) {
         guard let s = shares.removeValue(forKey: id) else { return }
+        s.neverStored = true
         counter?.add(-1)
         pendingBytes -= s.bytes
         ledger.live[s.segment, default: 0] -= 1

@@ -192,4 +192,50 @@ final class ShareReadOfCommitInFlightTests: XCTestCase {
         let now = try XCTUnwrap(app.readJSON(timeout: 10)?["result"]?["shares"]?.arrayValue)
         XCTAssertEqual(now.count, 1, "only the warm-up is there")
     }
+
+    /// A share.read whose file work runs while the share's commit fails: the share was not
+    /// completed but rolled back, -32005 (as when the read finishes before the failure).
+    func testAReadOfAShareRolledBackWhileItIsReadFailsWithItsCommit() throws {
+        final class Hold: @unchecked Sendable {
+            let lock = NSLock()
+            var on = false
+            let entered = DispatchSemaphore(value: 0)
+            let permit = DispatchSemaphore(value: 0)
+            var gate: @Sendable () -> Void {
+                { [self] in
+                    guard lock.withLock({ on }) else { return }
+                    entered.signal()
+                    permit.wait()
+                }
+            }
+        }
+        let hold = Hold()
+        let faults = SyncFaults()
+        let h = BrokerHarness(manifests: ["20-pdf.json": pdfApp])
+        try h.start {
+            $0.storeFaults = faults.injector
+            $0.commitPacingLongestWait = 0
+            $0.offLoopGate = hold.gate
+        }
+        defer { h.stop() }
+        let ext = try RawClient(h.socket)
+        let app = try RawClient(h.socket)
+        ext.send(requestLine(id: "0", method: "hello", params: #"{"role":"extension","bundleID":"com.example.pdfreader.share"}"#))
+        XCTAssertNotNil(ext.readJSON()?["result"])
+        app.send(requestLine(id: "0", method: "hello", params: #"{"role":"app","bundleID":"com.example.pdfreader"}"#))
+        XCTAssertNotNil(app.readJSON()?["result"])
+        ext.send(requestLine(id: "1", method: "share.send", params: #"{"items":[{"data":"\#(base64(pdfBytes))","name":"warmup.pdf"}]}"#))
+        let warmup = try XCTUnwrap(ext.readJSON(timeout: 10)?["result"]?["shareID"]?.stringValue, "the warm-up share")
+        faults.arm(fail: [1], blockAt: 1)
+        let held = try sendHeldShare(h, ext, faults, warmup: warmup)
+        hold.lock.withLock { hold.on = true }
+        app.send(requestLine(id: "5", method: "share.read", params: #"{"shareID":"\#(held)","item":0}"#))
+        XCTAssertEqual(hold.entered.wait(timeout: .now() + 10), .success, "the read's work is held")
+        faults.permit.signal()
+        XCTAssertEqual(ext.readJSON(timeout: 10)?["error"]?["code"], -32005)
+        hold.lock.withLock { hold.on = false }
+        hold.permit.signal()
+        let r = try XCTUnwrap(app.readJSON(timeout: 10))
+        XCTAssertEqual(r["error"]?["code"], -32005, r.compactText)
+    }
 }
