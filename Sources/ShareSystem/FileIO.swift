@@ -12,7 +12,9 @@ public enum FileIO {
     /// Reads a whole regular file (not following a final symlink unless `followSymlinks`),
     /// refusing files over `limit` bytes.
     public static func readFile(_ path: String, limit: Int = 16 * 1024 * 1024, followSymlinks: Bool = false) throws(SystemError) -> [UInt8] {
-        let fd = try retrying("open \(path)") { open(path, O_RDONLY | O_CLOEXEC | (followSymlinks ? 0 : O_NOFOLLOW)) }
+        // (O_NONBLOCK: a FIFO is opened without waiting for a writer, then refused below as not a
+        // regular file; on a regular file it changes nothing)
+        let fd = try retrying("open \(path)") { open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | (followSymlinks ? 0 : O_NOFOLLOW)) }
         defer { FD.close(fd) }
         var st = stat()
         _ = try retrying("fstat \(path)") { fstat(fd, &st) }

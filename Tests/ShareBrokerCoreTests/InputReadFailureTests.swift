@@ -323,4 +323,44 @@ final class InputReadFailureTests: XCTestCase {
         XCTAssertFalse(broker.stderrText.contains("Too many open files"), broker.stderrText)
         withExtendedLifetime((dir, idle)) {}
     }
+
+    /// A FIFO in an imported folder (its Info.plist) or among the manifests is not read: the load
+    /// does not wait for a writer (it runs on the loop at a reload, and at start before the
+    /// socket is bound), it names the file as unreadable.
+    func testAFIFOAmongTheInputsDoesNotBlockTheLoad() throws {
+        let dir = TempDir()
+        let state = dir.path + "/state"
+        let fixture = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Fixtures/ios/bundle/MyApp.app").path
+        try FileManager.default.createDirectory(atPath: state + "/apps", withIntermediateDirectories: true)
+        try FileManager.default.copyItem(atPath: fixture, toPath: state + "/apps/MyApp.app")
+        let fifos = [state + "/apps/MyApp.app/Info.plist", state + "/apps/30-fifo.json"]
+        for f in fifos {
+            unlink(f)
+            XCTAssertEqual(mkfifo(f, 0o600), 0)
+        }
+        let done = DispatchSemaphore(value: 0)
+        let issues = NSLock()
+        nonisolated(unsafe) var text = ""
+        Thread.detachNewThread {
+            let loaded = StateFiles.load(stateDirectory: state)
+            issues.withLock { text = loaded.registry.issues.map(\.description).joined(separator: "\n") }
+            done.signal()
+        }
+        if done.wait(timeout: .now() + 5) == .timedOut {
+            XCTFail("the load waits for a writer on a FIFO")
+            // (let it go: a writer opening each FIFO ends the reader's open)
+            for _ in 0..<100 {
+                for f in fifos {
+                    let fd = open(f, O_WRONLY | O_NONBLOCK)
+                    if fd >= 0 { close(fd) }
+                }
+                if done.wait(timeout: .now() + 0.1) == .success { break }
+            }
+            return
+        }
+        let said = issues.withLock { text }
+        XCTAssertTrue(said.contains("Info.plist"), said)
+        XCTAssertTrue(said.contains("30-fifo.json"), said)
+    }
 }
