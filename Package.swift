@@ -1,7 +1,7 @@
 // swift-tools-version:6.0
 // sharebroker: a local share-and-deep-link broker (JSON-RPC 2.0 over a Unix socket).
 // Layers, dependencies pointing down only:
-//   CShareSystem (C) <- ShareSystem;  ShareProtocol;  ShareRouting <- ShareProtocol
+//   CShareSystem (C) <- ShareSystem;  ShareProtocol;  ShareRouting <- ShareProtocol, ShareSystem
 //   ShareStore <- ShareProtocol, ShareSystem
 //   ShareBrokerCore <- ShareProtocol, ShareSystem, ShareRouting, ShareStore
 //   ShareClient <- ShareProtocol, ShareSystem;  ShareCommandLine (pure)
