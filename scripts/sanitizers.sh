@@ -128,28 +128,24 @@ report_on() {
     echo "$line"
 }
 
-pending=""  # the sanitizer whose test run is under way in the background
-pending_pid=""
+# With OVERLAP (the default), each suite's run goes to the background once it is built, and
+# the outcomes are read once every run has ended, in order (a flaky test is re-run alone then,
+# with nothing else running).
+pids=()
 for s in "${sanitizers[@]}"; do
     if build_with "$s"; then
         if [ "$overlap" = 1 ]; then
             test_with "$s" &
-            pid=$!
-            if [ -n "$pending" ]; then
-                wait "$pending_pid"
-                report_on "$pending"
-            fi
-            pending=$s
-            pending_pid=$pid
+            pids+=($!)
             continue
         fi
         test_with "$s"
     fi
-    report_on "$s"
+    [ "$overlap" = 1 ] || report_on "$s"
 done
-if [ -n "$pending" ]; then
-    wait "$pending_pid"
-    report_on "$pending"
+if [ "$overlap" = 1 ]; then
+    [ ${#pids[@]} -gt 0 ] && wait "${pids[@]}"
+    for s in "${sanitizers[@]}"; do report_on "$s"; done
 fi
 echo "---"
 printf '%s\n' "${summary[@]}"

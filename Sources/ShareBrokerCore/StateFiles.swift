@@ -142,6 +142,14 @@ public struct StateFiles: Sendable {
         }
     }
 
+    /// The paths whose trust check failed for want of a `stat` during an import (with its errno).
+    final class UncheckedPaths: @unchecked Sendable {  // (filled and read on the loading thread; the lock is for form)
+        private let lock = Lock()
+        private var list: [ImportReadError] = []
+        func add(_ e: ImportReadError) { lock.withLock { list.append(e) } }
+        var all: [ImportReadError] { lock.withLock { list } }
+    }
+
     /// The end of the note on an imported folder kept as the previous load read it.
     static let keptImportNote = "the import read before is kept; read again in a moment"
 
@@ -220,9 +228,25 @@ public struct StateFiles: Sendable {
         // A folder with a read that failed for a reason that may pass keeps what the previous
         // load imported from it, as a manifest file does (and is read again on the timer).
         if !keptAll && appsUntrusted == nil {
-            inputs.imported = ProjectImporter.importDirectories(inAppsDirectory: appsDir, fileCheck: untrusted, readFault: readFault)
+            // (a file or folder whose owner and mode cannot be checked, its stat failing, is not
+            // read: that failure counts as its read's)
+            let unchecked = UncheckedPaths()
+            let importCheck: @Sendable (String) -> String? = { path in
+                switch check(path) {
+                case .fine: return nil
+                case .untrusted(let why): return why
+                case .unchecked(let e):
+                    unchecked.add(ImportReadError(path: path, errno: e))
+                    return "cannot be checked (stat: \(String(cString: strerror(e)))); not read"
+                }
+            }
+            inputs.imported = ProjectImporter.importDirectories(
+                inAppsDirectory: appsDir, names: appNames, fileCheck: importCheck, readFault: readFault)
+            let checks = unchecked.all
             for (i, entry) in inputs.imported.enumerated() {
-                guard let failure = entry.result.readErrors.first(where: { isTransient($0.errno) }) else { continue }
+                let folder = appsDir + "/" + entry.name
+                let failures = entry.result.readErrors + checks.filter { $0.path == folder || $0.path.hasPrefix(folder + "/") }
+                guard let failure = failures.first(where: { isTransient($0.errno) }) else { continue }
                 let why = String(cString: strerror(failure.errno))
                 transient.append("\(failure.path): \(why)")
                 guard let before = previous?.imported.first(where: { $0.name == entry.name }) else { continue }

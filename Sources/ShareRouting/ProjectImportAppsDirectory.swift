@@ -30,10 +30,15 @@ extension ProjectImporter {
         var options = ImportOptions(origin: label)
         options.fileCheck = fileCheck
         options.readFault = readFault
-        guard readFault?(path) != nil || FileManager.default.fileExists(atPath: path) else { return (options, [], false, []) }
         var issues: [ManifestIssue] = []
         func fail(_ field: String, _ message: String) {
             issues.append(ManifestIssue(file: label, field: field, message: message, fatal: true))
+        }
+        if readFault?(path) == nil, case .failure(let e) = kind(of: path, followLink: true) {
+            if e == ENOENT || e == ENOTDIR { return (options, [], false, []) }
+            // (not taken as absent: the folder's own options would be dropped unnoticed)
+            fail("", "cannot be checked (stat: \(String(cString: strerror(e))))")
+            return (options, issues, true, [ImportReadError(path: path, errno: e)])
         }
         if let why = fileCheck?(path) {
             fail("", why)
@@ -90,17 +95,27 @@ extension ProjectImporter {
     /// `fileCheck`: asked for each folder and file before it is read (`ImportOptions.fileCheck`);
     /// `readFault`: the test seam (`ImportOptions.readFault`). Reads that failed with a system
     /// error are in each entry's `result.readErrors`.
+    /// `names`: the directory's entries when the caller listed it already (nil: listed here).
     public static func importDirectories(
-        inAppsDirectory directory: String, fileCheck: (@Sendable (String) -> String?)? = nil,
+        inAppsDirectory directory: String, names listed: [String]? = nil, fileCheck: (@Sendable (String) -> String?)? = nil,
         readFault: (@Sendable (String) -> Int32?)? = nil
     ) -> [ImportedAppsEntry] {
-        let fm = FileManager.default
-        guard let names = FileIO.listDirectory(directory) else { return [] }
+        guard let names = listed ?? FileIO.listDirectory(directory) else { return [] }
         var out: [ImportedAppsEntry] = []
         for name in names.sorted() where !name.hasPrefix(".") && !name.hasSuffix(".json") {
             let path = directory + "/" + name
-            var isDir: ObjCBool = false
-            guard fm.fileExists(atPath: path, isDirectory: &isDir), isDir.boolValue else { continue }
+            switch readFault?(path).map(StatOutcome.failure) ?? kind(of: path, followLink: true) {
+            case .success(let mode) where mode == S_IFDIR: break
+            case .success: continue
+            case .failure(let e) where e == ENOENT || e == ENOTDIR: continue
+            case .failure(let e):
+                // (an entry that cannot be looked at is not taken as gone: it may be a folder)
+                let issue = ManifestIssue(file: name, field: "", message: "cannot be checked (stat: \(String(cString: strerror(e))))", fatal: true)
+                var result = ImportResult(manifestJSON: nil, issues: [issue], manifest: nil, files: [], layout: .unknown)
+                result.readErrors = [ImportReadError(path: path, errno: e)]
+                out.append(ImportedAppsEntry(name: name, result: result))
+                continue
+            }
             if let why = fileCheck?(path) {
                 let issue = ManifestIssue(file: name, field: "", message: why, fatal: true)
                 out.append(

@@ -26,8 +26,8 @@ public struct ImportOptions: Sendable {
     /// Asked before each file is read, with its path: a reason not to read it (the broker's: a
     /// file another user owns or may write), which becomes a fatal issue; nil reads it.
     public var fileCheck: (@Sendable (String) -> String?)? = nil
-    /// Test seam: the errno a read (or a listing) of a path fails with instead of being made
-    /// (the broker's `Configuration.inputReadFaults`); nil reads it.
+    /// Test seam: the errno a read, a listing or a `stat` of a path fails with instead of being
+    /// made (the broker's `Configuration.inputReadFaults`); nil reads it.
     public var readFault: (@Sendable (String) -> Int32?)? = nil
 
     /// Creates options.
@@ -308,9 +308,16 @@ final class ImportRun {
         guard let names else { return [] }
         return names.map { name in
             let p = path + "/" + name
-            let type = (try? fm.attributesOfItem(atPath: p))?[.type] as? FileAttributeType
-            let isLink = type == .typeSymbolicLink
-            return (name, isLink ? isDirectory(p) : type == .typeDirectory, isLink)
+            // (an entry whose stat fails for another reason than being gone counts as a failed
+            // read: an extension folder that cannot be looked at is not taken as missing)
+            switch options.readFault?(p).map(ProjectImporter.StatOutcome.failure) ?? ProjectImporter.kind(of: p, followLink: false) {
+            case .failure(let e):
+                if e != ENOENT && e != ENOTDIR { readErrors.append(ImportReadError(path: p, errno: e)) }
+                return (name, false, false)
+            case .success(let mode):
+                let isLink = mode == S_IFLNK
+                return (name, isLink ? isDirectory(p) : mode == S_IFDIR, isLink)
+            }
         }
     }
 
@@ -973,5 +980,23 @@ extension ProjectImporter {
     static func readFile(_ path: String, limit: Int, fault: (@Sendable (String) -> Int32?)?) -> Result<[UInt8], SystemError> {
         if let code = fault?(path) { return .failure(SystemError("read \(path)", errno: code)) }
         do { return .success(try FileIO.readFile(path, limit: limit, followSymlinks: true)) } catch { return .failure(error) }
+    }
+}
+
+extension ProjectImporter {
+    /// The file type bits (`S_IFMT`) of `path`, following a final symlink when `followLink`, or
+    /// the errno its `stat` failed with.
+    static func kind(of path: String, followLink: Bool) -> StatOutcome {
+        var st = stat()
+        let rc = followLink ? stat(path, &st) : lstat(path, &st)
+        return rc == 0 ? .success(st.st_mode & S_IFMT) : .failure(errno)
+    }
+
+    /// What `kind(of:followLink:)` found.
+    enum StatOutcome {
+        /// The file type bits.
+        case success(mode_t)
+        /// The errno `stat` failed with.
+        case failure(Int32)
     }
 }

@@ -164,6 +164,31 @@ final class InputReadFailureTests: XCTestCase {
         XCTAssertTrue(denied.contains("Permission denied"), denied)
     }
 
+    /// A folder (or an extension folder inside it) whose stat fails for a reason that may pass is
+    /// not taken as gone: the app stays as imported before, with its extension.
+    func testAnImportedFolderThatCannotBeLookedAtStaysAsImportedBefore() throws {
+        let faults = InputFaults()
+        let h = BrokerHarness(manifests: ["20-browser.json": browserApp])
+        let fixture = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Fixtures/ios/bundle/MyApp.app").path
+        try FileManager.default.copyItem(atPath: fixture, toPath: h.state + "/apps/MyApp.app")
+        try h.start { $0.inputReadFaults = { path in faults.fault(path) } }
+        defer { h.stop() }
+        let tool = try h.tool()
+        func targets() throws -> Int { try tool.call("share.targets", ["items": [["url": "https://youtu.be/x"]]])["targets"]?.arrayValue?.count ?? 0 }
+        XCTAssertEqual(try targets(), 1)
+        for path in ["/state/apps/MyApp.app", "/MyApp.app/PlugIns/Share.appex"] {
+            faults.set(path, EIO)
+            _ = try tool.call("apps.reload")
+            XCTAssertEqual(try tool.call("url.canOpen", ["url": "deeplinkmyapp://x"])["app"], "com.mycompany.myapp", path)
+            XCTAssertEqual(try targets(), 1, "its extension too: \(path)")
+            let said = try issues(tool)
+            XCTAssertTrue(said.contains("the import read before is kept"), said)
+            faults.set(path, nil)
+            XCTAssertTrue(waitUntil(timeout: 10) { !((try? self.issues(tool))?.contains("read before is kept") ?? true) }, "read again: \(path)")
+        }
+    }
+
     /// An imported folder that cannot be read at start is imported once it can be, with no reload.
     func testAnImportedFolderThatCannotBeReadAtStartIsImportedOnceItCanBe() throws {
         let faults = InputFaults()
