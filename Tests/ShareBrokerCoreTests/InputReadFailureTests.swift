@@ -124,17 +124,24 @@ final class InputReadFailureTests: XCTestCase {
         XCTAssertEqual(try nextEventURL(app), "deeplinkmyapp://after/1", "the same session, still subscribed")
     }
 
+    /// A broker with the browser's manifest and My App imported from its built bundle
+    /// (`STATE/apps/MyApp.app`), its input reads failing as `faults` says.
+    func startWithImportedApp(_ faults: InputFaults) throws -> BrokerHarness {
+        let h = BrokerHarness(manifests: ["20-browser.json": browserApp])
+        let fixture = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Fixtures/ios/bundle/MyApp.app").path
+        try FileManager.default.copyItem(atPath: fixture, toPath: h.state + "/apps/MyApp.app")
+        try h.start { $0.inputReadFaults = { path in faults.fault(path) } }
+        return h
+    }
+
     /// An imported app folder (a built .app bundle) whose Info.plist cannot be read at a reload
     /// (EIO) stays as imported before: its app stays registered, its subscriber keeps its session;
     /// once the file reads, the timer's reload imports it again. A reason the user made (no
     /// permission) takes the app out, as for a manifest file.
     func testAnImportedFolderThatCannotBeReadAtAReloadStaysAsImportedBefore() throws {
         let faults = InputFaults()
-        let h = BrokerHarness(manifests: ["20-browser.json": browserApp])
-        let fixture = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("Fixtures/ios/bundle/MyApp.app").path
-        try FileManager.default.copyItem(atPath: fixture, toPath: h.state + "/apps/MyApp.app")
-        try h.start { $0.inputReadFaults = { path in faults.fault(path) } }
+        let h = try startWithImportedApp(faults)
         defer { h.stop() }
         let app = try subscribedApp(h)
         let tool = try h.tool()
@@ -168,11 +175,7 @@ final class InputReadFailureTests: XCTestCase {
     /// not taken as gone: the app stays as imported before, with its extension.
     func testAnImportedFolderThatCannotBeLookedAtStaysAsImportedBefore() throws {
         let faults = InputFaults()
-        let h = BrokerHarness(manifests: ["20-browser.json": browserApp])
-        let fixture = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("Fixtures/ios/bundle/MyApp.app").path
-        try FileManager.default.copyItem(atPath: fixture, toPath: h.state + "/apps/MyApp.app")
-        try h.start { $0.inputReadFaults = { path in faults.fault(path) } }
+        let h = try startWithImportedApp(faults)
         defer { h.stop() }
         let tool = try h.tool()
         func targets() throws -> Int { try tool.call("share.targets", ["items": [["url": "https://youtu.be/x"]]])["targets"]?.arrayValue?.count ?? 0 }
@@ -193,11 +196,7 @@ final class InputReadFailureTests: XCTestCase {
     func testAnImportedFolderThatCannotBeReadAtStartIsImportedOnceItCanBe() throws {
         let faults = InputFaults()
         faults.set("/MyApp.app/PlugIns", EMFILE)
-        let h = BrokerHarness(manifests: ["20-browser.json": browserApp])
-        let fixture = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("Fixtures/ios/bundle/MyApp.app").path
-        try FileManager.default.copyItem(atPath: fixture, toPath: h.state + "/apps/MyApp.app")
-        try h.start { $0.inputReadFaults = { path in faults.fault(path) } }
+        let h = try startWithImportedApp(faults)
         defer { h.stop() }
         let tool = try h.tool()
         let before = try tool.call("share.targets", ["items": [["url": "https://youtu.be/x"]]])

@@ -13,6 +13,20 @@ import XCTest
 
 @testable import ShareBrokerCore
 
+/// My App's shares (their first items' URLs) and the broker's pending events, after restarting the
+/// broker on the same state first when `restart` (its store faults kept).
+func sharesAndPendingEvents(_ h: BrokerHarness, _ faults: SyncFaults, restart: Bool) throws -> (urls: [String], pending: Int?) {
+    if restart {
+        h.stop()
+        try h.start { $0.storeFaults = faults.injector }
+    }
+    let app = try h.connect()
+    try app.hello(role: "app", bundleID: "com.mycompany.myapp")
+    let shares = try XCTUnwrap(app.call("share.list")["shares"]?.arrayValue)
+    let urls = shares.compactMap { $0["items"]?.arrayValue?.first?["url"]?.stringValue }
+    return (urls, try h.tool().call("broker.status")["pendingEvents"]?.intValue)
+}
+
 final class RedoneEventDeliveryTests: XCTestCase {
     func testALiveSubscriberGetsTheEventQueuedAgain() throws {
         let faults = SyncFaults()
@@ -71,15 +85,7 @@ final class RedoneEventDeliveryTests: XCTestCase {
         faults.arm(fail: [])
         _ = try tool.call("url.open", ["url": "deeplinkmyapp://later"])
         for restart in [false, true] {
-            if restart {
-                h.stop()
-                try h.start { $0.storeFaults = faults.injector }
-            }
-            let app = try h.connect()
-            try app.hello(role: "app", bundleID: "com.mycompany.myapp")
-            let shares = try XCTUnwrap(app.call("share.list")["shares"]?.arrayValue)
-            let urls = shares.compactMap { $0["items"]?.arrayValue?.first?["url"]?.stringValue }
-            let pending = try h.tool().call("broker.status")["pendingEvents"]?.intValue
+            let (urls, pending) = try sharesAndPendingEvents(h, faults, restart: restart)
             XCTAssertEqual(pending, urls.count + 1, "one open event per share there, plus the url.open's: shares \(urls) (restart: \(restart))")
         }
         h.stop()
@@ -105,16 +111,8 @@ final class RedoneEventDeliveryTests: XCTestCase {
         let tool = try h.tool()
         _ = try tool.call("url.open", ["url": "deeplinkmyapp://later"])
         for restart in [false, true] {
-            if restart {
-                h.stop()
-                try h.start { $0.storeFaults = faults.injector }
-            }
-            let app = try h.connect()
-            try app.hello(role: "app", bundleID: "com.mycompany.myapp")
-            let shares = try XCTUnwrap(app.call("share.list")["shares"]?.arrayValue)
-            let urls = shares.compactMap { $0["items"]?.arrayValue?.first?["url"]?.stringValue }
+            let (urls, pending) = try sharesAndPendingEvents(h, faults, restart: restart)
             XCTAssertEqual(urls, ["https://youtu.be/first"], "restart: \(restart)")
-            let pending = try h.tool().call("broker.status")["pendingEvents"]?.intValue
             XCTAssertEqual(pending, 2, "the first share's event and the url.open's (restart: \(restart))")
         }
         h.stop()
