@@ -22,10 +22,12 @@ struct SubscriptionRenewalTimeoutTests {
             c1.close()
             guard let c2 = f.accept(), c2.answerHello(), let s2 = c2.read() else { return }
             f.record("2: \(s2["method"]?.stringValue ?? "?")")
-            usleep(600_000)  // (slow: past the client's request timeout)
-            c2.reply(s2["id"], ["pending": 0])
+            // Slow: not answered until the client, its request timed out, tries again (answered
+            // after a fixed sleep instead, a client whose timer fired late on a loaded machine
+            // got the answer in time and had nothing to try again).
             guard let s3 = c2.read(timeout: 5) else { return }
             f.record("2: \(s3["method"]?.stringValue ?? "?")")
+            c2.reply(s2["id"], ["pending": 0])  // (the late answer, to the request that timed out)
             c2.reply(s3["id"], ["pending": 0])
             var note: [UInt8] = []
             RPCCodec.writeRequest(
