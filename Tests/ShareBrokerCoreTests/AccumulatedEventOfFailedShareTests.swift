@@ -30,8 +30,11 @@ final class AccumulatedEventOfFailedShareTests: XCTestCase {
         faults.arm(fail: [1], blockAt: 1)
         first.send(requestLine(id: "2", method: "share.send", params: #"{"items":[{"url":"https://youtu.be/first"}]}"#))
         XCTAssertEqual(faults.entered.wait(timeout: .now() + 10), .success, "the commit waits in the group journal's fdatasync")
-        second.send(requestLine(id: "3", method: "share.send", params: #"{"items":[{"url":"https://youtu.be/second"}],"open":true}"#))
-        usleep(500_000)  // (the loop stores it meanwhile: it joins the next commit)
+        // (the loop stores it meanwhile: it joins the next commit; waited for, not slept on)
+        XCTAssertTrue(
+            h.sendAndWaitUntilRun(1, of: "com.mycompany.myapp.share", asking: observer) {
+                second.send(requestLine(id: "3", method: "share.send", params: #"{"items":[{"url":"https://youtu.be/second"}],"open":true}"#))
+            }, "the request was run while the commit is in flight")
         faults.permit.signal()
         let a = try XCTUnwrap(first.readJSON(timeout: 10))
         XCTAssertEqual(a["error"]?["code"], -32005, a.compactText)

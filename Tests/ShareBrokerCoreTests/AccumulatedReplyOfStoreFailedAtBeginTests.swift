@@ -27,6 +27,7 @@ final class AccumulatedReplyOfStoreFailedAtBeginTests: XCTestCase {
         }
         defer { h.stop() }
         let (first, second) = try twoSharingExtensions(h)
+        let watcher = try h.tool()  // (asks whether a request was run)
         // fdatasync 1: the group (the share); 2: the event journal (fails, and its cut too: it
         // owes it); 3: the share's take-back.
         faults.arm(fail: [2])
@@ -42,8 +43,11 @@ final class AccumulatedReplyOfStoreFailedAtBeginTests: XCTestCase {
         XCTAssertEqual(faults.entered.wait(timeout: .now() + 10), .success, "the commit waits in the group journal's fdatasync")
         // Meanwhile the disk lets the cut be made again; a share with `open` joins the next commit.
         faults.cutsFail = false
-        second.send(requestLine(id: "4", method: "share.send", params: #"{"items":[{"url":"https://youtu.be/second"}],"open":true}"#))
-        usleep(500_000)  // (the loop stores it meanwhile: it joins the next commit)
+        // (the loop stores it meanwhile: it joins the next commit; waited for, not slept on)
+        XCTAssertTrue(
+            h.sendAndWaitUntilRun(1, of: "com.mycompany.myapp.share", asking: watcher) {
+                second.send(requestLine(id: "4", method: "share.send", params: #"{"items":[{"url":"https://youtu.be/second"}],"open":true}"#))
+            }, "the request was run while the commit is in flight")
         // The first share's take-back (a completion) cannot be appended.
         faults.reservesFail = true
         faults.permit.signal()

@@ -285,13 +285,17 @@ final class CompensationCommitTests: XCTestCase {
         }
         defer { h.stop() }
         let (first, second) = try twoSharingExtensions(h)
+        let watcher = try h.tool()  // (asks whether a request was run)
         // fdatasync 1: the share (passes); 2: its event (held on the sync thread, then fails);
         // 3: the take-back, with the second share (fails); no cut can be made meanwhile.
         faults.arm(fail: [2, 3], blockAt: 2, cutsFailFrom: 1)
         first.send(requestLine(id: "2", method: "share.send", params: #"{"items":[{"url":"https://youtu.be/first"}],"open":true}"#))
         XCTAssertEqual(faults.entered.wait(timeout: .now() + 10), .success, "the commit waits in the event journal's fdatasync")
-        second.send(requestLine(id: "3", method: "share.send", params: #"{"items":[{"url":"https://youtu.be/second"}]}"#))
-        usleep(500_000)  // (the loop stores it meanwhile: it joins the group's next commit)
+        // (the loop stores it meanwhile: it joins the next commit; waited for, not slept on)
+        XCTAssertTrue(
+            h.sendAndWaitUntilRun(1, of: "com.mycompany.myapp.share", asking: watcher) {
+                second.send(requestLine(id: "3", method: "share.send", params: #"{"items":[{"url":"https://youtu.be/second"}]}"#))
+            }, "the request was run while the commit is in flight")
         faults.permit.signal()
         let a = try XCTUnwrap(first.readJSON(timeout: 10))
         XCTAssertEqual(a["error"]?["code"], -32603, a.compactText)

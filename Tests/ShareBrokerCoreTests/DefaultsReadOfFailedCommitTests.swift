@@ -30,6 +30,7 @@ final class DefaultsReadOfFailedCommitTests: XCTestCase {
             c.send(requestLine(id: "0", method: "hello", params: #"{"role":"app","bundleID":"com.mycompany.myapp"}"#))
             XCTAssertNotNil(c.readJSON()?["result"])
         }
+        let watcher = try h.tool()  // (asks whether a request was run)
         writer.send(requestLine(id: "1", method: "defaults.set", params: #"{"group":"\#(group)","key":"k","value":1}"#))
         XCTAssertEqual(writer.readJSON()?["result"]?["version"], 1)
         // fdatasync 1: the remove's commit, held on the sync thread, then failing.
@@ -37,10 +38,13 @@ final class DefaultsReadOfFailedCommitTests: XCTestCase {
         writer.send(requestLine(id: "2", method: "defaults.remove", params: #"{"group":"\#(group)","key":"k"}"#))
         XCTAssertEqual(faults.entered.wait(timeout: .now() + 10), .success, "the remove's commit is in flight")
         // Meanwhile: what finds k gone, at version 2, reads the change in flight.
-        reader.send(requestLine(id: "3", method: "defaults.remove", params: #"{"group":"\#(group)","key":"k","ifVersion":2}"#))
-        reader.send(requestLine(id: "4", method: "defaults.get", params: #"{"group":"\#(group)","key":"k"}"#))
-        reader.send(requestLine(id: "5", method: "defaults.list", params: #"{"group":"\#(group)"}"#))
-        usleep(300_000)
+        // (run before the commit fails: waited for, not slept on)
+        XCTAssertTrue(
+            h.sendAndWaitUntilRun(3, of: "com.mycompany.myapp", asking: watcher) {
+                reader.send(requestLine(id: "3", method: "defaults.remove", params: #"{"group":"\#(group)","key":"k","ifVersion":2}"#))
+                reader.send(requestLine(id: "4", method: "defaults.get", params: #"{"group":"\#(group)","key":"k"}"#))
+                reader.send(requestLine(id: "5", method: "defaults.list", params: #"{"group":"\#(group)"}"#))
+            }, "the reads were run while the commit is in flight")
         faults.permit.signal()
         XCTAssertEqual(writer.readJSON(timeout: 10)?["error"]?["code"], -32005)
         for id in ["3", "4", "5"] {

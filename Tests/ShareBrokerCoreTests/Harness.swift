@@ -292,3 +292,24 @@ func waitUntil(timeout: Double = 5, _ condition: () -> Bool) -> Bool {
     }
     return condition()
 }
+
+extension BrokerHarness {
+    /// How many requests the broker has run for the connections of `bundleID` (their `requests`
+    /// in `broker.status {verbose: true}`, summed), asked on `observer`; nil when it cannot say.
+    func requestsRun(by bundleID: String, asking observer: BrokerConnection) -> Int? {
+        guard let clients = (try? observer.call("broker.status", ["verbose": true]))?["clients"]?.arrayValue else { return nil }
+        return clients.filter { $0["bundleID"]?.stringValue == bundleID }.reduce(0) { $0 + ($1["requests"]?.intValue ?? 0) }
+    }
+
+    /// Sends (`send`: requests written on raw connections of `bundleID`) and waits until the broker
+    /// has run `count` more requests of those connections: their handlers have run (what they store
+    /// joins the next commit), not merely been written to the socket. A loop slowed down by a
+    /// loaded machine may take longer than any sleep; false after `timeout` seconds.
+    func sendAndWaitUntilRun(
+        _ count: Int, of bundleID: String, asking observer: BrokerConnection, timeout: Double = 10, _ send: () -> Void
+    ) -> Bool {
+        guard let before = requestsRun(by: bundleID, asking: observer) else { return false }
+        send()
+        return waitUntil(timeout: timeout) { (self.requestsRun(by: bundleID, asking: observer) ?? 0) >= before + count }
+    }
+}

@@ -56,10 +56,19 @@ final class ShareReadOfCommitInFlightTests: XCTestCase {
         defer { h.stop() }
         faults.arm(fail: [1], blockAt: 1)
         let held = try sendHeldShare(h, ext, faults, warmup: warmup)
-        app.send(requestLine(id: "3", method: "share.list", params: #"{"group":"\#(group)"}"#))
-        app.send(requestLine(id: "4", method: "share.get", params: #"{"shareID":"\#(held)"}"#))
-        app.send(requestLine(id: "5", method: "share.read", params: #"{"shareID":"\#(held)","item":0}"#))
-        usleep(300_000)
+        let watcher = try h.tool()  // (asks whether a request was run)
+        let filesRead = try XCTUnwrap(watcher.call("broker.status")["fileWork"]?["finished"]?.intValue)
+        // (run before the commit fails, the read's file work done too: waited for, not slept on;
+        // a read whose file work ends after the failure is another case)
+        XCTAssertTrue(
+            h.sendAndWaitUntilRun(3, of: "com.example.pdfreader", asking: watcher) {
+                app.send(requestLine(id: "3", method: "share.list", params: #"{"group":"\#(group)"}"#))
+                app.send(requestLine(id: "4", method: "share.get", params: #"{"shareID":"\#(held)"}"#))
+                app.send(requestLine(id: "5", method: "share.read", params: #"{"shareID":"\#(held)","item":0}"#))
+            }, "the reads were run while the commit is in flight")
+        XCTAssertTrue(
+            waitUntil(timeout: 10) { ((try? watcher.call("broker.status")["fileWork"]?["finished"]?.intValue) ?? 0) > filesRead },
+            "the read's file work is done")
         faults.permit.signal()
         XCTAssertEqual(ext.readJSON(timeout: 10)?["error"]?["code"], -32005)
         for id in ["3", "4", "5"] {
@@ -114,8 +123,12 @@ final class ShareReadOfCommitInFlightTests: XCTestCase {
         let other = try RawClient(h.socket)
         other.send(requestLine(id: "0", method: "hello", params: #"{"role":"app","bundleID":"com.example.pdfreader"}"#))
         XCTAssertNotNil(other.readJSON(timeout: 10)?["result"])
-        other.send(requestLine(id: "1", method: "share.list", params: #"{"group":"\#(group)"}"#))
-        usleep(300_000)
+        let watcher = try h.tool()  // (asks whether a request was run)
+        // (run before the commit fails: waited for, not slept on)
+        XCTAssertTrue(
+            h.sendAndWaitUntilRun(1, of: "com.example.pdfreader", asking: watcher) {
+                other.send(requestLine(id: "1", method: "share.list", params: #"{"group":"\#(group)"}"#))
+            }, "the list was run while the commit is in flight")
         faults.permit.signal()
         XCTAssertEqual(app.readJSON(timeout: 10)?["error"]?["code"], -32005)
         let r = try XCTUnwrap(other.readJSON(timeout: 10))

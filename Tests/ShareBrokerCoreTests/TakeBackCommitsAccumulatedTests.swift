@@ -31,6 +31,7 @@ final class TakeBackCommitsAccumulatedTests: XCTestCase {
             c.send(requestLine(id: "0", method: "hello", params: #"{"role":"extension","bundleID":"com.mycompany.myapp.share"}"#))
             XCTAssertNotNil(c.readJSON()?["result"])
         }
+        let watcher = try h.tool()  // (asks whether a request was run)
         third.send(requestLine(id: "1", method: "share.send", params: #"{"items":[{"url":"https://youtu.be/warmup"}],"open":true}"#))
         XCTAssertNotNil(third.readJSON()?["result"])
         // fdatasync 1: the group (a share with `open`); 2: its event (held, then fails); 3: the
@@ -41,8 +42,11 @@ final class TakeBackCommitsAccumulatedTests: XCTestCase {
             requestLine(id: "2", method: "share.send", params: #"{"items":[{"url":"https://youtu.be/first"}],"open":true}"#)
                 + requestLine(id: "3", method: "share.send", params: #"{"items":[{"url":"https://youtu.be/third"}]}"#))
         XCTAssertEqual(faults.entered.wait(timeout: .now() + 10), .success, "the commit waits in the event journal's fdatasync")
-        second.send(requestLine(id: "4", method: "share.send", params: #"{"items":[{"url":"https://youtu.be/second"}]}"#))
-        usleep(500_000)  // (the loop stores it meanwhile: it joins the next commit)
+        // (the loop stores it meanwhile: it joins the next commit; waited for, not slept on)
+        XCTAssertTrue(
+            h.sendAndWaitUntilRun(1, of: "com.mycompany.myapp.share", asking: watcher) {
+                second.send(requestLine(id: "4", method: "share.send", params: #"{"items":[{"url":"https://youtu.be/second"}]}"#))
+            }, "the request was run while the commit is in flight")
         faults.permit.signal()
         let a = try XCTUnwrap(third.readJSON(timeout: 10))
         XCTAssertEqual(a["error"]?["code"], -32005, a.compactText)
