@@ -152,9 +152,14 @@ final class ShareReadOfCommitInFlightTests: XCTestCase {
             let other = try RawClient(h.socket)
             other.send(requestLine(id: "0", method: "hello", params: #"{"role":"app","bundleID":"com.example.pdfreader"}"#))
             XCTAssertNotNil(other.readJSON(timeout: 10)?["result"])
-            other.send(requestLine(id: "1", method: "share.get", params: #"{"shareID":"\#(warmup)"}"#))
-            other.send(requestLine(id: "2", method: "share.read", params: #"{"shareID":"\#(warmup)","item":0}"#))
-            other.send(requestLine(id: "3", method: "share.complete", params: #"{"shareID":"\#(warmup)"}"#))
+            let watcher = try h.tool()  // (asks whether a request was run)
+            // (run before the commit is decided: waited for, not slept on)
+            XCTAssertTrue(
+                h.sendAndWaitUntilRun(3, of: "com.example.pdfreader", asking: watcher) {
+                    other.send(requestLine(id: "1", method: "share.get", params: #"{"shareID":"\#(warmup)"}"#))
+                    other.send(requestLine(id: "2", method: "share.read", params: #"{"shareID":"\#(warmup)","item":0}"#))
+                    other.send(requestLine(id: "3", method: "share.complete", params: #"{"shareID":"\#(warmup)"}"#))
+                }, "the requests were run while the commit is in flight")
             XCTAssertNil(other.readJSON(timeout: 0.3), "not answered 'not found' before the completion is durable")
             faults.permit.signal()
             let completed = try XCTUnwrap(app.readJSON(timeout: 10))
@@ -194,8 +199,11 @@ final class ShareReadOfCommitInFlightTests: XCTestCase {
         faults.arm(fail: [2], blockAt: 1)
         ext.send(requestLine(id: "2", method: "share.send", params: #"{"items":[{"url":"https://youtu.be/second"}],"open":true}"#))
         XCTAssertEqual(faults.entered.wait(timeout: .now() + 10), .success, "the share's commit is in flight")
-        app.send(requestLine(id: "3", method: "share.list", params: #"{"group":"group.com.mycompany.myapp"}"#))
-        usleep(300_000)
+        let watcher = try h.tool()  // (asks whether a request was run)
+        XCTAssertTrue(
+            h.sendAndWaitUntilRun(1, of: "com.mycompany.myapp", asking: watcher) {
+                app.send(requestLine(id: "3", method: "share.list", params: #"{"group":"group.com.mycompany.myapp"}"#))
+            }, "the list was run while the commit is in flight")
         faults.permit.signal()
         XCTAssertEqual(ext.readJSON(timeout: 10)?["error"]?["code"], -32005)
         let r = try XCTUnwrap(app.readJSON(timeout: 10))
