@@ -28,7 +28,7 @@ ALL_TARGETS=(framer json rpc url predicate activation association manifest journ
 modules_for() {
     case "$1" in
         framer | json | rpc) echo "ShareProtocol" ;;
-        url | predicate | activation | association | manifest) echo "ShareProtocol ShareRouting" ;;
+        url | predicate | activation | association | manifest) echo "ShareProtocol CShareSystem ShareSystem ShareRouting" ;;
         journal) echo "ShareProtocol CShareSystem ShareSystem ShareStore" ;;
         *) echo "unknown target '$1' (targets: ${ALL_TARGETS[*]})" >&2; return 1 ;;
     esac
@@ -128,15 +128,17 @@ needs() { [[ "$NEEDED" == *" $1 "* ]]; }
 echo "== fuzz build ($OPT): ${TARGETS[*]}"
 begin=$SECONDS
 build_module ShareProtocol
-# The two independent chains build side by side (ShareRouting is the slow one).
+if needs ShareSystem; then
+    build_c_module CShareSystem && build_module ShareSystem CShareSystem || exit 1
+fi
+# The two modules above those build side by side (ShareRouting is the slow one).
 pids=()
 if needs ShareRouting; then
-    build_module ShareRouting ShareProtocol &
+    build_module ShareRouting ShareProtocol ShareSystem CShareSystem &
     pids+=($!)
 fi
 if needs ShareStore; then
-    (build_c_module CShareSystem && build_module ShareSystem CShareSystem \
-        && build_module ShareStore ShareProtocol ShareSystem CShareSystem) &
+    build_module ShareStore ShareProtocol ShareSystem CShareSystem &
     pids+=($!)
 fi
 status=0
