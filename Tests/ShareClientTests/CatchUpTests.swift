@@ -203,11 +203,15 @@ struct StalledBrokerTests {
     @Test func aWriteToABrokerThatStoppedReadingDoesNotBlockTheClient() async throws {
         let dir = TempDir()
         let fake = try FakeBroker(path: dir.path + "/f.sock")
+        // (it reads nothing until the checks are done, then goes away: a fixed stall timed from
+        // the hello could end before the call even began writing on a loaded machine)
+        let checked = DispatchSemaphore(value: 0)
         fake.run { f in
             guard let c = f.accept(), c.answerHello(maxMessage: 64 << 20) else { return }
-            usleep(5_000_000)  // reads nothing for 5 s, then goes away
+            _ = checked.wait(timeout: .now() + 30)
             c.close()
         }
+        defer { checked.signal() }
         let client = ShareBrokerClient(socketPath: fake.path, role: .tool, requestTimeout: .milliseconds(300))
         try await client.connect()
         let ended = Box<ShareBrokerError?>(nil)
@@ -226,6 +230,7 @@ struct StalledBrokerTests {
         let closing = Task { await client.close() }
         _ = await closing.value
         #expect(ContinuousClock.now - start < .seconds(4), "close() returned while the broker still read nothing")
+        checked.signal()
         _ = await big.value
     }
 }
