@@ -64,12 +64,14 @@ public struct StateFiles: Sendable {
     /// group another user is in, may write it. Such input could make a broker run a `launch`
     /// command of someone else's as its own user; it is not read. nil: fine (or gone: reading it
     /// says so). A path that cannot be checked (its `stat` fails, but not because it is gone) is
-    /// not read either.
-    public static func untrusted(_ path: String) -> String? {
+    /// not read either; `unchecked`, when given, is told its errno.
+    public static func untrusted(_ path: String, unchecked: ((Int32) -> Void)? = nil) -> String? {
         switch check(path) {
         case .fine: return nil
         case .untrusted(let why): return why
-        case .unchecked(let e): return "cannot be checked (stat: \(String(cString: strerror(e)))); not read"
+        case .unchecked(let e):
+            unchecked?(e)
+            return ProjectImporter.cannotBeChecked(e) + "; not read"
         }
     }
 
@@ -232,13 +234,7 @@ public struct StateFiles: Sendable {
             // read: that failure counts as its read's)
             let unchecked = UncheckedPaths()
             let importCheck: @Sendable (String) -> String? = { path in
-                switch check(path) {
-                case .fine: return nil
-                case .untrusted(let why): return why
-                case .unchecked(let e):
-                    unchecked.add(ImportReadError(path: path, errno: e))
-                    return "cannot be checked (stat: \(String(cString: strerror(e)))); not read"
-                }
+                untrusted(path) { unchecked.add(ImportReadError(path: path, errno: $0)) }
             }
             inputs.imported = ProjectImporter.importDirectories(
                 inAppsDirectory: appsDir, names: appNames, fileCheck: importCheck, readFault: readFault)

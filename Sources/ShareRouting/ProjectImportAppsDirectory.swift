@@ -34,10 +34,11 @@ extension ProjectImporter {
         func fail(_ field: String, _ message: String) {
             issues.append(ManifestIssue(file: label, field: field, message: message, fatal: true))
         }
-        if readFault?(path) == nil, case .failure(let e) = kind(of: path, followLink: true) {
+        if readFault?(path) == nil, case .failure(let error) = FileIO.fileType(path, followSymlinks: true) {
+            let e = error.errno
             if e == ENOENT || e == ENOTDIR { return (options, [], false, []) }
             // (not taken as absent: the folder's own options would be dropped unnoticed)
-            fail("", "cannot be checked (stat: \(String(cString: strerror(e))))")
+            fail("", cannotBeChecked(e))
             return (options, issues, true, [ImportReadError(path: path, errno: e)])
         }
         if let why = fileCheck?(path) {
@@ -104,13 +105,14 @@ extension ProjectImporter {
         var out: [ImportedAppsEntry] = []
         for name in names.sorted() where !name.hasPrefix(".") && !name.hasSuffix(".json") {
             let path = directory + "/" + name
-            switch readFault?(path).map(StatOutcome.failure) ?? kind(of: path, followLink: true) {
+            switch kind(of: path, followLink: true, readFault: readFault) {
             case .success(let mode) where mode == S_IFDIR: break
             case .success: continue
-            case .failure(let e) where e == ENOENT || e == ENOTDIR: continue
-            case .failure(let e):
+            case .failure(let error) where error.errno == ENOENT || error.errno == ENOTDIR: continue
+            case .failure(let error):
                 // (an entry that cannot be looked at is not taken as gone: it may be a folder)
-                let issue = ManifestIssue(file: name, field: "", message: "cannot be checked (stat: \(String(cString: strerror(e))))", fatal: true)
+                let e = error.errno
+                let issue = ManifestIssue(file: name, field: "", message: cannotBeChecked(e), fatal: true)
                 var result = ImportResult(manifestJSON: nil, issues: [issue], manifest: nil, files: [], layout: .unknown)
                 result.readErrors = [ImportReadError(path: path, errno: e)]
                 out.append(ImportedAppsEntry(name: name, result: result))

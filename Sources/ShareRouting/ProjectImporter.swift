@@ -310,8 +310,9 @@ final class ImportRun {
             let p = path + "/" + name
             // (an entry whose stat fails for another reason than being gone counts as a failed
             // read: an extension folder that cannot be looked at is not taken as missing)
-            switch options.readFault?(p).map(ProjectImporter.StatOutcome.failure) ?? ProjectImporter.kind(of: p, followLink: false) {
-            case .failure(let e):
+            switch ProjectImporter.kind(of: p, followLink: false, readFault: options.readFault) {
+            case .failure(let error):
+                let e = error.errno
                 if e != ENOENT && e != ENOTDIR { readErrors.append(ImportReadError(path: p, errno: e)) }
                 return (name, false, false)
             case .success(let mode):
@@ -984,19 +985,15 @@ extension ProjectImporter {
 }
 
 extension ProjectImporter {
-    /// The file type bits (`S_IFMT`) of `path`, following a final symlink when `followLink`, or
-    /// the errno its `stat` failed with.
-    static func kind(of path: String, followLink: Bool) -> StatOutcome {
-        var st = stat()
-        let rc = followLink ? stat(path, &st) : lstat(path, &st)
-        return rc == 0 ? .success(st.st_mode & S_IFMT) : .failure(errno)
+    /// The file type bits of `path` (`FileIO.fileType`), or the errno `readFault` injects for it.
+    static func kind(of path: String, followLink: Bool, readFault: (@Sendable (String) -> Int32?)?) -> Result<mode_t, SystemError> {
+        if let e = readFault?(path) { return .failure(SystemError("stat \(path)", errno: e)) }
+        return FileIO.fileType(path, followSymlinks: followLink)
     }
 
-    /// What `kind(of:followLink:)` found.
-    enum StatOutcome {
-        /// The file type bits.
-        case success(mode_t)
-        /// The errno `stat` failed with.
-        case failure(Int32)
+    /// What an input whose `stat` failed with `errno` (not because it is gone) is reported as:
+    /// "cannot be checked (stat: <reason>)".
+    public static func cannotBeChecked(_ errno: Int32) -> String {
+        "cannot be checked (stat: \(String(cString: strerror(errno))))"
     }
 }

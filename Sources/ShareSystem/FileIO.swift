@@ -75,6 +75,15 @@ public enum FileIO {
     /// everywhere but Linux).
     public static func fileSystemType(_ fd: Int32) -> Int { sb_fs_type(fd) }
 
+    /// The file type bits (`S_IFMT` of `st_mode`) of `path`, following a final symlink when
+    /// `followSymlinks`, or the error its `stat` failed with (`errno` tells a path that is gone,
+    /// ENOENT or ENOTDIR, from one that cannot be looked at now).
+    public static func fileType(_ path: String, followSymlinks: Bool) -> Result<mode_t, SystemError> {
+        var st = stat()
+        let rc = followSymlinks ? stat(path, &st) : lstat(path, &st)
+        return rc == 0 ? .success(st.st_mode & S_IFMT) : .failure(SystemError("stat \(path)", errno: currentErrno()))
+    }
+
     /// True when `path` is a directory itself, not a symlink to one (`lstat`).
     public static func isPlainDirectory(_ path: String) -> Bool {
         var st = stat()
