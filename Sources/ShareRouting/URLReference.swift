@@ -464,7 +464,8 @@ public struct URLReference: Sendable, Equatable, Hashable, CustomStringConvertib
         "invalid scheme '\(scheme)' (a letter, then letters, digits, '+', '-' or '.')"
     }
 
-    static func asciiLowercased(_ s: String) -> String {
+    /// `s` with its ASCII letters lowercased (other characters as they are).
+    public static func asciiLowercased(_ s: String) -> String {
         func isCapital(_ c: UInt8) -> Bool { c >= 0x41 && c <= 0x5A }
         let hasCapital = s.utf8.withContiguousStorageIfAvailable { $0.contains(where: isCapital) }
             ?? s.utf8.contains(where: isCapital)

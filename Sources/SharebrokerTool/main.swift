@@ -98,9 +98,13 @@ let root = CommandSpec(
             name: "check-association",
             abstract: "Validate an apple-app-site-association document and show what URLs it gives to which app.",
             discussion:
-                "Exit 0 when the document is valid, 1 when it is malformed (said on stderr, naming the exact key; with --json on stdout) or cannot be read, 64 on a usage error such as an invalid --url.",
+                "Exit 0 when the document is valid, 1 when it is malformed (said on stderr, naming the exact key; with --json on stdout) or cannot be read, 64 on a usage error such as an invalid --url. A --url is matched only when it could be a universal link by this document: https, on the document's domain (or a subdomain, for apps whose entry is applinks:*.DOMAIN).",
             options: [
                 .option("url", valueName: "url", help: "Show which app IDs the document gives this URL to.", repeatable: true),
+                .option(
+                    "domain", valueName: "host",
+                    help: "The domain the document is served by (HOST or HOST:PORT, as an applinks: entry names it); a --url on another host is not matched.",
+                    default: "the file name without .json, when it names a host, as in STATE/associations/HOST.json"),
                 .flag("json", help: "Print the result as JSON."),
             ],
             arguments: [ArgumentSpec("file", help: "The document (e.g. STATE/associations/example.com.json).")]),
@@ -229,6 +233,19 @@ func checkAssociation(_ cmd: ParsedCommand) throws -> Int32 {
             throw cmd.usageError("--url '\(u)' is not a valid URL: \(error.message)")
         }
     }
+    // The document's domain: a URL on another host is matched against that host's document, not
+    // this one (as the broker does).
+    let domain: String?
+    if let given = cmd.value("domain") {
+        let host = URLReference.idnaHost(given) ?? URLReference.asciiLowercased(given)
+        if let why = AssociatedDomainEntry.problem(in: "applinks:" + host), !host.isEmpty {
+            throw cmd.usageError("--domain '\(given)' is not a host: \(why)")
+        }
+        guard !host.isEmpty, !host.contains("*") else { throw cmd.usageError("--domain '\(given)' is not a host") }
+        domain = associationDomainKey(host)
+    } else {
+        domain = associationDomain(fileName: path)
+    }
     let bytes: [UInt8]
     do { bytes = try FileIO.readFile(path, limit: 8 * 1024 * 1024) } catch {
         Console.err("sharebroker: error: cannot read \(path): \(error)\n")
@@ -248,10 +265,37 @@ func checkAssociation(_ cmd: ParsedCommand) throws -> Int32 {
     var results: [JSONValue] = []
     var text = "\(path): valid; app IDs: \(doc.appIDs.isEmpty ? "(none)" : doc.appIDs.joined(separator: ", "))\n"
     for note in doc.notes { text += "note: \(note)\n" }
+    if !refs.isEmpty && domain == nil {
+        text += "note: the document's domain is not known from its file name (give --domain): the URLs' hosts are not checked\n"
+    }
     for (u, ref) in refs {
         var opens: [String] = []
         var perApp: [JSONValue] = []
         text += "\(u):\n"
+        // Only an https URL on the document's domain (or, for an applinks:*.DOMAIN entry, a
+        // subdomain) can be a universal link by this document.
+        var notMatched: String? = nil
+        var scope: String? = nil
+        if ref.normalizedScheme != "https" {
+            notMatched = "not https: universal links are https only, so this document gives it to no app"
+        } else if let domain {
+            let host = ref.host ?? ""
+            let hostKey = associationDomainKey((URLReference.idnaHost(host) ?? host) + (ref.port.map { ":\($0)" } ?? ""))
+            let (docHost, docPort) = splitPort(domain)
+            let (urlHost, urlPort) = splitPort(hostKey)
+            let isSubdomain = urlPort == docPort && urlHost.hasSuffix("." + docHost) && !urlHost.hasPrefix(".") && !urlHost.contains("..")
+            if isSubdomain {
+                scope = "a subdomain of \(domain): this document decides only for apps whose entry is 'applinks:*.\(domain)'"
+            } else if hostKey != domain {
+                notMatched = "the host '\(hostKey)' is not \(domain), whose document this is: its own document decides (associations/\(hostKey).json)"
+            }
+        }
+        if let why = notMatched {
+            text += "  \(why)\n  → no app\n"
+            results.append(["url": .string(u), "opens": .null, "apps": .array([]), "reason": .string(why)])
+            continue
+        }
+        if let scope { text += "  note: \(scope)\n" }
         for appID in doc.appIDs {
             let m = doc.match(url: ref, appID: appID)
             if m.outcome == .matched { opens.append(appID) }
@@ -259,17 +303,43 @@ func checkAssociation(_ cmd: ParsedCommand) throws -> Int32 {
             for step in m.trail { text += "    \(step)\n" }
             perApp.append(["appID": .string(appID), "outcome": .string(m.outcome.rawValue), "trail": .array(m.trail.map { .string($0) })])
         }
-        text += "  → \(opens.isEmpty ? "no app: opens in the browser" : "opens " + opens[0])\n"
-        results.append(["url": .string(u), "opens": opens.first.map { .string($0) } ?? .null, "apps": .array(perApp)])
+        text += "  → \(opens.isEmpty ? "no app: this document makes it no universal link" : "opens " + opens[0])\n"
+        var entry: JSONObject = ["url": .string(u), "opens": opens.first.map { .string($0) } ?? .null, "apps": .array(perApp)]
+        if let scope { entry["note"] = .string(scope) }
+        results.append(.object(entry))
     }
     if cmd.flag("json") {
-        writeOut(JSONValue.object(["valid": true, "file": .string(path), "appIDs": .array(doc.appIDs.map { .string($0) }), "notes": .array(doc.notes.map { .string($0) }), "urls": .array(results)]).compactText + "\n")
+        writeOut(JSONValue.object(["valid": true, "file": .string(path), "domain": domain.map { .string($0) } ?? .null, "appIDs": .array(doc.appIDs.map { .string($0) }), "notes": .array(doc.notes.map { .string($0) }), "urls": .array(results)]).compactText + "\n")
     } else {
         writeOut(text)
     }
     return 0
 }
 
+
+/// `host` or `host:port` lowercased, https's default port dropped: how the broker names a
+/// document's domain (`STATE/associations/HOST.json`) and a URL's.
+func associationDomainKey(_ hostMaybePort: String) -> String {
+    let h = URLReference.asciiLowercased(hostMaybePort)
+    return h.hasSuffix(":443") ? String(h.dropLast(4)) : h
+}
+
+/// The domain a document's file name gives (`example.com.json` → `example.com`, as the broker
+/// reads `STATE/associations/`); nil when the name is no host (`apple-app-site-association`).
+func associationDomain(fileName path: String) -> String? {
+    let name = path.split(separator: "/", omittingEmptySubsequences: true).last.map(String.init) ?? path
+    guard name.hasSuffix(".json") else { return nil }
+    let written = String(name.dropLast(5))
+    let host = URLReference.idnaHost(written) ?? URLReference.asciiLowercased(written)
+    guard !host.isEmpty, !host.contains("*"), host.contains("."), AssociatedDomainEntry.problem(in: "applinks:" + host) == nil else { return nil }
+    return associationDomainKey(host)
+}
+
+/// `host:port` split at the port's colon ("" when there is none).
+func splitPort(_ key: String) -> (host: String, port: String) {
+    guard let colon = key.lastIndex(of: ":"), !key.hasSuffix("]") else { return (key, "") }
+    return (String(key[..<colon]), String(key[key.index(after: colon)...]))
+}
 
 runMain(root: root, version: "sharebroker \(SharebrokerVersion.string)") { cmd in
     switch cmd.subcommand {

@@ -679,4 +679,48 @@ final class DurabilityTests: XCTestCase {
         XCTAssertTrue(badURL.err.contains("--url 'not a url' is not a valid URL"), badURL.err)
         XCTAssertEqual(badURL.out, "", "nothing on stdout that reads as a verdict")
     }
+
+    /// `check-association --url` matches only a URL that could be a universal link by the
+    /// document, as the broker routes it: https, on the document's domain (its file name, or
+    /// `--domain`), or a subdomain (for `applinks:*.` entries, said).
+    func testCheckAssociationMatchesOnlyHttpsURLsOfItsDomain() throws {
+        let dir = TempDir()
+        writeManifests(dir)
+        let doc = dir.path + "/state/associations/example.com.json"
+        func verdicts(_ file: String, _ extra: [String] = [], _ urls: [String]) throws -> [String: JSONValue] {
+            let r = try runProcess(Products.sharebroker, ["check-association", file, "--json"] + extra + urls.flatMap { ["--url", $0] })
+            XCTAssertEqual(r.status, 0, r.err)
+            let out = try JSONParser.parse(r.out.trimmingCharacters(in: .whitespacesAndNewlines))
+            var byURL: [String: JSONValue] = [:]
+            for u in out["urls"]?.arrayValue ?? [] { byURL[u["url"]?.stringValue ?? ""] = u }
+            return byURL
+        }
+        let app = JSONValue.string("ABCDE12345.com.mycompany.myapp")
+        let v = try verdicts(doc, [], [
+            "https://example.com/computers/1", "https://EXAMPLE.com:443/computers/1", "http://example.com/computers/1",
+            "deeplinkmyapp://computers/1", "https://other.org/computers/1", "https://example.com:8443/computers/1",
+            "https://a.example.com/computers/1",
+        ])
+        XCTAssertEqual(v["https://example.com/computers/1"]?["opens"], app)
+        XCTAssertEqual(v["https://EXAMPLE.com:443/computers/1"]?["opens"], app, "the default port and the host's case do not matter")
+        for u in ["http://example.com/computers/1", "deeplinkmyapp://computers/1", "https://other.org/computers/1", "https://example.com:8443/computers/1"] {
+            XCTAssertEqual(v[u]?["opens"], .null, u)
+            XCTAssertNotNil(v[u]?["reason"]?.stringValue, u)
+        }
+        XCTAssertTrue(v["http://example.com/computers/1"]?["reason"]?.stringValue?.contains("https only") == true)
+        XCTAssertTrue(v["https://other.org/computers/1"]?["reason"]?.stringValue?.contains("associations/other.org.json") == true)
+        XCTAssertEqual(v["https://a.example.com/computers/1"]?["opens"], app)
+        XCTAssertTrue(v["https://a.example.com/computers/1"]?["note"]?.stringValue?.contains("applinks:*.example.com") == true)
+        // A document whose file name names no host: --domain says it, else the host is not checked.
+        let plain = dir.path + "/apple-app-site-association"
+        XCTAssertEqual(link(doc, plain), 0)
+        XCTAssertEqual(try verdicts(plain, [], ["https://other.org/computers/1"])["https://other.org/computers/1"]?["opens"], app)
+        let given = try verdicts(plain, ["--domain", "other.org:8443"], ["https://other.org/computers/1", "https://other.org:8443/computers/1"])
+        XCTAssertEqual(given["https://other.org/computers/1"]?["opens"], .null)
+        XCTAssertEqual(given["https://other.org:8443/computers/1"]?["opens"], app)
+        let text = try runProcess(Products.sharebroker, ["check-association", plain, "--url", "https://other.org/computers/1"])
+        XCTAssertTrue(text.out.contains("--domain"), text.out)
+        let badDomain = try runProcess(Products.sharebroker, ["check-association", plain, "--domain", "*.other.org"])
+        XCTAssertEqual(badDomain.status, 64, badDomain.err)
+    }
 }
