@@ -20,7 +20,9 @@ let installCommandSpec = CommandSpec(
         is an error, other unresolved values are skipped with a note. The manifest is printed on stdout, \
         issues on stderr (naming the file and key). Unless --dry-run, the manifest is written atomically \
         to STATE/apps/BUNDLEID.json; run 'shareclient reload' (or send SIGHUP to the broker) to load it. \
-        Exit 0 when imported, 1 when the import has errors (nothing is written), 64 for usage errors.
+        Exit 0 when imported, 1 when the import has errors (nothing is written), 64 for usage errors (--app \
+        given for anything but a project folder), 66 when --state names no directory (a broker creates its \
+        state directory at its first start; the default one is created here too).
         """,
     options: [
         .option("state", valueName: "dir", help: "State directory to install into.", default: "as for serve"),
@@ -28,7 +30,7 @@ let installCommandSpec = CommandSpec(
         .option(
             "set", valueName: "name=value", help: "A build setting for $(NAME) in the plists (TARGET:NAME=VALUE: one target only).",
             repeatable: true),
-        .option("app", valueName: "folder", help: "The app target's folder, when a project holds several apps."),
+        .option("app", valueName: "folder", help: "The app target's folder, when a project folder holds several apps."),
         .option("name", valueName: "file", help: "File name to write under STATE/apps ('.json' is added when it does not end so).", default: "BUNDLEID.json"),
         .flag("dry-run", help: "Import and show the result; write nothing."),
         .flag("json", help: "Print the result as one JSON object."),
@@ -37,6 +39,25 @@ let installCommandSpec = CommandSpec(
 
 private func printOut(_ s: String) { FileHandle.standardOutput.write(Data(s.utf8)) }
 private func printErr(_ s: String) { FileHandle.standardError.write(Data(s.utf8)) }
+
+/// True when `path` is a directory (a final symlink followed).
+private func isDirectoryFollowingLinks(_ path: String) -> Bool {
+    var isDir: ObjCBool = false
+    return FileManager.default.fileExists(atPath: path, isDirectory: &isDir) && isDir.boolValue
+}
+
+extension ImportLayout {
+    /// "a JSON manifest", "an .app bundle", ...
+    var article: String {
+        switch self {
+        case .jsonManifest: return "a JSON manifest"
+        case .infoPlist: return "an Info.plist"
+        case .appBundle: return "an .app bundle"
+        case .projectFolder: return "an Xcode project folder"
+        case .unknown: return "not an app"
+        }
+    }
+}
 
 /// The manifest with tokens hidden, for printing.
 private func redacted(_ v: JSONValue) -> JSONValue {
@@ -67,6 +88,13 @@ func runInstall(_ cmd: ParsedCommand) throws -> Int32 {
         if !n.hasSuffix(".json") { fileName = n + ".json" }
     }
 
+    // A state directory named on the command line must be there: a typo would install where no
+    // broker reads (the default one is created, as the broker does at its first start).
+    if let given = cmd.value("state"), !isDirectoryFollowingLinks(given) {
+        printErr("sharebroker: error: the state directory \(given) \(FileIO.exists(given) ? "is not a directory" : "does not exist") (a broker creates its state directory when it first starts; check --state)\n")
+        return 66  // (EX_NOINPUT, as for explain)
+    }
+
     // Options: PATH/sharebroker-import.json first (when PATH is a folder), then the command line.
     var options = ImportOptions()
     var issues: [ManifestIssue] = []
@@ -90,6 +118,11 @@ func runInstall(_ cmd: ParsedCommand) throws -> Int32 {
         result = ProjectImporter.importApp(at: path, options: options)
     }
     issues += result.issues
+    // (--app picks one of a project folder's apps: anything else holds one app, and a --app that
+    // does not apply is a mistake to say, not to pass over)
+    if let app = options.app, result.layout != .projectFolder, result.layout != .unknown {
+        throw cmd.usageError("option '--app' picks an app target in an Xcode project folder; \(path) is \(result.layout.article) (drop --app '\(app)')")
+    }
     let ok = !issues.contains(where: \.fatal) && result.manifestJSON != nil && result.manifest != nil
 
     // Where it goes, and what else in STATE/apps claims the same bundle IDs.

@@ -39,9 +39,8 @@ final class ProjectImportIntegrationTests: XCTestCase {
     func requireInstallCommand() throws {
         let help = try runProcess(Products.sharebroker, ["install", "--help"])
         // `--help` wins over an unknown subcommand (root help, exit 0), so look for install's own usage line.
-        if help.status != 0 || !help.out.contains("Usage: sharebroker install") {
-            throw XCTSkip("sharebroker has no 'install' subcommand yet (main.swift does not wire installCommandSpec): \(help.err)")
-        }
+        XCTAssertEqual(help.status, 0, help.err)
+        XCTAssertTrue(help.out.contains("Usage: sharebroker install"), "install's own usage: \(help.out)")
     }
 
     func install(_ args: [String], state: String) throws -> (status: Int32, out: String, err: String) {
@@ -105,6 +104,16 @@ final class ProjectImportIntegrationTests: XCTestCase {
         XCTAssertEqual(try JSONParser.parse(dryOver.out)["written"], false, dryOver.out)
         let dryText = try install([iosFixtureDir + "/bundle/MyApp.app", "--dry-run", "--name", "com.mycompany.myapp"], state: h.state)
         XCTAssertTrue(dryText.err.contains("would write \(h.state)/apps/com.mycompany.myapp.json (replacing the previous file)"), dryText.err)
+        // --app picks one of a project folder's apps; given for a bundle it is a usage error.
+        let appOnBundle = try install([iosFixtureDir + "/bundle/MyApp.app", "--dry-run", "--app", "Nope"], state: h.state)
+        XCTAssertEqual(appOnBundle.status, 64, appOnBundle.err)
+        XCTAssertTrue(appOnBundle.err.contains("an .app bundle"), appOnBundle.err)
+        // A --state that does not exist (a typo) installs nothing anywhere.
+        let missing = h.dir.path + "/no-such-state"
+        let typo = try install([iosFixtureDir + "/bundle/MyApp.app"], state: missing)
+        XCTAssertEqual(typo.status, 66, typo.err)
+        XCTAssertTrue(typo.err.contains("does not exist"), typo.err)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: missing))
         XCTAssertEqual(
             try FileManager.default.contentsOfDirectory(atPath: h.state + "/apps").sorted(),
             ["com.mycompany.myapp.json", "com.razeware.UniveralLinksTutorial.json"])
