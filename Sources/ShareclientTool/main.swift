@@ -216,8 +216,10 @@ func openConnection(_ path: String) throws -> BrokerConnection {
 /// $SHAREBROKER_BUNDLE_ID (set by the broker in an app it launches), as for listen and defaults;
 /// a bundle's token is --token, else $SHAREBROKER_TOKEN.
 func connect(_ cmd: ParsedCommand, hello: Bool = true, asBundle: Bool = false, defaultRoleWithBundle: String = "app") throws -> Session {
-    try checkRole(cmd)  // a usage error before any connection
-    let bundle = cmd.value("as") ?? (asBundle ? ProcessInfoLite.env("SHAREBROKER_BUNDLE_ID") : nil)
+    // (--role app or extension speaks as a bundle too: without --as, $SHAREBROKER_BUNDLE_ID's)
+    let actsAsBundle = asBundle || cmd.value("role") == "app" || cmd.value("role") == "extension"
+    let bundle = cmd.value("as") ?? (actsAsBundle ? ProcessInfoLite.env("SHAREBROKER_BUNDLE_ID") : nil)
+    try checkRole(cmd, bundle: bundle)  // a usage error before any connection
     // (a command that acts as an app or extension says so before it connects, as listen does,
     // rather than getting the broker's "not for role tool")
     if asBundle && hello && bundle == nil && cmd.value("role") == nil {
@@ -241,10 +243,19 @@ func tokenFor(_ cmd: ParsedCommand, bundle: String?) -> String? {
     return ProcessInfoLite.env("SHAREBROKER_TOKEN")
 }
 
-/// `--role`, when given, is app, extension or tool.
-func checkRole(_ cmd: ParsedCommand) throws {
-    if let role = cmd.value("role"), !["app", "extension", "tool"].contains(role) {
+/// `--role`, when given, is app, extension or tool, and fits the bundle the session speaks as:
+/// an app or extension needs one (`bundle`: --as, else $SHAREBROKER_BUNDLE_ID), a tool has none
+/// (an --as would be dropped unsaid).
+func checkRole(_ cmd: ParsedCommand, bundle: String?) throws {
+    guard let role = cmd.value("role") else { return }
+    guard ["app", "extension", "tool"].contains(role) else {
         throw cmd.usageError("option '--role' must be app, extension or tool; got '\(role)'")
+    }
+    if role != "tool" && bundle == nil {
+        throw cmd.usageError("option '--role \(role)' speaks as an \(role): it needs --as BUNDLE (or $SHAREBROKER_BUNDLE_ID)")
+    }
+    if role == "tool", let named = cmd.value("as") {
+        throw cmd.usageError("option '--role tool' says hello without a bundle ID: drop --as '\(named)' (or use --role app or extension)")
     }
 }
 

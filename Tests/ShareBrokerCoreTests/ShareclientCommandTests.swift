@@ -196,6 +196,9 @@ final class BadInputTests: XCTestCase {
             ["listen", "--as", "com.a", "--role", "bogus"],
             ["defaults", "watch", "g", "--as", "com.a", "--timeout", "nan"],
             ["defaults", "watch", "g", "--as", "com.a", "--count", "-3"],
+            // (an app or extension role needs a bundle; a tool has none, an --as would be dropped)
+            ["status", "--role", "app"], ["shares", "--role", "extension"], ["open", "x://y", "--role", "tool", "--as", "com.a"],
+            ["defaults", "get", "g", "k", "--role", "tool", "--as", "com.a"],
         ] {
             let r = try runProcess(Products.shareclient, args + ["--socket", missing], timeout: 10)
             XCTAssertEqual(r.status, 64, "\(args): \(r.err)")
