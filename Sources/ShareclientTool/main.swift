@@ -129,7 +129,9 @@ let root = CommandSpec(
             discussion: bundleDiscussion,
             arguments: [ArgumentSpec("ids", help: "Event ids.", kind: .oneOrMore)]),
         CommandSpec(name: "apps", abstract: "List registered apps, manifest errors and conflicts."),
-        CommandSpec(name: "reload", abstract: "Make the broker re-read its manifests (apps.reload)."),
+        CommandSpec(
+            name: "reload", abstract: "Make the broker re-read its manifests (apps.reload).",
+            discussion: "Prints what apps.list shows. Exit 1 when a manifest or association document could not be loaded (each is named)."),
         defaultsCommandSpec,
     ])
 
@@ -590,6 +592,13 @@ func run(_ cmd: ParsedCommand) throws -> Int32 {
             printJSON(result, compact: true)
         } else {
             writeOut(describeApps(result))
+        }
+        // A reload that left manifests or association documents out says so in its exit status
+        // too (a script installing an app learns that it did not load).
+        let errors = (result["errors"]?.arrayValue?.count ?? 0) + (result["associationErrors"]?.arrayValue?.count ?? 0)
+        if cmd.subcommand == "reload" && errors > 0 {
+            writeErr("shareclient: error: reloaded with \(errors) error\(errors == 1 ? "" : "s"): what they name was not loaded\n")
+            return Exit.remote
         }
         return Exit.ok
     default:

@@ -48,6 +48,30 @@ final class ShareclientCommandTests: XCTestCase {
         h.stop()
     }
 
+    /// `shareclient reload` exits 1 when a manifest or association document could not be
+    /// loaded (a script installing an app learns that it did not load), 0 once all load.
+    func testReloadFailsWhenAnInputCouldNotBeLoaded() throws {
+        let h = BrokerHarness(manifests: ["myapp.json": manifest])
+        try h.start()
+        defer { h.stop() }
+        let clean = try shareclient(h, ["reload"])
+        XCTAssertEqual(clean.status, 0, clean.err)
+        h.dir.write("state/apps/broken.json", #"{"bundleID": 5}"#)
+        let broken = try shareclient(h, ["reload"])
+        XCTAssertEqual(broken.status, 1, broken.out + broken.err)
+        XCTAssertTrue(broken.out.contains("error: broken.json"), broken.out)
+        XCTAssertTrue(broken.err.contains("reloaded with 1 error"), broken.err)
+        let json = try shareclient(h, ["reload", "--json"])
+        XCTAssertEqual(json.status, 1, json.err)
+        XCTAssertEqual(try JSONParser.parse(json.out.trimmingCharacters(in: .whitespacesAndNewlines))["errors"]?.arrayValue?.count, 1)
+        try FileManager.default.removeItem(atPath: h.state + "/apps/broken.json")
+        h.dir.write("state/associations/example.com.json", "{")
+        XCTAssertEqual(try shareclient(h, ["reload"]).status, 1, "a malformed association document counts too")
+        try FileManager.default.removeItem(atPath: h.state + "/associations/example.com.json")
+        XCTAssertEqual(try shareclient(h, ["reload"]).status, 0)
+        XCTAssertEqual(try shareclient(h, ["apps"]).status, 0, "apps lists; it does not judge")
+    }
+
     /// A launched app's scripts need no --as: the commands that work only as an app or
     /// extension take $SHAREBROKER_BUNDLE_ID (and its token $SHAREBROKER_TOKEN); the others
     /// stay a tool. (They ran as a tool and were refused.)
