@@ -257,6 +257,11 @@ public final class Broker {
 
     /// Prepares the state directory, loads manifests and binds the socket.
     /// Throws when another broker answers on the socket path (`alreadyRunning`) or on any setup failure.
+    /// Why `path` cannot be a socket's path: it does not fit in `sun_path`.
+    public static func socketPathTooLong(_ path: String) -> String {
+        "the socket path \(path) is \(path.utf8.count) bytes; a Unix socket's path holds at most \(UnixSocket.maxPathLength) (choose a shorter one with --socket or $SHAREBROKER_SOCKET)"
+    }
+
     public init(config: BrokerConfiguration) throws(BrokerStartError) {
         if let problem = config.problem { throw BrokerStartError(problem) }
         var config = config
@@ -266,6 +271,11 @@ public final class Broker {
         config.stateDirectory = FileIO.absolutePath(config.stateDirectory)
         let socket = FileIO.absolutePath(config.socketPath)
         if socket.utf8.count <= UnixSocket.maxPathLength { config.socketPath = socket }
+        // A path that cannot be bound is refused before anything is created (directories, the
+        // state's recovery), not once the state is ready.
+        if config.socketPath.utf8.count > UnixSocket.maxPathLength {
+            throw BrokerStartError(Broker.socketPathTooLong(config.socketPath))
+        }
         self.config = config
         self.log = Logger(level: config.logLevel)
         do {

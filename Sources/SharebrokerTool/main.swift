@@ -117,6 +117,9 @@ func serve(_ cmd: ParsedCommand) throws -> Int32 {
         throw cmd.usageError("option '--\(name)' needs a path, got an empty one")
     }
     var config = BrokerConfiguration(socketPath: cmd.value("socket"), stateDirectory: cmd.value("state"))
+    if let given = cmd.value("socket"), given.utf8.count > UnixSocket.maxPathLength {
+        throw cmd.usageError("option '--socket': \(Broker.socketPathTooLong(given))")
+    }
     if let text = cmd.value("socket-mode") {
         var digits = Substring(text)
         if digits.hasPrefix("0o") { digits = digits.dropFirst(2) }
@@ -169,13 +172,13 @@ func serve(_ cmd: ParsedCommand) throws -> Int32 {
     }
     if let t = try cmd.double("launch-timeout") {
         guard t >= 0 && t <= 86_400 else {
-            throw cmd.usageError("option '--launch-timeout' must be between 0 and 86400 seconds, got \(t)")
+            throw cmd.usageError("option '--launch-timeout' must be between 0 and 86400 seconds, got \(cmd.value("launch-timeout") ?? "\(t)")")
         }
         config.launchTimeoutSeconds = t
     }
     if let t = try cmd.double("launch-grace") {
         guard t >= 0 && t <= 3600 else {
-            throw cmd.usageError("option '--launch-grace' must be between 0 and 3600 seconds, got \(t)")
+            throw cmd.usageError("option '--launch-grace' must be between 0 and 3600 seconds, got \(cmd.value("launch-grace") ?? "\(t)")")
         }
         config.launchGraceAtStartSeconds = t
     }

@@ -175,7 +175,7 @@ func countAndTimeout(_ cmd: ParsedCommand) throws -> (count: Int?, timeout: Doub
     let count = try cmd.int("count", atLeast: 1)
     let timeout = try cmd.double("timeout")
     if let timeout, !(timeout > 0 && timeout <= 2_000_000) {
-        throw cmd.usageError("option '--timeout' must be a number of seconds above 0 and at most 2000000, got \(timeout)")
+        throw cmd.usageError("option '--timeout' must be a number of seconds above 0 and at most 2000000, got \(cmd.value("timeout") ?? "\(timeout)")")
     }
     return (count, timeout)
 }

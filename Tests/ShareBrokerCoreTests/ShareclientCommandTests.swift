@@ -351,6 +351,21 @@ final class BadInputTests: XCTestCase {
         XCTAssertTrue(explain.err.contains(dir.path + "/nope") && explain.err.contains("does not exist"), explain.err)
     }
 
+    /// A socket path too long for `sun_path` is refused before anything is created: a usage
+    /// error for --socket, an error for one from the environment.
+    func testSharebrokerRefusesASocketPathTooLongBeforeCreatingAnything() throws {
+        let dir = TempDir()
+        let long = dir.path + "/" + String(repeating: "d", count: 120) + "/s.sock"
+        let state = dir.path + "/state"
+        let given = try runProcess(Products.sharebroker, ["serve", "--socket", long, "--state", state], timeout: 10)
+        XCTAssertEqual(given.status, 64, given.err)
+        XCTAssertTrue(given.err.contains("holds at most"), given.err)
+        let fromEnv = try runProcess(Products.sharebroker, ["serve", "--state", state], env: ["SHAREBROKER_SOCKET": long], timeout: 10)
+        XCTAssertEqual(fromEnv.status, 1, fromEnv.err)
+        XCTAssertTrue(fromEnv.err.contains("holds at most"), fromEnv.err)
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: dir.path), [], "neither the state nor the socket's directory")
+    }
+
     func testStateFilesProblemsAreNamed() throws {
         let h = BrokerHarness(
             manifests: ["10-myapp.json": "\u{FEFF}" + #"{"bundleID": "com.bom.app", "urlSchemes": ["bomapp"]}"#],
