@@ -118,7 +118,11 @@ let root = CommandSpec(
         CommandSpec(
             name: "read", abstract: "Write the bytes of a share's file item to stdout or a file (share.read): for an app that cannot open the item's path itself.",
             discussion: bundleDiscussion,
-            options: [.option("output", valueName: "file", help: "Write them to this file (created or replaced) instead of stdout.")],
+            options: [
+                .option(
+                    "output", valueName: "file",
+                    help: "Write them to this file instead of stdout: created or replaced once all bytes are read (a failure leaves it as it was)."),
+            ],
             arguments: [ArgumentSpec("share-id", help: "The share's id."), ArgumentSpec("item", help: "The item's index in the share (0 for the first).")]),
         CommandSpec(
             name: "complete", abstract: "Complete a share: its record and files are deleted (share.complete).",
@@ -167,6 +171,56 @@ func writeOut(_ s: String) { Console.out(s) }
 struct Session {
     let conn: BrokerConnection
     let json: Bool
+}
+
+/// Where `read --output FILE` writes: a regular file (or a new one) is written under a temporary
+/// name beside it and renamed over it once complete, so a failed read leaves FILE as it was;
+/// anything else (a FIFO, `/dev/stdout`) is written in place.
+final class ReadOutput {
+    let path: String
+    let fd: Int32
+    /// The temporary file renamed to `path` by `commit` (nil: written in place).
+    private var temporary: String?
+
+    init(path: String) throws {
+        self.path = path
+        var st = stat()
+        let exists = stat(path, &st) == 0
+        if exists && (st.st_mode & S_IFMT) != S_IFREG {
+            fd = open(path, O_WRONLY | O_CLOEXEC)
+            temporary = nil
+        } else {
+            let tmp = path + ".shareclient-\(getpid())"
+            var created = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o666)
+            if created >= 0 {
+                if exists { _ = fchmod(created, st.st_mode & 0o7777) }  // (an existing file keeps its mode)
+                temporary = tmp
+            } else if exists {
+                // (a file this user may write in a directory it may not add to: written in place)
+                created = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC)
+                temporary = nil
+            } else {
+                temporary = nil
+            }
+            fd = created
+        }
+        guard fd >= 0 else { throw CLIError("cannot write \(path): \(String(cString: strerror(errno)))", status: Exit.cannotCreate) }
+    }
+
+    /// Puts the complete file in place.
+    func commit() throws {
+        guard let tmp = temporary else { return }
+        guard fsync(fd) == 0 || errno == EINVAL, rename(tmp, path) == 0 else {
+            throw CLIError("cannot write \(path): \(String(cString: strerror(errno)))", status: Exit.cannotCreate)
+        }
+        temporary = nil
+    }
+
+    /// Closes the file; a temporary one not committed is removed.
+    func discard() {
+        close(fd)
+        if let tmp = temporary { unlink(tmp) }
+    }
 }
 
 /// `--count N` (at least 1) and `--timeout SECONDS` (more than 0, at most 2,000,000 s, about 23
@@ -554,15 +608,13 @@ func run(_ cmd: ParsedCommand) throws -> Int32 {
         guard let item = Int(cmd.argument("item")!), item >= 0 else {
             throw cmd.usageError("ITEM must be an item's index (0 for the first), got '\(cmd.argument("item")!)'")
         }
-        let s = try connect(cmd, asBundle: true)
-        let fd: Int32
-        if let path = cmd.value("output") {
-            fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o666)
-            guard fd >= 0 else { throw CLIError("cannot write \(path): \(String(cString: strerror(errno)))", status: Exit.cannotCreate) }
-        } else {
-            fd = 1
+        if cmd.flag("json") && cmd.value("output") == nil {
+            throw cmd.usageError("read writes the item's bytes to stdout; --json applies with --output FILE (it then prints what was written)")
         }
-        defer { if fd != 1 { close(fd) } }
+        let s = try connect(cmd, asBundle: true)
+        let output = try cmd.value("output").map { try ReadOutput(path: $0) }
+        let fd = output?.fd ?? 1
+        defer { output?.discard() }  // (after a failure: the file is left as it was)
         var offset = 0
         while true {
             let chunk = try ShareChunk(
@@ -578,6 +630,10 @@ func run(_ cmd: ParsedCommand) throws -> Int32 {
             }
             offset += chunk.data.count
             if chunk.eof || chunk.data.isEmpty { break }
+        }
+        if let output {
+            try output.commit()
+            if s.json { printJSON(["file": .string(output.path), "bytes": .int(offset)], compact: true) }
         }
         return Exit.ok
     case "ack":

@@ -214,5 +214,19 @@ final class ShareReadTests: XCTestCase {
         let missing = try runProcess(Products.shareclient, ["--socket", h.socket, "read", id, "7", "--as", "com.example.pdfreader"])
         XCTAssertEqual(missing.status, 1, missing.err)
         XCTAssertTrue(missing.err.contains("0 to 1"), missing.err)
+        // --json with --output says what was written; a failed read leaves the file as it was.
+        let json = try runProcess(Products.shareclient, args + ["--output", out, "--json"])
+        XCTAssertEqual(json.status, 0, json.err)
+        XCTAssertEqual(try JSONParser.parse(json.out.trimmingCharacters(in: .whitespacesAndNewlines)), ["file": .string(out), "bytes": .int(bytes.count)])
+        chmod(out, 0o640)
+        let failed = try runProcess(Products.shareclient, ["--socket", h.socket, "read", id, "7", "--as", "com.example.pdfreader", "--output", out])
+        XCTAssertEqual(failed.status, 1, failed.err)
+        XCTAssertEqual([UInt8](try Data(contentsOf: URL(fileURLWithPath: out))), bytes, "not truncated by a read that failed")
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: dir.path), ["copy.pdf"], "no temporary file left")
+        let text = try runProcess(Products.shareclient, args + ["--output", out])
+        XCTAssertEqual(text.status, 0, text.err)
+        XCTAssertEqual(try FileManager.default.attributesOfItem(atPath: out)[.posixPermissions] as? Int, 0o640, "a replaced file keeps its mode")
+        // Without --output the bytes are stdout: --json has nowhere to go.
+        XCTAssertEqual(try runProcess(Products.shareclient, args + ["--json"]).status, 64)
     }
 }
