@@ -266,8 +266,8 @@ extension ActivationDictionary {
         }
         func describe(_ i: Int) -> String {
             let a = attachments[i]
-            if let u = a.url, a.kind == .url || a.kind == .text { return "item \(i + 1) (\(a.primaryType) \(u))" }
-            return "item \(i + 1) (\(a.primaryType))"
+            if let u = a.url, a.kind == .url || a.kind == .text { return "items[\(i)] (\(a.primaryType) \(u))" }
+            return "items[\(i)] (\(a.primaryType))"
         }
 
         if strictMatching {

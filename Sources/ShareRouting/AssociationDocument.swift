@@ -480,7 +480,7 @@ extension AssociationDocument {
             }
             guard let applinksValue = top["applinks"] else {
                 hasApplinks = false
-                notes.append("no 'applinks' section (keys: \(top.keys.joined(separator: ", "))): no universal links")
+                notes.append(top.isEmpty ? "no 'applinks' section (the document is empty): no universal links" : "no 'applinks' section (keys: \(top.keys.joined(separator: ", "))): no universal links")
                 return
             }
             hasApplinks = true

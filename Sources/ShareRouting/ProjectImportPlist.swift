@@ -149,11 +149,17 @@ public enum PropertyList {
 
     static func parseWithFoundation(_ bytes: [UInt8], expect: String) throws(PropertyListError) -> PlistValue {
         let any: Any
+        var format = PropertyListSerialization.PropertyListFormat.xml
         do {
-            any = try PropertyListSerialization.propertyList(from: Data(bytes), options: [], format: nil)
+            any = try PropertyListSerialization.propertyList(from: Data(bytes), options: [], format: &format)
         } catch {
             let detail = (error as NSError).userInfo[NSDebugDescriptionErrorKey] as? String
             throw PropertyListError(line: nil, reason: "not a valid \(expect) property list" + (detail.map { ": \($0)" } ?? ""))
+        }
+        // (a damaged binary plist is not a binary one that Foundation then reads as old-style
+        // text: "bplist00garbage" would be one string)
+        if expect == "binary" && format != .binary {
+            throw PropertyListError(line: nil, reason: "not a valid binary property list (it starts with 'bplist' but does not parse as one)")
         }
         guard let value = fromFoundation(any) else {
             throw PropertyListError(line: nil, reason: "unsupported value of type \(type(of: any)) in a \(expect) property list")

@@ -387,7 +387,7 @@ final class ImportRun {
 
     func run() -> ImportResult {
         guard exists(root) else {
-            fail(rootLabel, "", "no such file or directory: \(root)")
+            fail(rootLabel, "", "not found (\(root) does not exist)")
             return finish()
         }
         if isDirectory(root) {

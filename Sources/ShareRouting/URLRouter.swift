@@ -355,7 +355,7 @@ public struct URLRouter: Sendable {
         if owners.count > 1 {
             trace.add(
                 "the scheme '\(scheme)' is registered by \(owners.map { apps[$0].bundleID }.joined(separator: ", ")): "
-                    + "\(winner) wins (earliest app)" + (role == "browser" ? " as the browser" : ""))
+                    + "\(winner) wins (earliest app: first manifest in file-name order)" + (role == "browser" ? " as the browser" : ""))
         } else {
             trace.add(
                 role == "browser"

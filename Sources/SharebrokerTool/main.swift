@@ -44,7 +44,7 @@ let root = CommandSpec(
                     default: "2 x max-message + 1 MiB"),
                 .option(
                     "max-total-output", valueName: "bytes",
-                    help: "Unread output all clients together may have (at least 65536): past it, a client holding more than 1/1024 of it (at most 1 MiB) unread gets -32007, and one over its --max-output that does not read for 1 s is dropped.",
+                    help: "Unread output all clients together may have (at least 65536): past it, a client holding more than its fair share unread (1/1024 of it, at most 1 MiB, at least its event window plus 64 KiB) gets -32007, and one over its --max-output that does not read for 1 s is dropped.",
                     default: "1073741824"),
                 .option("log-level", valueName: "level", help: "trace, debug, info, warning or error.", default: "info"),
                 .option(
@@ -213,7 +213,9 @@ func explain(_ cmd: ParsedCommand) throws -> Int32 {
     if cmd.flag("json") {
         writeOut(e.json.compactText + "\n")
     } else {
-        var header = "state: \(state) (\(files.registry.apps.count) apps, \(files.router.associations.count) association documents)\n"
+        let malformed = files.router.associations.values.filter { if case .failure = $0 { return true } else { return false } }.count
+        let documents = files.router.associations.count - malformed
+        var header = "state: \(state) (\(files.registry.apps.count) apps, \(documents) association documents\(malformed > 0 ? ", \(malformed) malformed" : ""))\n"
         for issue in files.registry.issues where issue.fatal { header += "manifest error: \(issue)\n" }
         for (_, err) in files.associationErrors.sorted(by: { $0.key < $1.key }) { header += "association error: \(err)\n" }
         writeOut(header + e.text + "\n")
@@ -221,8 +223,8 @@ func explain(_ cmd: ParsedCommand) throws -> Int32 {
     switch e.decision {
     case .routed: return 0
     case .noHandler: return 1
-    case .invalidURL(let err), .invalidFallback(let err):
-        Console.err("sharebroker: error: \(err.message)\n")
+    case .invalidURL, .invalidFallback:
+        Console.err("sharebroker: error: \(e.decision.errorMessage ?? "invalid URL")\n")
         return 64
     }
 }
@@ -233,7 +235,7 @@ func checkAssociation(_ cmd: ParsedCommand) throws -> Int32 {
     var refs: [(text: String, ref: URLReference)] = []
     for u in cmd.values("url") {
         do { refs.append((u, try URLReference(parsingLeniently: u))) } catch {
-            throw cmd.usageError("--url '\(u)' is not a valid URL: \(error.message)")
+            throw cmd.usageError("--url '\(u)' is not a valid URL: \(error.reason)")
         }
     }
     // The document's domain: a URL on another host is matched against that host's document, not

@@ -48,7 +48,7 @@ let defaultsCommandSpec = CommandSpec(
             arguments: [groupArgument]),
         CommandSpec(
             name: "watch",
-            abstract: "Print each change of the group (or of the given keys) as one JSON line, until interrupted.",
+            abstract: "Print each change of the group (or of the given keys) as one JSON line, until interrupted (or --count, --timeout).",
             discussion: "Each line is a defaults.changed notification: {group, key, value | removed, version}.",
             options: [
                 .option("count", valueName: "n", help: "Exit after N changes."),
@@ -87,7 +87,7 @@ func runDefaults(_ cmd: ParsedCommand, socket: String) throws -> Int32 {
             params["value"] = .string(text)
         } else {
             do { params["value"] = try JSONParser.parse(text) } catch {
-                throw cmd.usageError("JSON is not valid JSON (\(error)); quote a string ('\"text\"') or pass --string")
+                throw cmd.usageError("the value is not valid JSON (\(error)); quote a string ('\"text\"') or pass --string")
             }
         }
     }

@@ -101,9 +101,9 @@ let root = CommandSpec(
         CommandSpec(
             name: "targets", abstract: "List the share and action extensions that accept the items (share.targets).",
             options: [
-                .option("url", valueName: "url", help: "Share a link.", repeatable: true),
-                .option("text", valueName: "text", help: "Share text.", repeatable: true),
-                .option("file", valueName: "path", help: "Share a file (copied by the broker).", repeatable: true),
+                .option("url", valueName: "url", help: "A link.", repeatable: true),
+                .option("text", valueName: "text", help: "A text.", repeatable: true),
+                .option("file", valueName: "path", help: "A file.", repeatable: true),
                 .flag("inline", help: "Send each --file's bytes instead of its path (as for send)."),
                 .option("type", valueName: "uti", help: "The UTI of every item (normally inferred)."),
             ]),
@@ -594,15 +594,20 @@ func run(_ cmd: ParsedCommand) throws -> Int32 {
             let list = r["shares"]?.arrayValue ?? []
             if list.isEmpty { writeOut("no pending shares\n") }
             for sh in list {
-                let kinds = (sh["items"]?.arrayValue ?? []).map { $0["type"]?.stringValue ?? "?" }.joined(separator: ", ")
-                writeOut("\(sh["shareID"]?.stringValue ?? "?")  \(sh["created"]?.stringValue ?? "")  from \(sh["extension"]?.stringValue ?? "?")  [\(kinds)]\n")
+                writeOut("\(sh["shareID"]?.stringValue ?? "?")  \(sh["created"]?.stringValue ?? "")  from \(sh["extension"]?.stringValue ?? "?")\n")
+                for item in sh["items"]?.arrayValue ?? [] { writeOut("    \(describeItem(item))\n") }
             }
         }
         return Exit.ok
     case "get", "complete":
         let s = try connect(cmd, asBundle: true)
-        let r = try s.conn.call(cmd.subcommand == "get" ? "share.get" : "share.complete", ["shareID": .string(cmd.argument("share-id")!)])
-        printJSON(r, compact: s.json)
+        let id = cmd.argument("share-id")!
+        let r = try s.conn.call(cmd.subcommand == "get" ? "share.get" : "share.complete", ["shareID": .string(id)])
+        if cmd.subcommand == "complete" && !s.json {
+            writeOut("share \(id) completed: its record and files are deleted\n")
+        } else {
+            printJSON(r, compact: s.json)
+        }
         return Exit.ok
     case "read":
         guard let item = Int(cmd.argument("item")!), item >= 0 else {
@@ -662,6 +667,21 @@ func run(_ cmd: ParsedCommand) throws -> Int32 {
     }
 }
 
+/// One share item for people: its type, then its URL, its text (cut at 60 characters) or its
+/// file's name and size.
+func describeItem(_ item: JSONValue) -> String {
+    let type = item["type"]?.stringValue ?? "?"
+    if let url = item["url"]?.stringValue { return "\(type)  \(url)" }
+    if let text = item["text"]?.stringValue {
+        let line = text.replacingOccurrences(of: "\n", with: " ")
+        return "\(type)  \"\(line.count > 60 ? line.prefix(59) + "…" : line)\""
+    }
+    var out = type
+    if let name = item["name"]?.stringValue { out += "  \(name)" }
+    if let size = item["size"]?.intValue { out += "  (\(size) bytes)" }
+    return out
+}
+
 func describeApps(_ result: JSONValue) -> String {
     var out = ""
     for app in result["apps"]?.arrayValue ?? [] {
@@ -694,7 +714,12 @@ func describeApps(_ result: JSONValue) -> String {
         out += "association error: \(e["host"]?.stringValue ?? "?"): \(e["message"]?.stringValue ?? "")\n"
     }
     for c in result["conflicts"]?.arrayValue ?? [] {
-        out += "conflict: \(c.compactText)\n"
+        if c["kind"] == "urlScheme", let scheme = c["scheme"]?.stringValue, let winner = c["winner"]?.stringValue {
+            let claimants = (c["claimants"]?.arrayValue ?? []).compactMap(\.stringValue).joined(separator: ", ")
+            out += "conflict: URL scheme '\(scheme)' is claimed by \(claimants): \(winner) handles it (first manifest in file-name order)\n"
+        } else {
+            out += "conflict: \(c.compactText)\n"
+        }
     }
     if out.isEmpty { out = "no apps registered\n" }
     return out

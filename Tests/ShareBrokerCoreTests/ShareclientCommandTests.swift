@@ -102,10 +102,12 @@ final class ShareclientCommandTests: XCTestCase {
         let shares = try run(["shares", "--json"], app)
         XCTAssertEqual(shares.status, 0, shares.err)
         XCTAssertTrue(shares.out.contains(shareID), shares.out)
+        let listed = try run(["shares"], app)
+        XCTAssertTrue(listed.out.contains(shareID) && listed.out.contains("    public.url  https://example.com/a\n"), "each item is shown: \(listed.out)")
         XCTAssertEqual(try run(["get", shareID], app).status, 0)
         let completed = try run(["complete", shareID], app)
         XCTAssertEqual(completed.status, 0, completed.err)
-        XCTAssertTrue(completed.out.contains("true"), completed.out)
+        XCTAssertEqual(completed.out, "share \(shareID) completed: its record and files are deleted\n")
         // --as beats the environment.
         let other = try run(["shares", "--as", "com.tok.app", "--token", "s3cret"], app)
         XCTAssertEqual(other.status, 0, other.err)

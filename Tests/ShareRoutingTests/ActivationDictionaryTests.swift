@@ -66,7 +66,7 @@ final class ActivationDictionaryTests: XCTestCase {
                     reason: "every item is supported (1 web URL of at most 1)"),
                 Case(
                     items: [SampleItems.url(), SampleItems.pdf], accepted: false,
-                    reason: "item 2 (com.adobe.pdf) is not a kind this rule supports; it supports web URLs (up to 1)"),
+                    reason: "items[1] (com.adobe.pdf) is not a kind this rule supports; it supports web URLs (up to 1)"),
                 Case(
                     items: [SampleItems.url(), SampleItems.youtube], accepted: false,
                     reason: "2 web URLs, but NSExtensionActivationSupportsWebURLWithMaxCount is 1"),

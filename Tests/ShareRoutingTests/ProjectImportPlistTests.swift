@@ -110,6 +110,10 @@ final class ProjectImportPlistTests: XCTestCase {
         var broken = [UInt8](data)
         broken.removeLast(12)
         XCTAssertThrowsError(try PropertyList.parse(broken))
+        // Garbage after the magic is no binary plist (Foundation read it as old-style text: a string).
+        XCTAssertThrowsError(try PropertyList.parse(Array("bplist00garbage".utf8))) { error in
+            XCTAssertTrue("\(error)".contains("not a valid binary property list"), "\(error)")
+        }
     }
 
     func testOpenStepPlists() throws {

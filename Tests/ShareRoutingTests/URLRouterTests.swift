@@ -163,7 +163,7 @@ final class URLRouterTests: XCTestCase {
         XCTAssertEqual(r.resolve("shared://x", fallback: nil).app, "first")
         XCTAssertEqual(r.resolve("https://h/", fallback: nil).app, "first")
         let steps = r.explain("Shared://x", fallback: nil).steps
-        XCTAssertEqual(steps, ["the scheme 'shared' is registered by first, second, third: first wins (earliest app)"])
+        XCTAssertEqual(steps, ["the scheme 'shared' is registered by first, second, third: first wins (earliest app: first manifest in file-name order)"])
     }
 
     func testUniversalLinkConflicts() {
@@ -304,7 +304,7 @@ final class URLRouterTests: XCTestCase {
                 "    details[0] lists ABCDE12345.com.mycompany.myapp; trying its 2 components in order",
                 #"    details[0].components[0] {"/":"/private/*","exclude":true} matches and excludes: not a universal link for ABCDE12345.com.mycompany.myapp"#,
                 "no app gets 'https://example.com/private/1' as a universal link",
-                "the scheme 'https' is registered by org.mozilla.browser, com.other.browser: org.mozilla.browser wins (earliest app) as the browser",
+                "the scheme 'https' is registered by org.mozilla.browser, com.other.browser: org.mozilla.browser wins (earliest app: first manifest in file-name order) as the browser",
             ])
         XCTAssertEqual(e.decision, routed("org.mozilla.browser", .browser, .openURL, "https://example.com/private/1"))
         XCTAssertEqual(
