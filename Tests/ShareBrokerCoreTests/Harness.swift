@@ -98,7 +98,9 @@ final class BrokerHarness {
         var params: JSONObject = ["role": .string(role)]
         if let bundleID { params["bundleID"] = .string(bundleID) }
         c.send(rpcRequest(0, "hello", .object(params)).compactText + "\n")
-        XCTAssertNotNil(c.readJSON()?["result"], "hello", file: file, line: line)
+        let hello = c.readJSON()?["result"]
+        XCTAssertNotNil(hello, "hello", file: file, line: line)
+        c.session = hello?["session"]?.intValue
         return c
     }
 
@@ -136,6 +138,8 @@ func rpcRequest(_ id: Int, _ method: String, _ params: JSONValue) -> JSONValue {
 final class RawClient {
     let fd: Int32
     var buffer: [UInt8] = []
+    /// Its broker session (`hello`'s `session`), once `BrokerHarness.rawSession` said hello.
+    var session: Int? = nil
 
     init(_ path: String) throws {
         fd = rawStreamSocket()
@@ -294,11 +298,17 @@ func waitUntil(timeout: Double = 5, _ condition: () -> Bool) -> Bool {
 }
 
 extension BrokerHarness {
-    /// How many requests the broker has run for the connections of `bundleID` (their `requests`
-    /// in `broker.status {verbose: true}`, summed), asked on `observer`; nil when it cannot say.
-    func requestsRun(by bundleID: String, asking observer: BrokerConnection) -> Int? {
+    /// How many requests the broker has run for the connections `picked` chooses (their
+    /// `requests` in `broker.status {verbose: true}`, summed), asked on `observer`; nil when it
+    /// cannot say.
+    func requestsRun(asking observer: BrokerConnection, of picked: (JSONValue) -> Bool) -> Int? {
         guard let clients = (try? observer.call("broker.status", ["verbose": true]))?["clients"]?.arrayValue else { return nil }
-        return clients.filter { $0["bundleID"]?.stringValue == bundleID }.reduce(0) { $0 + ($1["requests"]?.intValue ?? 0) }
+        return clients.filter(picked).reduce(0) { $0 + ($1["requests"]?.intValue ?? 0) }
+    }
+
+    /// How many requests the broker has run for the connections of `bundleID`, asked on `observer`.
+    func requestsRun(by bundleID: String, asking observer: BrokerConnection) -> Int? {
+        requestsRun(asking: observer) { $0["bundleID"]?.stringValue == bundleID }
     }
 
     /// Sends (`send`: requests written on raw connections of `bundleID`) and waits until the broker
@@ -308,8 +318,23 @@ extension BrokerHarness {
     func sendAndWaitUntilRun(
         _ count: Int, of bundleID: String, asking observer: BrokerConnection, timeout: Double = 10, _ send: () -> Void
     ) -> Bool {
-        guard let before = requestsRun(by: bundleID, asking: observer) else { return false }
+        sendAndWaitUntilRun(count, asking: observer, timeout: timeout, of: { $0["bundleID"]?.stringValue == bundleID }, send)
+    }
+
+    /// The same for the requests written on one raw connection (`rawSession`'s, which knows its
+    /// session: a tool's has no bundle ID to tell it by).
+    func sendAndWaitUntilRun(
+        _ count: Int, on connection: RawClient, asking observer: BrokerConnection, timeout: Double = 10, _ send: () -> Void
+    ) -> Bool {
+        guard let session = connection.session else { return false }
+        return sendAndWaitUntilRun(count, asking: observer, timeout: timeout, of: { $0["session"]?.intValue == session }, send)
+    }
+
+    private func sendAndWaitUntilRun(
+        _ count: Int, asking observer: BrokerConnection, timeout: Double, of picked: (JSONValue) -> Bool, _ send: () -> Void
+    ) -> Bool {
+        guard let before = requestsRun(asking: observer, of: picked) else { return false }
         send()
-        return waitUntil(timeout: timeout) { (self.requestsRun(by: bundleID, asking: observer) ?? 0) >= before + count }
+        return waitUntil(timeout: timeout) { (self.requestsRun(asking: observer, of: picked) ?? 0) >= before + count }
     }
 }

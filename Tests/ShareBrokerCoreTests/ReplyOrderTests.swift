@@ -189,10 +189,10 @@ final class HeldReplyOrderTests: XCTestCase {
         faults.lock.withLock { faults.blockNext = true }
         c.send(s(1))
         XCTAssertEqual(faults.entered.wait(timeout: .now() + 5), .success)
-        c.send(status(2))
+        // (#2 is run, its reply held behind C1, before C1 ends: waited for, not slept on)
+        XCTAssertTrue(h.sendAndWaitUntilRun(1, on: c, asking: obs.c) { c.send(status(2)) }, "#2 was run while C1 is in flight")
         other.send(s(9))
         XCTAssertTrue(waitUntil { (try? obs.c.call("broker.status")["pendingShares"]?.intValue) == 2 })
-        Thread.sleep(forTimeInterval: 0.3)
         faults.lock.withLock { faults.blockNext = true }
         faults.permit.signal()  // C1 ends; C2 (other's share + c's #2) starts and blocks
         XCTAssertEqual(faults.entered.wait(timeout: .now() + 5), .success, "C2 in flight")
@@ -212,11 +212,15 @@ final class HeldReplyOrderTests: XCTestCase {
         faults.lock.withLock { faults.blockNext = true }
         c.send(s(1))
         XCTAssertEqual(faults.entered.wait(timeout: .now() + 5), .success)
-        c.send(status(2))
-        c.shutdownWrite()
+        // (#2 is run while C1 is in flight: waited for, not slept on; the end of c's stream, sent
+        // before other's share, is read by the turn that runs that share or an earlier one)
+        XCTAssertTrue(
+            h.sendAndWaitUntilRun(1, on: c, asking: obs.c) {
+                c.send(status(2))
+                c.shutdownWrite()
+            }, "#2 was run while C1 is in flight")
         other.send(s(9))
         XCTAssertTrue(waitUntil { (try? obs.c.call("broker.status")["pendingShares"]?.intValue) == 2 })
-        Thread.sleep(forTimeInterval: 0.3)
         faults.lock.withLock { faults.blockNext = true }
         faults.permit.signal()
         XCTAssertEqual(faults.entered.wait(timeout: .now() + 5), .success, "C2 in flight")
@@ -236,10 +240,14 @@ final class HeldReplyOrderTests: XCTestCase {
         faults.lock.withLock { faults.blockNext = true }
         app.send(#"{"jsonrpc":"2.0","id":1,"method":"app.ack","params":{"ids":["\#(e1)"]}}"# + "\n")
         XCTAssertEqual(faults.entered.wait(timeout: .now() + 5), .success)
-        app.send(#"{"jsonrpc":"2.0","id":2,"method":"app.subscribe"}"# + "\n")
+        // (the subscribe is run, its reply held behind C1 and e2 queued, before C1 ends: waited
+        // for, not slept on)
+        XCTAssertTrue(
+            h.sendAndWaitUntilRun(1, of: "com.mycompany.myapp", asking: obs.c) {
+                app.send(#"{"jsonrpc":"2.0","id":2,"method":"app.subscribe"}"# + "\n")
+            }, "the subscribe was run while C1 is in flight")
         other.send(s(9))
         XCTAssertTrue(waitUntil { (try? obs.c.call("broker.status")["pendingShares"]?.intValue) == 1 })
-        Thread.sleep(forTimeInterval: 0.3)
         faults.lock.withLock { faults.blockNext = true }
         faults.permit.signal()
         XCTAssertEqual(faults.entered.wait(timeout: .now() + 5), .success, "C2 in flight")
