@@ -197,9 +197,12 @@ final class CompensationCommitTests: XCTestCase {
         faults.arm(fail: [2])
         let refused = rpcError { _ = try self.sendOpen(ext, "https://youtu.be/second") }
         XCTAssertEqual(refused?.code, -32005, "\(String(describing: refused))")
-        XCTAssertEqual(faults.syncCalls, 3, "the take-back's fdatasync came before the reply")
+        XCTAssertGreaterThanOrEqual(faults.syncCalls, 3, "the take-back's fdatasync came before the reply")
         XCTAssertEqual(try shareURLs(h), ["https://youtu.be/first"])
         h.stop()
+        // (counted once the broker has written everything: a commit started after the reply
+        // went out may still be running when it is read)
+        XCTAssertEqual(faults.syncCalls, 3, "the share, its event (failed) and the take-back: nothing else")
         try h.start { $0.storeFaults = faults.injector }
         defer { h.stop() }
         XCTAssertEqual(try shareURLs(h), ["https://youtu.be/first"])
