@@ -169,6 +169,17 @@ actor Collector<Element: Sendable> {
         return items
     }
 
+    /// Waits until `condition` holds for the items so far (or the sequence ended, or `seconds`
+    /// passed); returns the items so far.
+    @discardableResult
+    func wait(until condition: @Sendable ([Element]) -> Bool, seconds: Double = 10) async -> [Element] {
+        let deadline = Date().addingTimeInterval(seconds)
+        while !condition(items) && !finished && Date() < deadline {
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        return items
+    }
+
     /// Waits until the sequence ended (or `seconds` passed); true when it did.
     func waitForEnd(seconds: Double = 10) async -> Bool {
         let deadline = Date().addingTimeInterval(seconds)
