@@ -555,7 +555,7 @@ final class ProjectImportTests: XCTestCase {
         XCTAssertEqual(bad.issues.map(\.file), ["bad.json"])
         XCTAssertEqual(bad.issues.map(\.field), ["urlSchemes"])
         let missing = ProjectImporter.importApp(at: s.path + "/nope")
-        XCTAssertTrue(missing.issues.first?.message.contains("no such file") ?? false)
+        XCTAssertTrue(missing.issues.first?.message.contains("does not exist") ?? false)
     }
 
     // MARK: STATE/apps folders
