@@ -536,7 +536,7 @@ export declare class Client extends EventEmitter {
   appsList(options?: CallOptions): Promise<AppsList>;
   appsReload(options?: CallOptions): Promise<AppsList>;
   urlOpen(url: string | URL, options?: { fallback?: string | URL } & CallOptions): Promise<UrlOpenResult>;
-  urlCanOpen(url: string | URL, options?: CallOptions): Promise<UrlCanOpenResult>;
+  urlCanOpen(url: string | URL, options?: { fallback?: string | URL } & CallOptions): Promise<UrlCanOpenResult>;
   urlExplain(url: string | URL, options?: { fallback?: string | URL } & CallOptions): Promise<UrlExplainResult>;
   appSubscribe(options?: CallOptions): Promise<{ pending: number }>;
   appAck(ids: string | string[], options?: CallOptions): Promise<{ acked: number }>;

@@ -533,6 +533,15 @@ let openRPCDocumentText = ####"""
             "type": "string",
             "format": "uri"
           }
+        },
+        {
+          "name": "fallback",
+          "required": false,
+          "description": "Whether url.open with this fallback would open something: the URL's app, else the fallback's (via \"fallback\"). An addition to the contract's {url}.",
+          "schema": {
+            "type": "string",
+            "format": "uri"
+          }
         }
       ],
       "result": {

@@ -21,9 +21,13 @@ extension ShareBrokerClient {
     }
 
     /// Whether a URL can be opened, and by whom (`url.canOpen`); queues nothing. A URL nothing
-    /// opens gives `canOpen: false`, not an error; throws `.invalidParams` for an invalid URL.
-    public func canOpen(_ url: String) async throws(ShareBrokerError) -> CanOpenResult {
-        try CanOpenResult(json: try await call("url.canOpen", ["url": .string(url)]))
+    /// opens gives `canOpen: false`, not an error; throws `.invalidParams` for an invalid URL (or
+    /// fallback). With a `fallback`, whether `urlOpen(_:fallback:)` would open the URL or its
+    /// fallback (`via` `.fallback`).
+    public func canOpen(_ url: String, fallback: String? = nil) async throws(ShareBrokerError) -> CanOpenResult {
+        var params: JSONObject = ["url": .string(url)]
+        if let fallback { params["fallback"] = .string(fallback) }
+        return try CanOpenResult(json: try await call("url.canOpen", .object(params)))
     }
 
     /// The routing decision for a URL, step by step (`url.explain`). Does not throw for an

@@ -56,6 +56,7 @@ let root = CommandSpec(
             arguments: [ArgumentSpec("url", help: "The URL, e.g. deeplinkmyapp://open-from-share.")]),
         CommandSpec(
             name: "can-open", abstract: "Say whether a URL would open, and where (url.canOpen). Exit 1 when it would not.",
+            options: [.option("fallback", valueName: "url", help: "A fallback URL, as url.open takes it: whether open would open the URL or it.")],
             arguments: [ArgumentSpec("url", help: "The URL.")]),
         CommandSpec(
             name: "explain", abstract: "Explain, step by step, how the broker routes a URL (url.explain).",
@@ -431,7 +432,9 @@ func run(_ cmd: ParsedCommand) throws -> Int32 {
         return Exit.ok
     case "can-open":
         let s = try connect(cmd)
-        let r = try expecting(["canOpen": "boolean"], from: s.conn.call("url.canOpen", ["url": .string(cmd.argument("url")!)]), "url.canOpen")
+        var params: JSONObject = ["url": .string(cmd.argument("url")!)]
+        if let fallback = cmd.value("fallback") { params["fallback"] = .string(fallback) }
+        let r = try expecting(["canOpen": "boolean"], from: s.conn.call("url.canOpen", .object(params)), "url.canOpen")
         if s.json {
             printJSON(r, compact: true)
         } else if r["canOpen"] == .bool(true) {

@@ -429,6 +429,14 @@ final class EventDeliveryTests: XCTestCase {
         XCTAssertEqual(can["via"], "universalLink")
         XCTAssertEqual(try tool.call("url.canOpen", ["url": "zzz://x"])["canOpen"], false)
         XCTAssertEqual(rpcCode { try tool.call("url.canOpen", ["url": "::"]) }, -32602)
+        // With a fallback: what url.open would do with it (and nothing is queued).
+        let pending = try tool.call("broker.status")["pendingEvents"]
+        let viaFallback = try tool.call("url.canOpen", ["url": "zzz://x", "fallback": "https://example.com/computers/fb"])
+        XCTAssertEqual(viaFallback, ["canOpen": true, "app": "com.mycompany.myapp", "via": "fallback"])
+        XCTAssertEqual(try tool.call("url.canOpen", ["url": "deeplinkmyapp://x", "fallback": "zzz://y"])["via"], "scheme", "the URL's own app first")
+        XCTAssertEqual(try tool.call("url.canOpen", ["url": "zzz://x", "fallback": "zzz://y"]), ["canOpen": false])
+        XCTAssertEqual(rpcCode { try tool.call("url.canOpen", ["url": "zzz://x", "fallback": "bad url"]) }, -32602)
+        XCTAssertEqual(try tool.call("broker.status")["pendingEvents"], pending)
         let explain = try tool.call("url.explain", ["url": "https://example.com/private/a"])
         XCTAssertGreaterThan(explain["steps"]?.arrayValue?.count ?? 0, 1)
         h.stop()

@@ -42,6 +42,8 @@ struct ClientTests {
         let can = try await tool.canOpen("DeepLinkingDemo://customerdetail?id=practice")
         #expect(can.canOpen && can.app == "com.mycompany.myapp" && can.via == .scheme)
         #expect(try await tool.canOpen("nohandler://x").canOpen == false)
+        let fallback = try await tool.canOpen("nohandler://x", fallback: "DeepLinkingDemo://customerdetail?id=1")
+        #expect(fallback.canOpen && fallback.app == "com.mycompany.myapp" && fallback.via == .fallback)
         let why = try await tool.explain("https://example.com/computers/pi")
         #expect(why.app == "com.mycompany.myapp" && why.via == .universalLink)
         #expect(!why.text.isEmpty)

@@ -1407,9 +1407,17 @@ export class Client extends EventEmitter {
     return this.call('url.open', params, options);
   }
 
-  /** `{canOpen, app?, via?}`: the routing decision without queuing anything. @param {string | URL} url @param {CallOptions} [options] */
-  urlCanOpen(url, options) {
-    return this.call('url.canOpen', { url: String(url) }, options);
+  /**
+   * `{canOpen, app?, via?}`: the routing decision without queuing anything; with `fallback`,
+   * whether `urlOpen` would open the URL or its fallback (`via: "fallback"`).
+   * @param {string | URL} url
+   * @param {{fallback?: string | URL} & CallOptions} [options]
+   */
+  urlCanOpen(url, options = {}) {
+    /** @type {Record<string, unknown>} */
+    const params = { url: String(url) };
+    if (options.fallback !== undefined) params.fallback = String(options.fallback);
+    return this.call('url.canOpen', params, options);
   }
 
   /**

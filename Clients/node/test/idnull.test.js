@@ -44,6 +44,7 @@ test('a call the broker cannot parse (a lone surrogate) is rejected with its -32
   const e = await rejectsWith(c.call('url.canOpen', { url: `notes://${LONE}` }, { timeout: QUICK }), PARSE_ERROR);
   assert.equal(e.method, 'url.canOpen');
   assert.equal((await c.urlCanOpen('notes://x')).app, NOTES, 'the connection stays usable');
+  assert.equal((await c.urlCanOpen('nothing://x', { fallback: 'notes://y' })).via, 'fallback', 'a fallback is passed on');
   assert.deepEqual(notices, [], 'a call\'s answer is not a notice');
   assert.equal(c.pendingReplies, 0, 'the answer was also queued for receive()');
   assert.equal(c.closed, false);

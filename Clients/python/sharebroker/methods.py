@@ -75,9 +75,13 @@ class BrokerMethods:
             params["fallback"] = fallback
         return self.call("url.open", params)
 
-    def url_can_open(self, url: str):
-        """``{canOpen, app?, via?}``: the routing decision without queuing anything."""
-        return self.call("url.canOpen", {"url": url})
+    def url_can_open(self, url: str, fallback: Optional[str] = None):
+        """``{canOpen, app?, via?}``: the routing decision without queuing anything; with
+        ``fallback``, whether ``url_open`` would open the URL or its fallback (``via: "fallback"``)."""
+        params: Dict[str, Any] = {"url": url}
+        if fallback is not None:
+            params["fallback"] = fallback
+        return self.call("url.canOpen", params)
 
     def url_explain(self, url: str, fallback: Optional[str] = None):
         """``{url, fallback?, steps, decision, text}``: the routing decision, step by step."""

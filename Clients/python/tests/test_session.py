@@ -151,6 +151,9 @@ class SessionTests(support.BrokerTestCase):
             (self.broker.state / "apps" / "91-broken.json").unlink()
             c.apps_reload()
         self.assertFalse(c.url_can_open("laterapp://x")["canOpen"])
+        # With a fallback: whether url_open would open it or the fallback.
+        fb = c.url_can_open("laterapp://x", fallback="deeplinkmyapp://fb")
+        self.assertEqual((fb["canOpen"], fb["via"]), (True, "fallback"))
 
     def test_a_session_a_reload_ends_is_told_why(self):
         extra = {"bundleID": "com.example.later", "urlSchemes": ["laterapp"]}
