@@ -379,6 +379,19 @@ struct FramerContentLengthTests {
         #expect(try frames(of: utf8("Content-Length: 3\r\nX-a.b_c~d|e^f`g!h#i$j%k&l'm*n+o: v\r\n\r\n[1]")) == cl(["[1]"]))
     }
 
+    /// Empty lines between header frames (a client ending each body with CRLF) are skipped, as
+    /// newline framing skips blank lines; an empty line after a header is still the section's end.
+    @Test func emptyLinesBetweenHeaderFramesAreSkipped() throws {
+        for chunkSize in [0, 1, 3] {
+            let stream = lspFrame("{}") + utf8("\r\n") + lspFrame("[1]") + utf8("\n\r\n\n") + lspFrame("[2]")
+            #expect(try frames(of: stream, chunkSize: chunkSize) == cl(["{}", "[1]", "[2]"]))
+        }
+        var f = Framer(maxMessage: 1024)
+        _ = try f.feedBytes(lspFrame("{}"))
+        #expect(try f.feedBytes(utf8("\r\n\r\n")) == [], "no frame yet, no error")
+        #expect(throws: FramingError.self) { _ = try f.feedBytes(utf8("Content-Type: x\r\n\r\n{}")) }
+    }
+
     @Test func missingContentLengthIsBadHeader() throws {
         var f = Framer(maxMessage: 1024)
         _ = try f.feedBytes(lspFrame("{}"))
