@@ -255,13 +255,14 @@ public final class Broker {
     /// A handle other threads may use to stop or reload this broker.
     public var control: BrokerControl { BrokerControl(wakeFD: wakeWrite) }
 
-    /// Prepares the state directory, loads manifests and binds the socket.
-    /// Throws when another broker answers on the socket path (`alreadyRunning`) or on any setup failure.
     /// Why `path` cannot be a socket's path: it does not fit in `sun_path`.
     public static func socketPathTooLong(_ path: String) -> String {
         "the socket path \(path) is \(path.utf8.count) bytes; a Unix socket's path holds at most \(UnixSocket.maxPathLength) (choose a shorter one with --socket or $SHAREBROKER_SOCKET)"
     }
 
+    /// Prepares the state directory, loads manifests and binds the socket.
+    /// Throws when another broker answers on the socket path (`alreadyRunning`) or on any setup
+    /// failure (a socket path too long for `sun_path` before anything is created).
     public init(config: BrokerConfiguration) throws(BrokerStartError) {
         if let problem = config.problem { throw BrokerStartError(problem) }
         var config = config
