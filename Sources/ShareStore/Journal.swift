@@ -109,6 +109,9 @@ final class BatchProgress: @unchecked Sendable {
     var wroteSome = false
 }
 
+/// One commit's records of a journal, taken off it by `Journal.takeBatch` and written and made
+/// durable by `writeAndSync` (on the sync worker, or the loop); `Journal.finishBatch` then
+/// settles the journal with the outcome.
 public struct JournalBatch: @unchecked Sendable {  // the bytes are the worker's alone
     let progress = BatchProgress()
     let file: SegmentDescriptor
