@@ -48,14 +48,25 @@ struct CatchUpTests {
                 f.record("round \(round)")
                 c.close()
             }
-            _ = f.accept(timeout: 2)
+            // The reconnection after the last round: the watch is renewed at the version the
+            // client has (no catch-up), then a change of another key, which the stream yields
+            // after all that the rounds gave (the client caught up before it reconnected).
+            guard let c = f.accept(), c.answerHello() else { return }
+            guard let w = c.read(), w["method"]?.stringValue == "defaults.watch" else { return }
+            c.reply(w["id"], ["watching": true, "version": .int(version)])
+            c.notify("defaults.changed", self.change("end", "end", version + 1))
+            _ = c.read(timeout: 10)
         }
         let client = ShareBrokerClient(socketPath: fake.path, role: .extension, bundleID: "x", reconnect: true, reconnectPolicy: fast)
         try await client.connect()
         let changes = await Collector.start(try await client.defaultsWatch(group: "g"))
         #expect(await eventually { fake.log.count == rounds })
-        let got = await changes.wait(for: 1 + 2 * (rounds - 1), seconds: 1)  // (fewer when a catch-up is skipped)
-        let described = got.map { "\($0.value?.stringValue ?? "-")@\($0.version)\($0.caughtUp ? "c" : "")" }
+        // (1 + 2 * (rounds - 1) changes of a, fewer when a catch-up is skipped: waited for until
+        // the change sent after them came, not for a fixed time)
+        let all = await changes.wait(until: { $0.last?.key == "end" })
+        let described = all.map { "\($0.value?.stringValue ?? "-")@\($0.version)\($0.caughtUp ? "c" : "")" }
+        #expect(all.last?.key == "end", "the change sent after the rounds came: \(described)")
+        let got = all.filter { $0.key == "a" }
         #expect(got.last?.value == .string("v\(3 + 1 + 3 * (rounds - 1))"), "the last value is the newest: \(described)")
         #expect(zip(got, got.dropFirst()).allSatisfy { $0.version <= $1.version }, "in version order: \(described)")
         await client.close()
