@@ -51,15 +51,24 @@ final class IdentityTests: XCTestCase {
             let h = BrokerHarness(manifests: ["p.json": JSONValue.object(["bundleID": "com.pinned", "executable": .string(pinned)]).compactText])
             try h.start()
             defer { h.stop() }
+            // The child speaks once the parent runs the pinned program: the parent's end of a
+            // pipe is closed on exec (os.pipe's are close-on-exec), after the kernel has switched
+            // its executable. The parent runs it until the child has the answer (and kills it).
             let script = """
-                import os, socket, sys, time
+                import os, signal, socket, sys
                 s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])
+                r, w = os.pipe()
+                parent = os.getpid()
                 if os.fork() == 0:
-                    time.sleep(0.3)  # the parent is the pinned program by now
-                    s.sendall(b'{"jsonrpc":"2.0","id":1,"method":"hello","params":{"role":"app","bundleID":"com.pinned"}}\\n')
-                    print(s.makefile().readline(), flush=True)
-                    os._exit(0)
-                os.execv(sys.argv[2], [sys.argv[2], "1"])
+                    try:
+                        os.close(w)
+                        os.read(r, 1)  # end of file: the parent is the pinned program
+                        s.sendall(b'{"jsonrpc":"2.0","id":1,"method":"hello","params":{"role":"app","bundleID":"com.pinned"}}\\n')
+                        print(s.makefile().readline(), flush=True)
+                    finally:
+                        os.kill(parent, signal.SIGKILL)
+                        os._exit(0)
+                os.execv(sys.argv[2], [sys.argv[2], "60"])
                 """
             let r = try runProcess("/usr/bin/python3", ["-c", script, h.socket, pinned], timeout: 20)
             let answer = try JSONParser.parse(r.out.trimmingCharacters(in: .whitespacesAndNewlines))
