@@ -19,6 +19,55 @@ func slowSyncs(_ delay: Double) -> @Sendable (JournalFaultPoint) -> Int32? {
     }
 }
 
+/// Holds the event journal's fdatasyncs while closed, then makes each take `delay` seconds
+/// longer: a commit is being written for as long as a test needs, and the test can wait until one
+/// is (`waitUntilHolding`), however slow the machine.
+final class SyncGate: @unchecked Sendable {
+    private let condition = NSCondition()
+    private var closed = false
+    private var holding = 0
+
+    func faults(delay: Double) -> @Sendable (JournalFaultPoint) -> Int32? {
+        { [self] point in
+            guard point == .sync else { return nil }
+            condition.lock()
+            if closed {
+                holding += 1
+                condition.broadcast()
+                while closed { condition.wait() }
+                holding -= 1
+            }
+            condition.unlock()
+            usleep(UInt32(delay * 1_000_000))
+            return nil
+        }
+    }
+
+    func close() {
+        condition.lock()
+        closed = true
+        condition.unlock()
+    }
+
+    func open() {
+        condition.lock()
+        closed = false
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    /// Waits until an fdatasync is held at the closed gate (false after `timeout` seconds).
+    func waitUntilHolding(timeout: Double = 10) -> Bool {
+        let deadline = Date(timeIntervalSinceNow: timeout)
+        condition.lock()
+        defer { condition.unlock() }
+        while holding == 0 {
+            if !condition.wait(until: deadline) { return holding > 0 }
+        }
+        return true
+    }
+}
+
 final class CommitPacingTests: XCTestCase {
     func open(_ c: RawClient, _ id: Int, _ path: String) {
         c.send(#"{"jsonrpc":"2.0","id":\#(id),"method":"url.open","params":{"url":"deeplinkmyapp://\#(path)"}}"# + "\n")
@@ -142,25 +191,32 @@ final class CommitPacingTests: XCTestCase {
     /// written, and the commit held back for it must still start (it once waited for ever).
     func testAnExpectedClientThatHalfClosesDoesNotHoldOthersBack() throws {
         let h = BrokerHarness(manifests: ["10-myapp.json": deepLinkApp])
-        try h.start { $0.storeFaults = slowSyncs(0.010) }
+        let gate = SyncGate()
+        try h.start { $0.storeFaults = gate.faults(delay: 0.010) }
+        defer { gate.open() }  // (a broker held in a sync would not stop)
         try requirePacing(h)
-        let y = try RawClient(h.socket)
-        hello(y)
+        let tool = try h.tool()
+        let y = try h.rawSession()
         for i in 0..<4 {
             open(y, 10 + i, "y\(i)")
             XCTAssertNotNil(y.readJSON()?["result"])
         }
-        let x = try RawClient(h.socket)
-        hello(x)
+        let x = try h.rawSession()
         open(x, 1, "x0")
         XCTAssertNotNil(x.readJSON()?["result"])
+        // y's late request is run while x's two requests are being committed: the gate holds
+        // that commit's fdatasync until then, however slow the machine.
+        gate.close()
         x.send(
             #"{"jsonrpc":"2.0","id":2,"method":"url.open","params":{"url":"deeplinkmyapp://x1"}}"# + "\n"
                 + #"{"jsonrpc":"2.0","id":3,"method":"url.open","params":{"url":"deeplinkmyapp://x2"}}"# + "\n")
         x.shutdownWrite()
-        usleep(3_000)  // x's two requests are being committed (10 ms)
-        open(y, 50, "y-late")
-        let r = y.readJSON(timeout: 3)
+        XCTAssertTrue(gate.waitUntilHolding(), "x's requests are being committed")
+        XCTAssertTrue(h.sendAndWaitUntilRun(1, on: y, asking: tool) { open(y, 50, "y-late") }, "y's late request was run")
+        gate.open()
+        // (answered some 10 ms later; a commit left waiting for x is never started: the bound
+        // only ends the test)
+        let r = y.readJSON(timeout: 10)
         XCTAssertNotNil(r?["result"]?["eventID"], "answered: \(String(describing: r))")
         h.stop()
     }
