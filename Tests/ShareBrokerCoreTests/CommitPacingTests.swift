@@ -84,12 +84,12 @@ final class CommitPacingTests: XCTestCase {
         XCTAssertEqual(status["commitPacing"]?.boolValue, true, "pacing is on here: \(status)")
     }
 
-    /// A broker whose fdatasyncs take `sync` seconds longer and whose pacing waits at most
-    /// `longestWait` ns, with three tool sessions on it.
-    func slowBroker(sync: Double, longestWait: UInt64) throws -> (BrokerHarness, RawClient, RawClient, RawClient) {
+    /// A broker whose fdatasyncs take `sync` seconds longer (and wait at `gate` while it is
+    /// closed) and whose pacing waits at most `longestWait` ns, with three tool sessions on it.
+    func slowBroker(sync: Double, longestWait: UInt64, gate: SyncGate? = nil) throws -> (BrokerHarness, RawClient, RawClient, RawClient) {
         let h = BrokerHarness(manifests: ["10-myapp.json": deepLinkApp])
         try h.start {
-            $0.storeFaults = slowSyncs(sync)
+            $0.storeFaults = gate?.faults(delay: sync) ?? slowSyncs(sync)
             $0.commitPacingLongestWait = longestWait
         }
         try requirePacing(h)
@@ -255,9 +255,11 @@ final class CommitPacingTests: XCTestCase {
     /// neither a complete paced batch nor a lone request: other connections are served while the
     /// sync thread flushes.
     func testCommitsSlowerThanTheLongestWaitAreNotWrittenOnTheLoop() throws {
-        // Commits of some 300 ms, a longest wait of 100 ms: a and b are expected back (they
-        // come back far sooner than 100 ms), but every commit is longer than the longest wait.
-        let (h, a, b, c) = try slowBroker(sync: 0.300, longestWait: 100_000_000)
+        // Commits of some 300 ms, a longest wait of 250 ms: a and b are expected back (they
+        // come back far sooner than 250 ms), but every commit is longer than the longest wait.
+        let gate = SyncGate()
+        let (h, a, b, c) = try slowBroker(sync: 0.300, longestWait: 250_000_000, gate: gate)
+        defer { gate.open() }  // (a broker held in a sync would not stop)
         let tool = try h.tool()
         // Twice, a and b share one commit: their requests arrive while c's is being written.
         // After the second, both have come back quickly once, so both are expected back.
@@ -271,19 +273,20 @@ final class CommitPacingTests: XCTestCase {
             XCTAssertNotNil(b.readJSON(timeout: 10)?["result"]?["eventID"])
         }
         let before = try tool.call("broker.status")
-        XCTAssertGreaterThan(before["commitMicros"]?.intValue ?? 0, 100_000)
+        XCTAssertGreaterThan(before["commitMicros"]?.intValue ?? 0, 250_000)
         // Round 0: a and b together, a complete paced batch; round 1: a alone, a lone request
-        // (after waiting up to 100 ms for b).
+        // (after waiting up to 250 ms for b). The gate holds the commit's fdatasync until the
+        // status is answered: a commit the loop wrote itself would hold the loop there too, and
+        // the status call would time out (not merely be late).
         for round in 0..<2 {
+            gate.close()
             open(a, 10 + round, "a-again\(round)")
             if round == 0 { open(b, 20, "b-again") }
-            usleep(150_000)  // read, and being committed (300 ms)
-            let started = Date()
-            let status = try tool.call("broker.status", timeoutMillis: 5_000)
-            XCTAssertNotNil(status["pendingEvents"])
-            XCTAssertLessThan(
-                Date().timeIntervalSince(started), 0.100, "status is answered while the commit is written (round \(round))")
-            XCTAssertNil(a.readJSON(timeout: 0.01), "the commit (300 ms) is still being written")
+            XCTAssertTrue(gate.waitUntilHolding(), "the commit is being written (round \(round))")
+            let status = try? tool.call("broker.status", timeoutMillis: 10_000)
+            XCTAssertNotNil(status?["pendingEvents"], "status is answered while the commit is written (round \(round))")
+            XCTAssertNil(a.readJSON(timeout: 0.01), "the commit is still being written")
+            gate.open()
             XCTAssertNotNil(a.readJSON(timeout: 10)?["result"]?["eventID"], "and answered when durable")
             if round == 0 { XCTAssertNotNil(b.readJSON(timeout: 10)?["result"]?["eventID"]) }
         }
