@@ -120,7 +120,9 @@ func runInstall(_ cmd: ParsedCommand) throws -> Int32 {
     issues += result.issues
     // (--app picks one of a project folder's apps: anything else holds one app, and a --app that
     // does not apply is a mistake to say, not to pass over)
-    if let app = options.app, result.layout != .projectFolder, result.layout != .unknown {
+    // (only the option: an "app" in PATH/sharebroker-import.json of an .app bundle is ignored,
+    // as the broker ignores it when it imports the bundle from STATE/apps)
+    if let app = cmd.value("app"), result.layout != .projectFolder, result.layout != .unknown {
         throw cmd.usageError("option '--app' picks an app target in an Xcode project folder; \(path) is \(result.layout.article) (drop --app '\(app)')")
     }
     let ok = !issues.contains(where: \.fatal) && result.manifestJSON != nil && result.manifest != nil

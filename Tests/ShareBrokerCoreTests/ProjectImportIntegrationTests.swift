@@ -108,6 +108,15 @@ final class ProjectImportIntegrationTests: XCTestCase {
         let appOnBundle = try install([iosFixtureDir + "/bundle/MyApp.app", "--dry-run", "--app", "Nope"], state: h.state)
         XCTAssertEqual(appOnBundle.status, 64, appOnBundle.err)
         XCTAssertTrue(appOnBundle.err.contains("an .app bundle"), appOnBundle.err)
+        // An "app" in a bundle's sharebroker-import.json is no --app: the broker imports such a
+        // bundle placed in STATE/apps, and install does too.
+        let withSettings = h.dir.path + "/copy/MyApp.app"
+        try FileManager.default.createDirectory(atPath: h.dir.path + "/copy", withIntermediateDirectories: true)
+        try FileManager.default.copyItem(atPath: iosFixtureDir + "/bundle/MyApp.app", toPath: withSettings)
+        h.dir.write("copy/MyApp.app/sharebroker-import.json", #"{"app": "MyApp"}"#)
+        let settingsApp = try install([withSettings, "--dry-run"], state: h.state)
+        XCTAssertEqual(settingsApp.status, 0, settingsApp.err)
+        XCTAssertFalse(settingsApp.err.contains("--app"), settingsApp.err)
         // A --state that does not exist (a typo) installs nothing anywhere.
         let missing = h.dir.path + "/no-such-state"
         let typo = try install([iosFixtureDir + "/bundle/MyApp.app"], state: missing)
