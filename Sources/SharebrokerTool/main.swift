@@ -281,8 +281,13 @@ func checkAssociation(_ cmd: ParsedCommand) throws -> Int32 {
         // subdomain) can be a universal link by this document.
         var notMatched: String? = nil
         var scope: String? = nil
+        let urlHost = ref.host ?? ""
         if ref.normalizedScheme != "https" {
             notMatched = "not https: universal links are https only, so this document gives it to no app"
+        } else if urlHost.isEmpty || urlHost.hasPrefix(".") || urlHost.hasSuffix(".") || urlHost.contains("..") {
+            // (as the broker routes: a host with an empty label is no applinks: entry's host nor
+            // a subdomain of one, so no document decides for it, its "own" included)
+            notMatched = "the host '\(urlHost)' has an empty label: no applinks: entry covers it, so no document makes it a universal link"
         } else if let domain {
             let host = ref.host ?? ""
             let hostKey = associationDomainKey((URLReference.idnaHost(host) ?? host) + (ref.port.map { ":\($0)" } ?? ""))

@@ -710,6 +710,14 @@ final class DurabilityTests: XCTestCase {
         XCTAssertTrue(v["http://example.com/computers/1"]?["reason"]?.stringValue?.contains("https only") == true)
         XCTAssertTrue(v["https://other.org/computers/1"]?["reason"]?.stringValue?.contains("associations/other.org.json") == true)
         XCTAssertEqual(v["https://a.example.com/computers/1"]?["opens"], app)
+        // A host with an empty label has no document of its own to send to (the broker routes
+        // it to no app: no applinks: entry covers it).
+        let empty = try verdicts(doc, [], ["https://example.com./computers/1", "https://.example.com/computers/1", "https://a..example.com/computers/1"])
+        for (u, verdict) in empty {
+            XCTAssertEqual(verdict["opens"], .null, u)
+            let reason = verdict["reason"]?.stringValue ?? ""
+            XCTAssertTrue(reason.contains("empty label") && !reason.contains("associations/"), "\(u): \(reason)")
+        }
         XCTAssertTrue(v["https://a.example.com/computers/1"]?["note"]?.stringValue?.contains("applinks:*.example.com") == true)
         // A document whose file name names no host: --domain says it, else the host is not checked.
         let plain = dir.path + "/apple-app-site-association"
