@@ -122,7 +122,7 @@ let root = CommandSpec(
             options: [
                 .option(
                     "output", valueName: "file",
-                    help: "Write them to this file instead of stdout: created or replaced once all bytes are read (a failure leaves it as it was)."),
+                    help: "Write them to this file instead of stdout (created, or overwritten once the broker answers: a refused read leaves it untouched)."),
             ],
             arguments: [ArgumentSpec("share-id", help: "The share's id."), ArgumentSpec("item", help: "The item's index in the share (0 for the first).")]),
         CommandSpec(
@@ -174,53 +174,35 @@ struct Session {
     let json: Bool
 }
 
-/// Where `read --output FILE` writes: a regular file (or a new one) is written under a temporary
-/// name beside it and renamed over it once complete, so a failed read leaves FILE as it was;
-/// anything else (a FIFO, `/dev/stdout`) is written in place.
+/// Where `read --output FILE` writes, in place (as `curl -o` does: the file's owner, mode, links
+/// and ACLs stay, a symlink is written through), but only once the broker has answered the first
+/// `share.read`: a read refused at once (an unknown share or item, no entitlement) leaves FILE
+/// untouched. A failure partway leaves what was written, and removes FILE when this read created
+/// it.
 final class ReadOutput {
     let path: String
-    let fd: Int32
-    /// The temporary file renamed to `path` by `commit` (nil: written in place).
-    private var temporary: String?
+    private(set) var fd: Int32 = -1
+    /// FILE did not exist: this read created it.
+    private var created = false
 
-    init(path: String) throws {
-        self.path = path
-        var st = stat()
-        let exists = stat(path, &st) == 0
-        if exists && (st.st_mode & S_IFMT) != S_IFREG {
-            fd = open(path, O_WRONLY | O_CLOEXEC)
-            temporary = nil
-        } else {
-            let tmp = path + ".shareclient-\(getpid())"
-            var created = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o666)
-            if created >= 0 {
-                if exists { _ = fchmod(created, st.st_mode & 0o7777) }  // (an existing file keeps its mode)
-                temporary = tmp
-            } else if exists {
-                // (a file this user may write in a directory it may not add to: written in place)
-                created = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC)
-                temporary = nil
-            } else {
-                temporary = nil
-            }
-            fd = created
-        }
-        guard fd >= 0 else { throw CLIError("cannot write \(path): \(String(cString: strerror(errno)))", status: Exit.cannotCreate) }
+    init(path: String) { self.path = path }
+
+    /// Opens FILE (created, or truncated), once, before the first bytes are written.
+    func openFile() throws {
+        guard fd < 0 else { return }
+        var opened = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o666)
+        created = opened >= 0
+        if opened < 0 && errno == EEXIST { opened = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o666) }
+        guard opened >= 0 else { throw CLIError("cannot write \(path): \(String(cString: strerror(errno)))", status: Exit.cannotCreate) }
+        fd = opened
     }
 
-    /// Puts the complete file in place.
-    func commit() throws {
-        guard let tmp = temporary else { return }
-        guard fsync(fd) == 0 || errno == EINVAL, rename(tmp, path) == 0 else {
-            throw CLIError("cannot write \(path): \(String(cString: strerror(errno)))", status: Exit.cannotCreate)
-        }
-        temporary = nil
-    }
-
-    /// Closes the file; a temporary one not committed is removed.
-    func discard() {
+    /// Closes FILE; after a failure (`complete` false) a FILE this read created is removed.
+    func closeFile(complete: Bool) {
+        guard fd >= 0 else { return }
         close(fd)
-        if let tmp = temporary { unlink(tmp) }
+        fd = -1
+        if !complete && created { unlink(path) }
     }
 }
 
@@ -620,13 +602,15 @@ func run(_ cmd: ParsedCommand) throws -> Int32 {
             throw cmd.usageError("read writes the item's bytes to stdout; --json applies with --output FILE (it then prints what was written)")
         }
         let s = try connect(cmd, asBundle: true)
-        let output = try cmd.value("output").map { try ReadOutput(path: $0) }
-        let fd = output?.fd ?? 1
-        defer { output?.discard() }  // (after a failure: the file is left as it was)
+        let output = cmd.value("output").map { ReadOutput(path: $0) }
+        var complete = false
+        defer { output?.closeFile(complete: complete) }
         var offset = 0
         while true {
             let chunk = try ShareChunk(
                 json: s.conn.call("share.read", ["shareID": .string(cmd.argument("share-id")!), "item": .int(item), "offset": .int(offset)]))
+            try output?.openFile()  // (once the broker has answered: a refusal leaves FILE untouched)
+            let fd = output?.fd ?? 1
             var written = 0
             while written < chunk.data.count {
                 let n = chunk.data.withUnsafeBytes { write(fd, $0.baseAddress! + written, chunk.data.count - written) }
@@ -639,10 +623,8 @@ func run(_ cmd: ParsedCommand) throws -> Int32 {
             offset += chunk.data.count
             if chunk.eof || chunk.data.isEmpty { break }
         }
-        if let output {
-            try output.commit()
-            if s.json { printJSON(["file": .string(output.path), "bytes": .int(offset)], compact: true) }
-        }
+        complete = true
+        if let output, s.json { printJSON(["file": .string(output.path), "bytes": .int(offset)], compact: true) }
         return Exit.ok
     case "ack":
         let s = try connect(cmd, asBundle: true)

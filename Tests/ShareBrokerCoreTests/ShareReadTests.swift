@@ -221,11 +221,19 @@ final class ShareReadTests: XCTestCase {
         chmod(out, 0o640)
         let failed = try runProcess(Products.shareclient, ["--socket", h.socket, "read", id, "7", "--as", "com.example.pdfreader", "--output", out])
         XCTAssertEqual(failed.status, 1, failed.err)
-        XCTAssertEqual([UInt8](try Data(contentsOf: URL(fileURLWithPath: out))), bytes, "not truncated by a read that failed")
-        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: dir.path), ["copy.pdf"], "no temporary file left")
+        XCTAssertEqual([UInt8](try Data(contentsOf: URL(fileURLWithPath: out))), bytes, "not truncated by a read that was refused")
+        let refusedNew = try runProcess(Products.shareclient, ["--socket", h.socket, "read", id, "7", "--as", "com.example.pdfreader", "--output", dir.path + "/new.pdf"])
+        XCTAssertEqual(refusedNew.status, 1, refusedNew.err)
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: dir.path), ["copy.pdf"], "a refused read creates nothing")
         let text = try runProcess(Products.shareclient, args + ["--output", out])
         XCTAssertEqual(text.status, 0, text.err)
-        XCTAssertEqual(try FileManager.default.attributesOfItem(atPath: out)[.posixPermissions] as? Int, 0o640, "a replaced file keeps its mode")
+        XCTAssertEqual(try FileManager.default.attributesOfItem(atPath: out)[.posixPermissions] as? Int, 0o640, "an overwritten file keeps its mode")
+        // A symlink is written through (its target gets the bytes), as any writer does.
+        let target = dir.path + "/target.pdf"
+        dir.write("target.pdf", "old")
+        XCTAssertEqual(symlink(target, dir.path + "/link.pdf"), 0)
+        XCTAssertEqual(try runProcess(Products.shareclient, args + ["--output", dir.path + "/link.pdf"]).status, 0)
+        XCTAssertEqual([UInt8](try Data(contentsOf: URL(fileURLWithPath: target))), bytes)
         // Without --output the bytes are stdout: --json has nowhere to go.
         XCTAssertEqual(try runProcess(Products.shareclient, args + ["--json"]).status, 64)
     }

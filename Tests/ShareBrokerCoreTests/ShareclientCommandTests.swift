@@ -327,6 +327,54 @@ final class BadInputTests: XCTestCase {
         XCTAssertTrue(lost.err.contains("connection to the broker at \(path) failed: "), lost.err)
     }
 
+    /// `read --output FILE` whose connection is lost after the first chunk: a FILE the read
+    /// created is removed, an existing one keeps what was written (as `curl -o`), exit 69.
+    func testReadOutputLostPartwayRemovesAFileItCreated() throws {
+        let dir = TempDir()
+        let path = dir.path + "/fake.sock"
+        let listener = try UnixSocket.listen(path: path)
+        defer { close(listener) }
+        _ = fcntl(listener, F_SETFL, fcntl(listener, F_GETFL) & ~O_NONBLOCK)
+        let server = Thread {
+            // Twice: answers hello and the first share.read (3 of 6 bytes), then hangs up.
+            for _ in 0..<2 {
+                let fd = accept(listener, nil, nil)
+                guard fd >= 0 else { return }
+                var pending: [UInt8] = []
+                var buf = [UInt8](repeating: 0, count: 4096)
+                var answered = 0
+                reading: while answered < 2 {
+                    let n = read(fd, &buf, buf.count)
+                    if n <= 0 { break }
+                    pending += buf[0..<n]
+                    while let nl = pending.firstIndex(of: 0x0A) {
+                        let request = (try? JSONParser.parse(Array(pending[..<nl]))) ?? .null
+                        pending.removeSubrange(...nl)
+                        let id = request["id"]?.compactText ?? "null"
+                        let result =
+                            request["method"] == "hello"
+                            ? #"{"protocol":1,"broker":{"name":"sharebroker","version":"0"},"session":1,"role":"app","bundleID":"com.a"}"#
+                            : #"{"data":"YWJj","offset":0,"size":6,"eof":false}"#
+                        _ = (#"{"jsonrpc":"2.0","id":"# + id + #","result":"# + result + "}\n").withCString { write(fd, $0, strlen($0)) }
+                        answered += 1
+                        if answered == 2 { break reading }
+                    }
+                }
+                close(fd)
+            }
+        }
+        server.start()
+        let created = dir.path + "/new.bin"
+        let lost = try runProcess(Products.shareclient, ["read", "sh-x", "0", "--as", "com.a", "--output", created, "--socket", path], timeout: 10)
+        XCTAssertEqual(lost.status, 69, lost.err)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: created), "a file the read created is removed")
+        let existing = dir.path + "/old.bin"
+        dir.write("old.bin", "previous content")
+        let again = try runProcess(Products.shareclient, ["read", "sh-x", "0", "--as", "com.a", "--output", existing, "--socket", path], timeout: 10)
+        XCTAssertEqual(again.status, 69, again.err)
+        XCTAssertEqual(try String(contentsOfFile: existing, encoding: .utf8), "abc", "an existing file keeps what was written")
+    }
+
     /// A broker that accepts the connection but never answers (hung, or stopped with SIGSTOP) is
     /// not waited for forever: exit 69 after $SHARECLIENT_TIMEOUT seconds (default 60), naming the
     /// socket.
