@@ -238,6 +238,19 @@ public struct Framer: Sendable {
                 }
             case .contentLength:
                 if bodyLength == nil {
+                    // Empty lines between frames (a client that ends each body with CRLF) are
+                    // skipped as they come, as newline framing skips blank lines.
+                    if buf[pos] == 0x0A {
+                        pos += 1
+                        continue
+                    }
+                    if buf[pos] == 0x0D {
+                        if buf.count - pos < 2 { return pos }  // (decided with the next byte)
+                        if buf[pos + 1] == 0x0A {
+                            pos += 2
+                            continue
+                        }
+                    }
                     // A byte order mark before a later header section is skipped as before the
                     // first (a client that encodes each message with a preamble sends one each time).
                     let rest = buf.count - pos
@@ -313,7 +326,6 @@ public struct Framer: Sendable {
     private func parseHeader(_ buf: UnsafeRawBufferPointer) throws(FramingError) -> (Int, Int)? {
         let limit = min(buf.count, Framer.maxHeaderBytes)
         var length: Int? = nil
-        var sawHeader = false
         var lineStart = 0
         var i = 0
         while i < limit {
@@ -322,14 +334,6 @@ public struct Framer: Sendable {
             var lineEnd = lf
             if lineEnd > lineStart && buf[lineEnd - 1] == 0x0D { lineEnd -= 1 }
             if lineEnd == lineStart {  // the empty line that ends the section
-                // (empty lines before a section's first header are stray line ends between
-                // frames, as a client that ends each body with CRLF writes: skipped, as newline
-                // framing skips blank lines)
-                if length == nil && !sawHeader {
-                    lineStart = lf + 1
-                    i = lf + 1
-                    continue
-                }
                 guard let length else { throw .badHeader("missing Content-Length header") }
                 if length > maxMessage { throw .tooLarge(limit: maxMessage) }
                 return (length, lf + 1)
@@ -342,7 +346,6 @@ public struct Framer: Sendable {
                 throw .badHeader("header line without ':'")
             }
             guard colon > 0 else { throw .badHeader("a header line without a name (it starts with ':')") }
-            sawHeader = true
             if colon == Framer.contentLengthName.count
                 && zip(line[0..<colon], Framer.contentLengthName).allSatisfy({ Framer.lower($0) == $1 })
             {

@@ -383,12 +383,14 @@ struct FramerContentLengthTests {
     /// newline framing skips blank lines; an empty line after a header is still the section's end.
     @Test func emptyLinesBetweenHeaderFramesAreSkipped() throws {
         for chunkSize in [0, 1, 3] {
-            let stream = lspFrame("{}") + utf8("\r\n") + lspFrame("[1]") + utf8("\n\r\n\n") + lspFrame("[2]")
-            #expect(try frames(of: stream, chunkSize: chunkSize) == cl(["{}", "[1]", "[2]"]))
+            let bom: [UInt8] = [0xEF, 0xBB, 0xBF]
+            let stream = lspFrame("{}") + utf8("\r\n") + lspFrame("[1]") + utf8("\n\r\n\n") + lspFrame("[2]") + utf8("\r\n") + bom + lspFrame("[3]")
+            #expect(try frames(of: stream, chunkSize: chunkSize) == cl(["{}", "[1]", "[2]", "[3]"]))
         }
         var f = Framer(maxMessage: 1024)
         _ = try f.feedBytes(lspFrame("{}"))
         #expect(try f.feedBytes(utf8("\r\n\r\n")) == [], "no frame yet, no error")
+        #expect(try f.feedBytes([UInt8](repeating: 0x0A, count: 20_000)) == [], "consumed as they come: no header section grows")
         #expect(throws: FramingError.self) { _ = try f.feedBytes(utf8("Content-Type: x\r\n\r\n{}")) }
     }
 
