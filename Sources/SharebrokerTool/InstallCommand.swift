@@ -90,6 +90,7 @@ func runInstall(_ cmd: ParsedCommand) throws -> Int32 {
 
     // A state directory named on the command line must be there: a typo would install where no
     // broker reads (the default one is created, as the broker does at its first start).
+    if cmd.value("state")?.isEmpty == true { throw cmd.usageError("option '--state' needs a path, got an empty one") }
     if let given = cmd.value("state"), !isDirectoryFollowingLinks(given) {
         printErr("sharebroker: error: the state directory \(given) \(FileIO.exists(given) ? "is not a directory" : "does not exist") (a broker creates its state directory when it first starts; check --state)\n")
         return 66  // (EX_NOINPUT, as for explain)

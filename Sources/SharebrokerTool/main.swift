@@ -341,7 +341,11 @@ func associationDomain(fileName path: String) -> String? {
     guard name.hasSuffix(".json") else { return nil }
     let written = String(name.dropLast(5))
     let host = URLReference.idnaHost(written) ?? URLReference.asciiLowercased(written)
-    guard !host.isEmpty, !host.contains("*"), host.contains("."), AssociatedDomainEntry.problem(in: "applinks:" + host) == nil else { return nil }
+    // (a name with a dot, or localhost: a bare word such as `aasa.json` names a file, not a host)
+    let bare = splitPort(host).host
+    guard !host.isEmpty, !host.contains("*"), bare.contains(".") || bare == "localhost",
+        AssociatedDomainEntry.problem(in: "applinks:" + host) == nil
+    else { return nil }
     return associationDomainKey(host)
 }
 

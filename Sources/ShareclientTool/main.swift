@@ -255,10 +255,17 @@ func openConnection(_ path: String) throws -> BrokerConnection {
 /// $SHAREBROKER_BUNDLE_ID (set by the broker in an app it launches), as for listen and defaults;
 /// a bundle's token is --token, else $SHAREBROKER_TOKEN.
 func connect(_ cmd: ParsedCommand, hello: Bool = true, asBundle: Bool = false, defaultRoleWithBundle: String = "app") throws -> Session {
-    // (--role app or extension speaks as a bundle too: without --as, $SHAREBROKER_BUNDLE_ID's)
-    let actsAsBundle = asBundle || cmd.value("role") == "app" || cmd.value("role") == "extension"
+    // (--role app or extension speaks as a bundle too: without --as, $SHAREBROKER_BUNDLE_ID's;
+    // --role tool as none, whatever the environment says)
+    let role = cmd.value("role")
+    let actsAsBundle = role != "tool" && (asBundle || role == "app" || role == "extension")
     let bundle = cmd.value("as") ?? (actsAsBundle ? ProcessInfoLite.env("SHAREBROKER_BUNDLE_ID") : nil)
-    try checkRole(cmd, bundle: bundle)  // a usage error before any connection
+    if hello {
+        try checkRole(cmd, bundle: bundle)  // a usage error before any connection
+        if asBundle && role == "tool" {
+            throw cmd.usageError("\(cmd.subcommand) acts as an app or extension: option '--role' cannot be tool")
+        }
+    }
     // (a command that acts as an app or extension says so before it connects, as listen does,
     // rather than getting the broker's "not for role tool")
     if asBundle && hello && bundle == nil && cmd.value("role") == nil {
@@ -420,7 +427,10 @@ func run(_ cmd: ParsedCommand) throws -> Int32 {
         if s.json {
             printJSON(r, compact: true)
         } else if r["canOpen"] == .bool(true) {
-            writeOut("yes: \(r["app"]?.stringValue ?? "?") via \(r["via"]?.stringValue ?? "?")\n")
+            let via = r["via"]?.stringValue ?? "?"
+            writeOut("yes: \(r["app"]?.stringValue ?? "?") via \(via)\(via == "fallback" ? " (\(cmd.value("fallback") ?? "?"))" : "")\n")
+        } else if let fallback = cmd.value("fallback") {
+            writeOut("no: nothing opens \(cmd.argument("url")!), nor its fallback \(fallback)\n")
         } else {
             writeOut("no: nothing opens \(cmd.argument("url")!)\n")
         }
@@ -652,17 +662,32 @@ func run(_ cmd: ParsedCommand) throws -> Int32 {
     }
 }
 
+/// `s` with its control characters (ESC, CR, ...) written as `\u{1B}`: shared text printed to a
+/// terminal cannot move the cursor or rewrite what was printed.
+func visible(_ s: String) -> String {
+    guard s.unicodeScalars.contains(where: { $0.value < 0x20 || ($0.value >= 0x7F && $0.value < 0xA0) }) else { return s }
+    var out = ""
+    for u in s.unicodeScalars {
+        if u.value < 0x20 || (u.value >= 0x7F && u.value < 0xA0) {
+            out += "\\u{" + String(u.value, radix: 16, uppercase: true) + "}"
+        } else {
+            out.unicodeScalars.append(u)
+        }
+    }
+    return out
+}
+
 /// One share item for people: its type, then its URL, its text (cut at 60 characters) or its
 /// file's name and size.
 func describeItem(_ item: JSONValue) -> String {
     let type = item["type"]?.stringValue ?? "?"
-    if let url = item["url"]?.stringValue { return "\(type)  \(url)" }
+    if let url = item["url"]?.stringValue { return "\(type)  \(visible(url))" }
     if let text = item["text"]?.stringValue {
-        let line = text.replacingOccurrences(of: "\n", with: " ")
+        let line = visible(text.replacingOccurrences(of: "\n", with: " "))
         return "\(type)  \"\(line.count > 60 ? line.prefix(59) + "…" : line)\""
     }
     var out = type
-    if let name = item["name"]?.stringValue { out += "  \(name)" }
+    if let name = item["name"]?.stringValue { out += "  \(visible(name))" }
     if let size = item["size"]?.intValue { out += "  (\(size) bytes)" }
     return out
 }

@@ -728,6 +728,12 @@ final class DurabilityTests: XCTestCase {
         XCTAssertEqual(given["https://other.org:8443/computers/1"]?["opens"], app)
         let text = try runProcess(Products.sharebroker, ["check-association", plain, "--url", "https://other.org/computers/1"])
         XCTAssertTrue(text.out.contains("--domain"), text.out)
+        // localhost (with a port) names a host too, as the broker reads associations/localhost:8443.json.
+        let local = dir.path + "/localhost:8443.json"
+        XCTAssertEqual(link(doc, local), 0)
+        let l = try verdicts(local, [], ["https://localhost:8443/computers/1", "https://localhost/computers/1"])
+        XCTAssertEqual(l["https://localhost:8443/computers/1"]?["opens"], app)
+        XCTAssertEqual(l["https://localhost/computers/1"]?["opens"], .null)
         let badDomain = try runProcess(Products.sharebroker, ["check-association", plain, "--domain", "*.other.org"])
         XCTAssertEqual(badDomain.status, 64, badDomain.err)
     }

@@ -48,6 +48,21 @@ final class ShareclientCommandTests: XCTestCase {
         h.stop()
     }
 
+    /// `shareclient shares` shows shared text with its control characters written out: a share
+    /// cannot drive the terminal of whoever lists it (clear the screen, rewrite a line).
+    func testSharesShowsControlCharactersOfSharedText() throws {
+        let notes = #"{"bundleID": "com.notes.app", "appGroups": ["group.com.notes"], "extensions": [{"bundleID": "com.notes.app.share", "point": "com.apple.share-services", "appGroups": ["group.com.notes"], "activationRule": {"NSExtensionActivationSupportsText": true}}]}"#
+        let h = BrokerHarness(manifests: ["notes.json": notes])
+        try h.start()
+        defer { h.stop() }
+        let sent = try shareclient(h, ["send", "--text", "ok\u{1B}[2J\rFAKE", "--as", "com.notes.app.share"])
+        XCTAssertEqual(sent.status, 0, sent.err)
+        let shown = try shareclient(h, ["shares", "--as", "com.notes.app"])
+        XCTAssertEqual(shown.status, 0, shown.err)
+        XCTAssertTrue(shown.out.contains(#""ok\u{1B}[2J\u{D}FAKE""#), shown.out)
+        XCTAssertFalse(shown.out.contains("\u{1B}") || shown.out.contains("\r"), "no raw control character: \(shown.out)")
+    }
+
     /// `shareclient reload` exits 1 when a manifest or association document could not be
     /// loaded (a script installing an app learns that it did not load), 0 once all load.
     func testReloadFailsWhenAnInputCouldNotBeLoaded() throws {
@@ -104,6 +119,12 @@ final class ShareclientCommandTests: XCTestCase {
         XCTAssertTrue(shares.out.contains(shareID), shares.out)
         let listed = try run(["shares"], app)
         XCTAssertTrue(listed.out.contains(shareID) && listed.out.contains("    public.url  https://example.com/a\n"), "each item is shown: \(listed.out)")
+        // can-open with a fallback names it.
+        let viaFallback = try shareclient(h, ["can-open", "zzz://x", "--fallback", "deeplinkmyapp://y"])
+        XCTAssertEqual(viaFallback.out, "yes: com.mycompany.myapp via fallback (deeplinkmyapp://y)\n", viaFallback.err)
+        let neither = try shareclient(h, ["can-open", "zzz://x", "--fallback", "zzz://y"])
+        XCTAssertEqual(neither.status, 1)
+        XCTAssertEqual(neither.out, "no: nothing opens zzz://x, nor its fallback zzz://y\n")
         XCTAssertEqual(try run(["get", shareID], app).status, 0)
         let completed = try run(["complete", shareID], app)
         XCTAssertEqual(completed.status, 0, completed.err)
@@ -225,11 +246,15 @@ final class BadInputTests: XCTestCase {
             // (an app or extension role needs a bundle; a tool has none, an --as would be dropped)
             ["status", "--role", "app"], ["shares", "--role", "extension"], ["open", "x://y", "--role", "tool", "--as", "com.a"],
             ["defaults", "get", "g", "k", "--role", "tool", "--as", "com.a"],
+            ["shares", "--role", "tool"], ["defaults", "list", "g", "--role", "tool"],
         ] {
             let r = try runProcess(Products.shareclient, args + ["--socket", missing], timeout: 10)
             XCTAssertEqual(r.status, 64, "\(args): \(r.err)")
             XCTAssertTrue(r.err.hasPrefix("shareclient: error: ") && r.err.contains("option '--"), "\(args): \(r.err)")
         }
+        // (without a hello, --role says nothing: not a usage error)
+        let noHello = try runProcess(Products.shareclient, ["call", "broker.status", "--no-hello", "--role", "app", "--socket", missing], timeout: 10)
+        XCTAssertEqual(noHello.status, 69, noHello.err)
         let empty = try runProcess(Products.shareclient, ["status", "--socket", ""], timeout: 10)
         XCTAssertEqual(empty.status, 64, empty.err)
         // A wait that is no number of seconds is a usage error too (it was ignored: 60 s).
