@@ -409,9 +409,9 @@ final class LaunchCheckOffLoopTests: XCTestCase {
         checks.waitForWork("the second reload's checks")
         do {
             let reloader = try h.rawSession()
-            reloader.send(rpcRequest(7, "apps.reload", .object([:])).compactText + "\n")
-            XCTAssertTrue(waitUntil(timeout: 5) { (try? tool.call("broker.status"))?["connections"]?.intValue == 3 })
-            Thread.sleep(forTimeInterval: 0.2)  // (the request read and suspended)
+            // (until the request was read and suspended, waiting for its checks)
+            XCTAssertTrue(h.sendAndWaitUntilRun(1, on: reloader, asking: tool) { reloader.send(rpcRequest(7, "apps.reload", .object([:])).compactText + "\n") })
+            XCTAssertEqual((try? tool.call("broker.status"))?["connections"]?.intValue, 3)
         }  // (hangs up: its checks, not started, are taken back)
         XCTAssertTrue(waitUntil(timeout: 5) { (try? tool.call("broker.status"))?["connections"]?.intValue == 2 }, "the reloader's hang-up was seen")
         checks.release()

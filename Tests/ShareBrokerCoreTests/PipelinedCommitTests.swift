@@ -14,6 +14,8 @@ import XCTest
 final class SlowFailingSync: @unchecked Sendable {  // guarded by `lock`
     let lock = NSLock()
     var armed = false
+    /// Set when the armed fault fired: a commit is in its (slow, failing) fdatasync.
+    var fired = false
     let delay: Double
     init(delay: Double) { self.delay = delay }
     var injector: @Sendable (JournalFaultPoint) -> Int32? {
@@ -22,6 +24,7 @@ final class SlowFailingSync: @unchecked Sendable {  // guarded by `lock`
             lock.lock()
             let fire = armed
             armed = false
+            if fire { fired = true }
             lock.unlock()
             guard fire else { return nil }
             usleep(UInt32(delay * 1_000_000))
@@ -64,7 +67,7 @@ final class PipelinedCommitTests: XCTestCase {
     }
 
     func testAFailedCommitAlsoFailsTheRequestsThatCameDuringIt() throws {
-        let slow = SlowFailingSync(delay: 0.4)
+        let slow = SlowFailingSync(delay: 1.0)  // (the window in which the third request must arrive)
         let h = BrokerHarness(manifests: ["10-myapp.json": deepLinkApp])
         try h.start { $0.storeFaults = slow.injector }
         let first = try RawClient(h.socket)
@@ -78,7 +81,8 @@ final class PipelinedCommitTests: XCTestCase {
         first.send(
             #"{"jsonrpc":"2.0","id":1,"method":"url.open","params":{"url":"deeplinkmyapp://a"}}"# + "\n"
                 + #"{"jsonrpc":"2.0","id":2,"method":"url.open","params":{"url":"deeplinkmyapp://b"}}"# + "\n")
-        usleep(100_000)
+        // (once their commit is in its fdatasync, however slow the machine)
+        XCTAssertTrue(waitUntil(timeout: 10) { slow.lock.lock(); defer { slow.lock.unlock() }; return slow.fired })
         // Meanwhile another request changes the same store: it builds on the failing commit.
         let during = rpcError { try second.call("url.open", ["url": "deeplinkmyapp://c"], timeoutMillis: 5000) }
         XCTAssertEqual(during?.code, -32005, "\(String(describing: during))")
