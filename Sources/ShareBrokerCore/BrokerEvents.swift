@@ -223,18 +223,14 @@ extension Broker {
     }
 
     func urlCanOpen(_ p: Params) throws(RPCError) -> JSONValue {
-        let url = try p.string("url")
-        // (an addition to the contract's {url}: with a fallback, whether url.open would open
-        // something, as it routes; an invalid fallback is -32602 as there)
-        if let fallback = try p.optionalString("fallback") {
-            let decision = router.resolve(url, fallback: fallback)
-            switch decision {
-            case .routed(let app, let via, _, _): return CanOpenAnswer(canOpen: true, app: app, via: via).json
-            case .noHandler: return CanOpenAnswer(canOpen: false).json
-            case .invalidURL, .invalidFallback: throw decisionError(decision)
-            }
+        // The decision url.open would take, without queuing anything. (`fallback` is an addition
+        // to the contract's {url}; an invalid URL or fallback is -32602, as for url.open.)
+        let decision = router.resolve(try p.string("url"), fallback: try p.optionalString("fallback"))
+        switch decision {
+        case .routed(let app, let via, _, _): return CanOpenAnswer(canOpen: true, app: app, via: via).json
+        case .noHandler: return CanOpenAnswer(canOpen: false).json
+        case .invalidURL, .invalidFallback: throw decisionError(decision)
         }
-        do { return try router.canOpen(url).json } catch { throw RPCError(.invalidParams, "Invalid params: \(error.message)") }
     }
 
     func urlExplain(_ p: Params) throws(RPCError) -> JSONValue {

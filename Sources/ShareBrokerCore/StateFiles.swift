@@ -295,10 +295,9 @@ public struct StateFiles: Sendable {
         for name in assocNames where name.hasSuffix(".json") && !name.hasPrefix(".") {
             // (a Unicode file name, `bücher.de.json`, is the document of the IDNA host)
             let written = String(name.dropLast(5))
-            let host = URLReference.idnaHost(written) ?? written.lowercased()
             // Named as `applinks:` entries name it: a host, with `:PORT` when the entry has one.
-            if host.isEmpty || host.contains("*") || AssociatedDomainEntry.problem(in: "applinks:" + host) != nil {
-                errors[host] = "\(name): not a host name; an association document is named after its domain "
+            guard let host = AssociatedDomainEntry.documentDomain(written) else {
+                errors[URLReference.idnaHost(written) ?? written.lowercased()] = "\(name): not a host name; an association document is named after its domain "
                     + "(DOMAIN.json, or DOMAIN:PORT.json for an applinks:DOMAIN:PORT entry)"
                 continue
             }

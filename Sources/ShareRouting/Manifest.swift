@@ -433,6 +433,17 @@ public enum URLScheme {
 }
 
 /// One `associatedDomains` entry, parsed: `service:host[?mode=...]`, host possibly `*.domain`.
+extension AssociatedDomainEntry {
+    /// The domain whose association document `written` names (a document's file name without
+    /// `.json`, `STATE/associations/HOST.json`: HOST or HOST:PORT, a Unicode host in its IDNA
+    /// form), as an `applinks:` entry names it; nil when it names no host.
+    public static func documentDomain(_ written: String) -> String? {
+        let host = URLReference.idnaHost(written) ?? written.lowercased()
+        guard !host.isEmpty, !host.contains("*"), problem(in: "applinks:" + host) == nil else { return nil }
+        return host
+    }
+}
+
 public struct AssociatedDomainEntry: Sendable, Equatable {
     /// The service, e.g. `applinks`, `webcredentials`, `activitycontinuation`.
     public var service: String

@@ -238,8 +238,9 @@ public struct URLRouter: Sendable {
             apps: apps, conflicts: c, associations: docs, schemeIndex: schemes, exactDomains: exact, wildcardDomains: wildcard)
     }
 
-    /// `host` or `host:port` lowercased, with https's default port 443 dropped.
-    static func domainKey(_ hostMaybePort: String) -> String {
+    /// `host` or `host:port` lowercased, with https's default port 443 dropped: how documents
+    /// (`STATE/associations/HOST.json`) and `applinks:` entries name a domain.
+    public static func domainKey(_ hostMaybePort: String) -> String {
         let h = URLReference.asciiLowercased(hostMaybePort)
         if h.hasSuffix(":443") { return String(h.dropLast(4)) }
         return h

@@ -40,12 +40,6 @@ let installCommandSpec = CommandSpec(
 private func printOut(_ s: String) { FileHandle.standardOutput.write(Data(s.utf8)) }
 private func printErr(_ s: String) { FileHandle.standardError.write(Data(s.utf8)) }
 
-/// True when `path` is a directory (a final symlink followed).
-private func isDirectoryFollowingLinks(_ path: String) -> Bool {
-    var isDir: ObjCBool = false
-    return FileManager.default.fileExists(atPath: path, isDirectory: &isDir) && isDir.boolValue
-}
-
 extension ImportLayout {
     /// "a JSON manifest", "an .app bundle", ...
     var article: String {
@@ -91,7 +85,7 @@ func runInstall(_ cmd: ParsedCommand) throws -> Int32 {
     // A state directory named on the command line must be there: a typo would install where no
     // broker reads (the default one is created, as the broker does at its first start).
     if cmd.value("state")?.isEmpty == true { throw cmd.usageError("option '--state' needs a path, got an empty one") }
-    if let given = cmd.value("state"), !isDirectoryFollowingLinks(given) {
+    if let given = cmd.value("state"), (try? FileIO.fileType(given, followSymlinks: true).get()) != S_IFDIR {
         printErr("sharebroker: error: the state directory \(given) \(FileIO.exists(given) ? "is not a directory" : "does not exist") (a broker creates its state directory when it first starts; check --state)\n")
         return 66  // (EX_NOINPUT, as for explain)
     }

@@ -242,12 +242,10 @@ func checkAssociation(_ cmd: ParsedCommand) throws -> Int32 {
     // this one (as the broker does).
     let domain: String?
     if let given = cmd.value("domain") {
-        let host = URLReference.idnaHost(given) ?? URLReference.asciiLowercased(given)
-        if let why = AssociatedDomainEntry.problem(in: "applinks:" + host), !host.isEmpty {
-            throw cmd.usageError("--domain '\(given)' is not a host: \(why)")
+        guard let host = AssociatedDomainEntry.documentDomain(given) else {
+            throw cmd.usageError("--domain '\(given)' is not a host (HOST or HOST:PORT, as an applinks: entry names it)")
         }
-        guard !host.isEmpty, !host.contains("*") else { throw cmd.usageError("--domain '\(given)' is not a host") }
-        domain = associationDomainKey(host)
+        domain = URLRouter.domainKey(host)
     } else {
         domain = associationDomain(fileName: path)
     }
@@ -290,7 +288,7 @@ func checkAssociation(_ cmd: ParsedCommand) throws -> Int32 {
             notMatched = "the host '\(urlHost)' has an empty label: no applinks: entry covers it, so no document makes it a universal link"
         } else if let domain {
             let host = ref.host ?? ""
-            let hostKey = associationDomainKey((URLReference.idnaHost(host) ?? host) + (ref.port.map { ":\($0)" } ?? ""))
+            let hostKey = URLRouter.domainKey((URLReference.idnaHost(host) ?? host) + (ref.port.map { ":\($0)" } ?? ""))
             let (docHost, docPort) = splitPort(domain)
             let (urlHost, urlPort) = splitPort(hostKey)
             let isSubdomain = urlPort == docPort && urlHost.hasSuffix("." + docHost) && !urlHost.hasPrefix(".") && !urlHost.contains("..")
@@ -327,26 +325,15 @@ func checkAssociation(_ cmd: ParsedCommand) throws -> Int32 {
 }
 
 
-/// `host` or `host:port` lowercased, https's default port dropped: how the broker names a
-/// document's domain (`STATE/associations/HOST.json`) and a URL's.
-func associationDomainKey(_ hostMaybePort: String) -> String {
-    let h = URLReference.asciiLowercased(hostMaybePort)
-    return h.hasSuffix(":443") ? String(h.dropLast(4)) : h
-}
-
 /// The domain a document's file name gives (`example.com.json` → `example.com`, as the broker
 /// reads `STATE/associations/`); nil when the name is no host (`apple-app-site-association`).
 func associationDomain(fileName path: String) -> String? {
     let name = path.split(separator: "/", omittingEmptySubsequences: true).last.map(String.init) ?? path
     guard name.hasSuffix(".json") else { return nil }
-    let written = String(name.dropLast(5))
-    let host = URLReference.idnaHost(written) ?? URLReference.asciiLowercased(written)
     // (a name with a dot, or localhost: a bare word such as `aasa.json` names a file, not a host)
+    guard let host = AssociatedDomainEntry.documentDomain(String(name.dropLast(5))) else { return nil }
     let bare = splitPort(host).host
-    guard !host.isEmpty, !host.contains("*"), bare.contains(".") || bare == "localhost",
-        AssociatedDomainEntry.problem(in: "applinks:" + host) == nil
-    else { return nil }
-    return associationDomainKey(host)
+    return bare.contains(".") || bare == "localhost" ? URLRouter.domainKey(host) : nil
 }
 
 /// `host:port` split at the port's colon ("" when there is none).

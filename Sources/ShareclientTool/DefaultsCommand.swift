@@ -155,10 +155,7 @@ func runDefaults(_ cmd: ParsedCommand, socket: String) throws -> Int32 {
 /// the broker refuses).
 private func defaultsSession(_ cmd: ParsedCommand, socket: String) throws -> BrokerConnection {
     let bundle = cmd.value("as") ?? ProcessInfoLite.env("SHAREBROKER_BUNDLE_ID")
-    try checkRole(cmd, bundle: bundle)  // a usage error before any connection
-    if cmd.value("role") == "tool" {
-        throw cmd.usageError("defaults acts as an app or extension: option '--role' cannot be tool")
-    }
+    try checkRole(cmd, bundle: bundle, actsAsBundle: true)  // a usage error before any connection
     // (group defaults are an app's or extension's: without one it is a usage error, as for
     // the other commands that act as one, not the broker's "not for role tool")
     if bundle == nil && cmd.value("role") == nil {

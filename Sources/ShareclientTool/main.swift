@@ -260,12 +260,7 @@ func connect(_ cmd: ParsedCommand, hello: Bool = true, asBundle: Bool = false, d
     let role = cmd.value("role")
     let actsAsBundle = role != "tool" && (asBundle || role == "app" || role == "extension")
     let bundle = cmd.value("as") ?? (actsAsBundle ? ProcessInfoLite.env("SHAREBROKER_BUNDLE_ID") : nil)
-    if hello {
-        try checkRole(cmd, bundle: bundle)  // a usage error before any connection
-        if asBundle && role == "tool" {
-            throw cmd.usageError("\(cmd.subcommand) acts as an app or extension: option '--role' cannot be tool")
-        }
-    }
+    if hello { try checkRole(cmd, bundle: bundle, actsAsBundle: asBundle) }  // a usage error before any connection
     // (a command that acts as an app or extension says so before it connects, as listen does,
     // rather than getting the broker's "not for role tool")
     if asBundle && hello && bundle == nil && cmd.value("role") == nil {
@@ -291,11 +286,15 @@ func tokenFor(_ cmd: ParsedCommand, bundle: String?) -> String? {
 
 /// `--role`, when given, is app, extension or tool, and fits the bundle the session speaks as:
 /// an app or extension needs one (`bundle`: --as, else $SHAREBROKER_BUNDLE_ID), a tool has none
-/// (an --as would be dropped unsaid).
-func checkRole(_ cmd: ParsedCommand, bundle: String?) throws {
+/// (an --as would be dropped unsaid), and a command that `actsAsBundle` cannot be one.
+func checkRole(_ cmd: ParsedCommand, bundle: String?, actsAsBundle: Bool) throws {
     guard let role = cmd.value("role") else { return }
     guard ["app", "extension", "tool"].contains(role) else {
         throw cmd.usageError("option '--role' must be app, extension or tool; got '\(role)'")
+    }
+    if actsAsBundle && role == "tool" {
+        let command = cmd.path.dropFirst().first ?? cmd.subcommand  // (defaults, for defaults list)
+        throw cmd.usageError("\(command) acts as an app or extension: option '--role' cannot be tool")
     }
     if role != "tool" && bundle == nil {
         throw cmd.usageError("option '--role \(role)' speaks as an \(role): it needs --as BUNDLE (or $SHAREBROKER_BUNDLE_ID)")

@@ -8,6 +8,33 @@ import ShareProtocol
 import ShareSystem
 import XCTest
 
+/// A listening socket at `path` whose `accept` blocks (for a fake broker's thread).
+private func blockingListener(_ path: String) throws -> Int32 {
+    let listener = try UnixSocket.listen(path: path)
+    _ = fcntl(listener, F_SETFL, fcntl(listener, F_GETFL) & ~O_NONBLOCK)
+    return listener
+}
+
+/// A fake broker's side of a connection: reads newline-framed requests and answers each, by its
+/// id, with the result `answer` gives (JSON text), until the peer closes or `limit` are answered.
+private func answerLines(_ fd: Int32, upTo limit: Int = .max, _ answer: (JSONValue) -> String) {
+    var pending: [UInt8] = []
+    var buf = [UInt8](repeating: 0, count: 4096)
+    var answered = 0
+    while answered < limit {
+        let n = read(fd, &buf, buf.count)
+        if n <= 0 { return }
+        pending += buf[0..<n]
+        while answered < limit, let nl = pending.firstIndex(of: 0x0A) {
+            let request = (try? JSONParser.parse(Array(pending[..<nl]))) ?? .null
+            pending.removeSubrange(...nl)
+            let id = request["id"]?.compactText ?? "null"
+            _ = (#"{"jsonrpc":"2.0","id":"# + id + #","result":"# + answer(request) + "}\n").withCString { write(fd, $0, strlen($0)) }
+            answered += 1
+        }
+    }
+}
+
 final class ShareclientCommandTests: XCTestCase {
     let manifest = """
         {"bundleID": "com.mycompany.myapp", "teamID": "ABCDE12345", "urlSchemes": ["deeplinkmyapp"],
@@ -278,9 +305,8 @@ final class BadInputTests: XCTestCase {
     func testAPeerThatIsNotABrokerExitsSeventy() throws {
         let dir = TempDir()
         let path = dir.path + "/fake.sock"
-        let listener = try UnixSocket.listen(path: path)
+        let listener = try blockingListener(path)
         defer { close(listener) }
-        _ = fcntl(listener, F_SETFL, fcntl(listener, F_GETFL) & ~O_NONBLOCK)  // (the thread below waits in accept)
         let server = Thread {
             for reply in ["this is not json\n", #"{"jsonrpc":"2.0","method":5}"# + "\n"] {
                 let fd = accept(listener, nil, nil)
@@ -306,9 +332,8 @@ final class BadInputTests: XCTestCase {
     func testAPeerThatHangsUpOrAnswersTheWrongShapeIsNotABroker() throws {
         let dir = TempDir()
         let path = dir.path + "/fake.sock"
-        let listener = try UnixSocket.listen(path: path)
+        let listener = try blockingListener(path)
         defer { close(listener) }
-        _ = fcntl(listener, F_SETFL, fcntl(listener, F_GETFL) & ~O_NONBLOCK)
         let server = Thread {
             // 1. Says its piece without reading, and closes.
             var fd = accept(listener, nil, nil)
@@ -318,23 +343,12 @@ final class BadInputTests: XCTestCase {
             // 2. Answers every request, by its id, with a result of the wrong shape.
             fd = accept(listener, nil, nil)
             guard fd >= 0 else { return }
-            var pending: [UInt8] = []
-            var buf = [UInt8](repeating: 0, count: 4096)
-            while true {
-                let n = read(fd, &buf, buf.count)
-                if n <= 0 { break }
-                pending += buf[0..<n]
-                while let nl = pending.firstIndex(of: 0x0A) {
-                    let line = Array(pending[..<nl])
-                    pending.removeSubrange(...nl)
-                    let id = (try? JSONParser.parse(line))?["id"]?.compactText ?? "null"
-                    _ = (#"{"jsonrpc":"2.0","id":"# + id + #","result":{"ok":true}}"# + "\n").withCString { write(fd, $0, strlen($0)) }
-                }
-            }
+            answerLines(fd) { _ in #"{"ok":true}"# }
             close(fd)
             // 3. Reads the request and hangs up without a word (a broker killed mid-call).
             fd = accept(listener, nil, nil)
             guard fd >= 0 else { return }
+            var buf = [UInt8](repeating: 0, count: 4096)
             _ = read(fd, &buf, buf.count)
             close(fd)
         }
@@ -357,33 +371,17 @@ final class BadInputTests: XCTestCase {
     func testReadOutputLostPartwayRemovesAFileItCreated() throws {
         let dir = TempDir()
         let path = dir.path + "/fake.sock"
-        let listener = try UnixSocket.listen(path: path)
+        let listener = try blockingListener(path)
         defer { close(listener) }
-        _ = fcntl(listener, F_SETFL, fcntl(listener, F_GETFL) & ~O_NONBLOCK)
         let server = Thread {
             // Twice: answers hello and the first share.read (3 of 6 bytes), then hangs up.
             for _ in 0..<2 {
                 let fd = accept(listener, nil, nil)
                 guard fd >= 0 else { return }
-                var pending: [UInt8] = []
-                var buf = [UInt8](repeating: 0, count: 4096)
-                var answered = 0
-                reading: while answered < 2 {
-                    let n = read(fd, &buf, buf.count)
-                    if n <= 0 { break }
-                    pending += buf[0..<n]
-                    while let nl = pending.firstIndex(of: 0x0A) {
-                        let request = (try? JSONParser.parse(Array(pending[..<nl]))) ?? .null
-                        pending.removeSubrange(...nl)
-                        let id = request["id"]?.compactText ?? "null"
-                        let result =
-                            request["method"] == "hello"
-                            ? #"{"protocol":1,"broker":{"name":"sharebroker","version":"0"},"session":1,"role":"app","bundleID":"com.a"}"#
-                            : #"{"data":"YWJj","offset":0,"size":6,"eof":false}"#
-                        _ = (#"{"jsonrpc":"2.0","id":"# + id + #","result":"# + result + "}\n").withCString { write(fd, $0, strlen($0)) }
-                        answered += 1
-                        if answered == 2 { break reading }
-                    }
+                answerLines(fd, upTo: 2) { request in
+                    request["method"] == "hello"
+                        ? #"{"protocol":1,"broker":{"name":"sharebroker","version":"0"},"session":1,"role":"app","bundleID":"com.a"}"#
+                        : #"{"data":"YWJj","offset":0,"size":6,"eof":false}"#
                 }
                 close(fd)
             }
