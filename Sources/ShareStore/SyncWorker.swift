@@ -19,12 +19,21 @@ public struct SyncJob: @unchecked Sendable {  // owned by whoever holds it: the 
     public var directories: [String] = []
     /// The journal records.
     public var batch: JournalBatch?
+    /// The store the job writes (set by `TurnLog.beginAll`; nil: none named).
+    public var owner: ObjectIdentifier? = nil
+    /// Stores of the same commit whose jobs must be durable before this one is written: a request
+    /// changed them together with this store (a share's record before the event announcing it).
+    /// When one of them fails, this job is not written and fails too.
+    public var after: [ObjectIdentifier] = []
 
     /// Creates a job.
     public init(directories: [String] = [], batch: JournalBatch?) {
         self.directories = directories
         self.batch = batch
     }
+
+    /// The error of a job not written because a store it must follow failed.
+    public static let notWritten = "not written: a request changed it together with another store, whose commit failed"
 
     /// True when there is nothing to write or sync.
     public var isEmpty: Bool { directories.isEmpty && batch == nil }
@@ -41,8 +50,8 @@ public struct SyncJob: @unchecked Sendable {  // owned by whoever holds it: the 
 /// One worker thread that runs commits handed to it, in order, and reports each through a pipe
 /// the loop polls (`wakeDescriptor`).
 public final class SyncWorker: @unchecked Sendable {  // state guarded by `lock`
-    /// One commit: the jobs of the stores in commit order. A failed job stops the rest (a later
-    /// store's records are never durable without an earlier one's: a share before its event).
+    /// One commit: the jobs of the stores in commit order. A failed job stops those that must come
+    /// after it (`SyncJob.after`: a share's record before its event); the others are written.
     public typealias Commit = (id: UInt64, jobs: [SyncJob])
     /// What happened to a commit: one error (or nil) per job, in order.
     public typealias Outcome = (id: UInt64, errors: [StoreError?])
@@ -130,20 +139,25 @@ public final class SyncWorker: @unchecked Sendable {  // state guarded by `lock`
         return takeOutcomes()
     }
 
-    /// Runs a commit's jobs in order on the calling thread; a failed job stops the rest. The
-    /// worker does this off the loop; the loop does it itself when waiting costs less than handing
-    /// over (a lone request on an idle broker).
+    /// Runs a commit's jobs in order on the calling thread. A job whose `after` names a store that
+    /// failed (or was not written) is not written and fails too: a later store's records are never
+    /// durable without those of an earlier one a request changed with it. Other jobs are written,
+    /// whatever failed before them (one group's journal failing does not fail other groups'
+    /// shares, nor the `url.open`s of the same commit). The worker does this off the loop; the
+    /// loop does it itself when waiting costs less than handing over (a lone request on an idle
+    /// broker).
     public static func run(_ jobs: [SyncJob]) -> [StoreError?] {
         var errors: [StoreError?] = []
-        var failedBefore = false
+        errors.reserveCapacity(jobs.count)
+        var failed: [ObjectIdentifier] = []  // (owners of the jobs that failed so far: rare)
         for job in jobs {
-            if failedBefore {
-                // Not written: an earlier store of this commit failed (and must come first).
-                errors.append(StoreError("not written: an earlier store of the same commit failed"))
+            if !failed.isEmpty, !job.after.isEmpty, job.after.contains(where: { failed.contains($0) }) {
+                if let owner = job.owner { failed.append(owner) }
+                errors.append(StoreError(SyncJob.notWritten))
                 continue
             }
             let e = job.run()
-            if e != nil { failedBefore = true }
+            if e != nil, let owner = job.owner { failed.append(owner) }
             errors.append(e)
         }
         return errors

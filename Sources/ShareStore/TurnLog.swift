@@ -103,7 +103,29 @@ public final class TurnLog {
             if dirtyIDs.insert(id).inserted { dirty.append(p) }
             lastTouched = id
         }
+        // (a request changing a second store: rare, a share announced by its event)
+        if requestTouched.first != nil && !requestTouched.contains(id) { link(id, with: requestTouched) }
         requestTouched.insert(id)
+    }
+
+    /// Pairs of stores one request changed together since the last commit began: the one later
+    /// in commit order is written only once the other is durable (`SyncJob.after`).
+    private var links: [(ObjectIdentifier, ObjectIdentifier)] = []
+
+    private func link(_ id: ObjectIdentifier, with others: TouchedStores) {
+        if let first = others.first { links.append((first, id)) }
+        for other in others.more { links.append((other, id)) }
+    }
+
+    /// The stores linked to `p` that come before it in commit order (among `list`).
+    private func predecessors(of p: TurnParticipant, in list: [TurnParticipant], links: [(ObjectIdentifier, ObjectIdentifier)]) -> [ObjectIdentifier] {
+        let id = ObjectIdentifier(p)
+        var out: [ObjectIdentifier] = []
+        for q in list where q.commitOrder < p.commitOrder {
+            let qid = ObjectIdentifier(q)
+            if links.contains(where: { ($0.0 == qid && $0.1 == id) || ($0.0 == id && $0.1 == qid) }) { out.append(qid) }
+        }
+        return out
     }
 
     /// The store `touch` saw last (always in `dirtyIDs`; nil once the log is taken).
@@ -114,17 +136,35 @@ public final class TurnLog {
         if !requestTouched.isEmpty { requestTouched = TouchedStores() }
     }
 
-    /// Commits every dirty store; returns the ids of those that failed, with their errors.
+    /// Commits every dirty store; returns the ids of those that failed, with their errors. A store
+    /// that a request changed together with an earlier one that failed is not written either.
     public func commitAll() -> [ObjectIdentifier: StoreError] {
         var failed: [ObjectIdentifier: StoreError] = [:]
-        for p in takeDirty() {
+        let (list, links) = takeDirtyAndLinks()
+        for p in list {
+            if !failed.isEmpty, predecessors(of: p, in: list, links: links).contains(where: { failed[$0] != nil }) {
+                notWritten(p, &failed)
+                continue
+            }
             do { try p.commitTurn() } catch { failed[ObjectIdentifier(p)] = error }
         }
         return failed
     }
 
+    /// Undoes what `p` holds (a store linked to an earlier one that failed) and counts it failed.
+    private func notWritten(_ p: TurnParticipant, _ failed: inout [ObjectIdentifier: StoreError]) {
+        let error = StoreError(SyncJob.notWritten)
+        failed[ObjectIdentifier(p)] = error
+        let job: SyncJob?
+        do { job = try p.beginCommit() } catch { return }
+        p.finishCommit(job, error: error)
+    }
+
     /// The dirty stores in commit order (a stable sort), leaving the log clean.
-    func takeDirty() -> [TurnParticipant] {
+    func takeDirty() -> [TurnParticipant] { takeDirtyAndLinks().list }
+
+    /// `takeDirty`, with the links between them (`links`), which it clears too.
+    func takeDirtyAndLinks() -> (list: [TurnParticipant], links: [(ObjectIdentifier, ObjectIdentifier)]) {
         var list = dirty
         if list.count > 1 {
             list = list.enumerated().sorted { ($0.element.commitOrder, $0.offset) < ($1.element.commitOrder, $1.offset) }.map(\.element)
@@ -132,7 +172,9 @@ public final class TurnLog {
         dirty.removeAll(keepingCapacity: true)
         dirtyIDs.removeAll(keepingCapacity: true)
         lastTouched = nil
-        return list
+        let taken = links
+        if !links.isEmpty { links.removeAll(keepingCapacity: true) }
+        return (list, taken)
     }
 
     /// True when some store waits for a commit.
@@ -143,28 +185,31 @@ public final class TurnLog {
 
     /// Pipelined commit: `beginCommit` of every dirty store, in commit order. Returns the stores
     /// with their jobs (nil: nothing to write) and those that failed to begin (already rolled back).
-    /// A store that comes later in commit order than one that failed to begin is not written
-    /// either (its changes are undone and it counts as failed): a share's event is never durable
-    /// without its share, as `SyncWorker.run` keeps it once the jobs are handed over.
+    /// A store that a request changed together with one earlier in commit order that failed to
+    /// begin is not written either (its changes are undone and it counts as failed): a share's
+    /// event is never durable without its share, as `SyncWorker.run` keeps it once the jobs are
+    /// handed over (each job names the stores it must follow, `SyncJob.after`). Stores no request
+    /// linked to a failed one are written: a group's failure takes nothing from other groups, nor
+    /// from the event queues' `url.open`s.
     public func beginAll() -> (stores: [(TurnParticipant, SyncJob?)], failed: [ObjectIdentifier: StoreError]) {
         var failed: [ObjectIdentifier: StoreError] = [:]
         var stores: [(TurnParticipant, SyncJob?)] = []
-        var failedOrder: Int? = nil
-        for p in takeDirty() {
-            if let order = failedOrder, p.commitOrder > order {
-                let error = StoreError("not written: an earlier store of the same commit failed")
-                let job: SyncJob?
-                do { job = try p.beginCommit() } catch {
-                    failed[ObjectIdentifier(p)] = error
-                    continue
-                }
-                p.finishCommit(job, error: error)
-                failed[ObjectIdentifier(p)] = error
+        let (list, links) = takeDirtyAndLinks()
+        for p in list {
+            let after = links.isEmpty ? [] : predecessors(of: p, in: list, links: links)
+            if !failed.isEmpty, after.contains(where: { failed[$0] != nil }) {
+                notWritten(p, &failed)
                 continue
             }
-            do { stores.append((p, try p.beginCommit())) } catch {
+            do {
+                var job = try p.beginCommit()
+                if job != nil {
+                    job!.owner = ObjectIdentifier(p)
+                    job!.after = after
+                }
+                stores.append((p, job))
+            } catch {
                 failed[ObjectIdentifier(p)] = error
-                if failedOrder == nil { failedOrder = p.commitOrder }
             }
         }
         return (stores, failed)
