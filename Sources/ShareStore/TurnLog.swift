@@ -113,8 +113,13 @@ public final class TurnLog {
     private var links: [(ObjectIdentifier, ObjectIdentifier)] = []
 
     private func link(_ id: ObjectIdentifier, with others: TouchedStores) {
-        if let first = others.first { links.append((first, id)) }
-        for other in others.more { links.append((other, id)) }
+        func add(_ other: ObjectIdentifier) {
+            // (a turn of shares announced by their events repeats one pair: kept once in a row)
+            if let last = links.last, last.0 == other && last.1 == id { return }
+            links.append((other, id))
+        }
+        if let first = others.first { add(first) }
+        for other in others.more { add(other) }
     }
 
     /// The stores linked to `p` that come before it in commit order (among `list`).
