@@ -942,7 +942,11 @@ public final class Broker {
                 found.ran = true
             },
             { [unowned self] in
-                if found.ran { return applyLaunchChecks(found.issues, load: load) }
+                if found.ran {
+                    let recorded = applyLaunchChecks(found.issues, load: load)
+                    config.launchChecksTakenIn?(recorded)
+                    return recorded
+                }
                 // (work taken back before it ran: the request that wanted it closed)
                 if load == manifestLoads { startLaunchChecks() }
                 return false

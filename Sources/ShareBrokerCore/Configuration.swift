@@ -108,6 +108,9 @@ public struct BrokerConfiguration: Sendable {
     /// Test seam: runs on the launch thread that checks every app's launch after a reload, before
     /// it starts (so a test can hold the checks back and see the loop go on meanwhile).
     public var launchCheckGate: (@Sendable () -> Void)? = nil
+    /// Test seam: called on the loop once launch checks that ran on a launch thread are taken in:
+    /// whether they were recorded (false: dropped, of manifests a later reload replaced).
+    public var launchChecksTakenIn: (@Sendable (_ recorded: Bool) -> Void)? = nil
     /// Test seam: runs on that thread after the launch's process was spawned (or failed to be),
     /// before the loop records it.
     public var launchSpawnedGate: (@Sendable () -> Void)? = nil

@@ -311,6 +311,15 @@ final class FirstAndLaterGates: @unchecked Sendable {
     }
 }
 
+/// Whether each piece of launch checks the loop took in was recorded (`launchChecksTakenIn`), in
+/// the order the loop took them in.
+final class TakenInChecks: @unchecked Sendable {
+    private let lock = NSLock()
+    private var list: [Bool] = []
+    var recorded: [Bool] { lock.withLock { list } }
+    var record: @Sendable (Bool) -> Void { { [self] r in lock.withLock { list.append(r) } } }
+}
+
 /// A reload's checks of every launch (for `apps.list`'s warnings) run on the launch threads too.
 final class LaunchCheckOffLoopTests: XCTestCase {
     let bundle = "com.mycompany.myapp"
@@ -358,8 +367,12 @@ final class LaunchCheckOffLoopTests: XCTestCase {
     func testASignalledReloadChecksLaunchesOffTheLoopAndTheNewestChecksWin() throws {
         let gates = FirstAndLaterGates()
         defer { gates.releaseAll() }
+        let takenIn = TakenInChecks()
         let h = BrokerHarness(manifests: ["10-myapp.json": manifest(["/nonexistent/first"])])
-        try h.start { $0.launchCheckGate = gates.gate }
+        try h.start { c in
+            c.launchCheckGate = gates.gate
+            c.launchChecksTakenIn = takenIn.record
+        }
         defer { h.stop() }
         let tool = try h.tool()
         let atStart = launchWarnings(try tool.call("apps.list"))
@@ -385,7 +398,8 @@ final class LaunchCheckOffLoopTests: XCTestCase {
         try third()
         // The first reload's checks end last: dropped (they are of manifests no longer loaded).
         gates.first.signal()
-        Thread.sleep(forTimeInterval: 0.3)
+        XCTAssertTrue(waitUntil(timeout: 10) { takenIn.recorded.count == 2 }, "the first reload's checks were never taken in")
+        XCTAssertEqual(takenIn.recorded, [true, false], "the second reload's checks recorded, the first one's dropped")
         try third()
         XCTAssertNil(try tool.call("apps.list")["launchChecksRunning"])
     }
