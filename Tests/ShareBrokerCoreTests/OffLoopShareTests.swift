@@ -27,6 +27,35 @@ final class WorkGate: @unchecked Sendable {
     func release() { permits.signal() }
 }
 
+/// Sees the threads that called `note` end: each is given a thread-specific value whose
+/// destructor POSIX runs as the thread exits.
+final class ThreadsSeen: @unchecked Sendable {  // counts guarded by `lock`
+    private let lock = NSLock()
+    private var noted = 0
+    private var ended = 0
+    private static let key: pthread_key_t = {
+        var key = pthread_key_t()
+        let r = pthread_key_create(&key) { value in
+            guard let value = value as UnsafeMutableRawPointer? else { return }
+            let seen = Unmanaged<ThreadsSeen>.fromOpaque(value).takeRetainedValue()
+            seen.lock.withLock { seen.ended += 1 }
+        }
+        precondition(r == 0, "pthread_key_create: \(r)")
+        return key
+    }()
+
+    /// Notes the calling thread (once).
+    func note() {
+        guard pthread_getspecific(ThreadsSeen.key) == nil else { return }
+        lock.withLock { noted += 1 }
+        pthread_setspecific(ThreadsSeen.key, Unmanaged.passRetained(self).toOpaque())
+    }
+    /// Threads noted.
+    var count: Int { lock.withLock { noted } }
+    /// True once every thread noted has ended.
+    var allEnded: Bool { lock.withLock { ended == noted } }
+}
+
 final class OffLoopShareTests: XCTestCase {
     let group = "group.com.example.pdf"
 
@@ -299,7 +328,15 @@ final class OffLoopShareTests: XCTestCase {
     /// later members "not run".
     func testAStopWhoseGracePeriodEndsDuringFileWorkAnswersStorageFailure() throws {
         let gate = WorkGate()
-        let h = try start(gate) { $0.shutdownGraceSeconds = 0.5 }
+        let workThreads = ThreadsSeen()
+        let h = try start(gate) { c in
+            c.shutdownGraceSeconds = 0.5
+            let held = c.offLoopGate
+            c.offLoopGate = {
+                workThreads.note()
+                held?()
+            }
+        }
         let dir = TempDir()
         let source = pdfFile(dir)
         let sender = try h.rawSession()
@@ -329,10 +366,12 @@ final class OffLoopShareTests: XCTestCase {
         XCTAssertEqual(batch[1]["error"]?["code"]?.intValue, -32005)
         XCTAssertTrue(batch[2]["error"]?["message"]?.stringValue?.contains("stopping; not run") ?? false, "\(batch[2])")
         XCTAssertEqual(stopped.wait(timeout: .now() + 10), .success)
+        XCTAssertEqual(workThreads.count, 2, "the two held pieces of work ran on two threads")
         gate.release()
         gate.release()
-        // Nothing of either share was recorded.
-        usleep(200_000)
+        // The held work runs to its end after the stop (the stopped pool's threads end after it):
+        // nothing of either share was recorded.
+        XCTAssertTrue(waitUntil(timeout: 10) { workThreads.allEnded }, "the held work ran to its end")
         let again = BrokerHarness()
         try? FileManager.default.removeItem(atPath: again.state)
         try FileManager.default.copyItem(atPath: h.state, toPath: again.state)
