@@ -236,7 +236,13 @@ public final class Journal {
     var directorySyncOwed = false
 
     /// Opens (creating if needed) the journal in `directory`. Call `replay` before appending.
-    public init(directory: String, name: String) throws(StoreError) {
+    public convenience init(directory: String, name: String) throws(StoreError) {
+        try self.init(directory: directory, name: name, listDirectory: FileIO.listDirectory)
+    }
+
+    /// The same, listing `directory` with `listDirectory` (`FileIO.listDirectory`; a test's
+    /// stand-in may fail).
+    init(directory: String, name: String, listDirectory: (String) -> [String]?) throws(StoreError) {
         self.directory = directory
         self.name = name
         let created: [String]
@@ -244,7 +250,7 @@ public final class Journal {
         guard FileIO.isPlainDirectory(directory) else {
             throw StoreError("\(directory) is not a plain directory (a symlink?); refusing to keep a journal there")
         }
-        guard let entries = FileIO.listDirectory(directory) else {
+        guard let entries = listDirectory(directory) else {
             throw StoreError("cannot read the directory \(directory)")
         }
         let prefix = name + "-"

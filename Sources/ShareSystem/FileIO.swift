@@ -50,6 +50,21 @@ public enum FileIO {
     /// Names in a directory (without `.` and `..`), sorted; nil (with `errno` set) when it cannot
     /// be opened or a `readdir` fails partway: a partial list is never returned as the whole.
     public static func listDirectory(_ path: String) -> [String]? {
+        listDirectory(path, readEntry: { readdir($0) })
+    }
+
+    /// What `opendir` returns.
+    #if canImport(Darwin)
+        typealias DirectoryStream = UnsafeMutablePointer<DIR>
+    #else
+        typealias DirectoryStream = OpaquePointer
+    #endif
+
+    /// `listDirectory` reading each entry with `readEntry` (`readdir`; a test's stand-in may fail
+    /// partway, returning nil with `errno` set).
+    static func listDirectory(
+        _ path: String, readEntry: (DirectoryStream) -> UnsafeMutablePointer<dirent>?
+    ) -> [String]? {
         guard let dir = opendir(path) else { return nil }
         defer {
             let err = errno
@@ -62,7 +77,7 @@ public enum FileIO {
         let nameOffset = MemoryLayout<dirent>.offset(of: \dirent.d_name) ?? 0
         while true {
             errno = 0  // (readdir's end and its failure both return NULL: errno tells them apart)
-            guard let entry = readdir(dir) else { break }
+            guard let entry = readEntry(dir) else { break }
             let cName = (UnsafeRawPointer(entry) + nameOffset).assumingMemoryBound(to: CChar.self)
             let name = String(decoding: UnsafeRawBufferPointer(start: cName, count: strlen(cName)), as: UTF8.self)
             if name != "." && name != ".." { names.append(name) }
