@@ -265,8 +265,9 @@ extension Broker {
     /// At the end of the shutdown grace period: every request still waiting for off-loop work
     /// (running, or not started) is answered `stoppedBeforeWorkFinished` (a batch's later
     /// members: "not run"), as if its work had failed. Nothing of it is recorded; the task
-    /// stays listed, so the stop takes back what its work made once it ends (what it leaves
-    /// unfinished is removed at the next start, as orphans without a record).
+    /// stays listed, so the stop takes back what its work made if it ends before the loop does
+    /// (work that ends later closes what it opened itself, `PathProbe`; files it leaves are
+    /// removed at the next start, as orphans without a record).
     func answerUnfinishedWork() {
         for task in Array(offLoop.values) {
             guard let conn = task.conn, !conn.closed, let s = conn.suspended, s.task === task else { continue }

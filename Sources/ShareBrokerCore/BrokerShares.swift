@@ -73,6 +73,11 @@ final class PathProbe: @unchecked Sendable {  // run by one worker thread, then 
         for case .opened(let fd, _, _) in outcomes.values { FD.close(fd) }
         outcomes = [:]
     }
+
+    // Work that ends after the broker stopped is neither finished nor cancelled by the loop (it
+    // has ended): what it opened is closed when the last reference to it goes (the pool's, once
+    // the work has run). The loop takes the descriptors it uses out of `outcomes`.
+    deinit { closeUnused() }
 }
 
 extension Broker {

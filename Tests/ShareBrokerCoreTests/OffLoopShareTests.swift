@@ -372,6 +372,16 @@ final class OffLoopShareTests: XCTestCase {
         // The held work runs to its end after the stop (the stopped pool's threads end after it):
         // nothing of either share was recorded.
         XCTAssertTrue(waitUntil(timeout: 10) { workThreads.allEnded }, "the held work ran to its end")
+        // The held work opened the source after the stop, and the loop that would have taken its
+        // descriptors is gone: they are closed with the work's result, not left open in the
+        // process that ran the broker (an embedding one goes on).
+        #if os(Linux)
+            func openOnSource() -> [String] {
+                let fds = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
+                return fds.filter { (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/" + $0)) == source }
+            }
+            XCTAssertTrue(waitUntil(timeout: 10) { openOnSource().isEmpty }, "descriptors of the shared file left open by work that ended after the stop: \(openOnSource())")
+        #endif
         let again = BrokerHarness()
         try? FileManager.default.removeItem(atPath: again.state)
         try FileManager.default.copyItem(atPath: h.state, toPath: again.state)
