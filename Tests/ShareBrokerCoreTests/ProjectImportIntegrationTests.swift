@@ -160,13 +160,14 @@ final class ProjectImportIntegrationTests: XCTestCase {
     }
 
     func testAppsFoldersAreImportedAtStart() throws {
-        // Needs StateFiles.load to import STATE/apps folders (ProjectImporter.importDirectories).
+        // StateFiles.load imports STATE/apps folders (ProjectImporter.importDirectories): a
+        // failure, not a skip, when it does not (a skip here once hid that import going away).
         let probe = TempDir()
         try FileManager.default.createDirectory(atPath: probe.path + "/apps", withIntermediateDirectories: true)
         try FileManager.default.copyItem(atPath: iosFixtureDir + "/bundle/MyApp.app", toPath: probe.path + "/apps/MyApp.app")
-        if StateFiles.load(stateDirectory: probe.path).registry.apps.isEmpty {
-            throw XCTSkip("StateFiles.load does not import STATE/apps folders yet")
-        }
+        XCTAssertEqual(
+            StateFiles.load(stateDirectory: probe.path).registry.apps.map(\.bundleID), ["com.mycompany.myapp"],
+            "StateFiles.load imports an .app folder in STATE/apps")
 
         let h = BrokerHarness(manifests: ["zz-plain.json": #"{"bundleID": "com.example.plain", "urlSchemes": ["plain"]}"#])
         try FileManager.default.copyItem(atPath: iosFixtureDir + "/bundle/MyApp.app", toPath: h.state + "/apps/MyApp.app")
