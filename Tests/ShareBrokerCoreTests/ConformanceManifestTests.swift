@@ -237,11 +237,10 @@ final class ConformanceManifestTests: XCTestCase {
         h.dir.write("state/apps/notes.json", manifestJSON("com.example.notes", groups: ["group.com.example.notes"]))
         _ = try tool.call("apps.reload")
         XCTAssertThrowsError(try ext.call("share.send", url), "the removed extension's session ended") { error in
-            // Not run: what comes back is the broker's reason, without an id, then the close.
-            if case ClientError.rpc(let e) = error {
-                XCTAssertEqual(e.code, -32001)
-                XCTAssertTrue(e.message.contains("session ended by a manifest reload: its bundle com.example.notes.share"), e.message)
-            }
+            // What comes back is the broker's reason, without an id (thrown as .rpc), then the close.
+            guard case ClientError.rpc(let e) = error else { return XCTFail("not the broker's reason: \(error)") }
+            XCTAssertEqual(e.code, -32001)
+            XCTAssertTrue(e.message.contains("session ended by a manifest reload: its bundle com.example.notes.share"), e.message)
         }
         let refused = try h.connect()
         expectRPCError(-32001, messageContains: "unknown bundle ID") { try refused.hello(role: "extension", bundleID: "com.example.notes.share") }
