@@ -150,3 +150,131 @@ final class IndependentStoresTests: XCTestCase {
         XCTAssertEqual(try h.tool().call("broker.status")["pendingShares"]?.intValue, 1)
     }
 }
+
+/// (Review) `TurnLog.requestTouched` was reset only by the next request: a change made outside
+/// any request (here the ack that withdraws the event of a share its group's failed commit took
+/// back, `Compensation.withdraw`; likewise compaction's copies, take-backs, events queued again)
+/// was linked to the stores the last request run had touched, here another group's. That
+/// group's failure in the next commit then stopped the event queues: the url.open of that commit
+/// answered -32005 although no request had changed both stores.
+final class StaleTouchLinkTests: XCTestCase {
+    /// Counts space reservations (each append reserves its own bytes: `journalSpace` below): the
+    /// test knows the loop is inside a request once that request's append has reserved.
+    final class Reserves: @unchecked Sendable {
+        let lock = NSLock()
+        var count = 0
+        func add() { lock.withLock { count += 1 } }
+        var value: Int { lock.withLock { count } }
+    }
+
+    func testAChangeOutsideARequestLinksNoStores() throws {
+        let faults = SyncFaults()
+        let reserves = Reserves()
+        let h = BrokerHarness(manifests: ["10-myapp.json": youtubeApp, "20-other.json": otherURLApp])
+        try h.start {
+            let inject = faults.injector
+            $0.storeFaults = { p in
+                if case .reserve = p { reserves.add() }
+                return inject(p)
+            }
+            $0.journalSpace = (reserveChunk: 1, freeingHeadroom: 0)
+            $0.commitPacingLongestWait = 0
+        }
+        defer { h.stop() }
+        var warm: [RawClient] = []
+        for bundle in ["com.mycompany.myapp.share", "com.other.reader.share"] {
+            let c = try h.rawSession(role: "extension", bundleID: bundle)
+            c.send(requestLine(id: "1", method: "share.send", params: #"{"items":[{"url":"https://example.com/warmup"}]}"#))
+            XCTAssertNotNil(c.readJSON(timeout: 10)?["result"], "warm-up share of \(bundle)")
+            warm.append(c)
+        }
+        let (first, second) = (warm[0], warm[1])
+        let opener = try h.rawSession()
+        opener.send(requestLine(id: "1", method: "url.open", params: #"{"url":"deeplinkmyapp://warmup"}"#))
+        XCTAssertNotNil(opener.readJSON(timeout: 10)?["result"], "warm-up open (opens the event queues)")
+        let observer = try h.tool()
+        // Commit 1: My App's group alone (fdatasync 1, held, then failing).
+        faults.arm(fail: [1, 2], blockAt: 1)
+        first.send(requestLine(id: "2", method: "share.send", params: #"{"items":[{"url":"https://example.com/lost"}]}"#))
+        XCTAssertEqual(faults.entered.wait(timeout: .now() + 10), .success, "the commit waits in its fdatasync")
+        // Commit 2: an announced share in the failing group (undone with it, its event withdrawn)
+        // and a url.open; then, the last request run before commit 1 ends, a share of the other
+        // group (fdatasync 2, failing).
+        let ext = try h.rawSession(role: "extension", bundleID: "com.mycompany.myapp.share")
+        XCTAssertTrue(h.sendAndWaitUntilRun(1, on: ext, asking: observer) {
+            ext.send(requestLine(id: "3", method: "share.send", params: #"{"items":[{"url":"https://example.com/announced"}],"open":true}"#))
+        })
+        XCTAssertTrue(h.sendAndWaitUntilRun(1, on: opener, asking: observer) {
+            opener.send(requestLine(id: "11", method: "url.open", params: #"{"url":"deeplinkmyapp://kept"}"#))
+        })
+        // (no request after it: the loop is in it once its record has reserved its space)
+        let before = reserves.value
+        second.send(requestLine(id: "2", method: "share.send", params: #"{"items":[{"url":"https://example.com/other"}]}"#))
+        XCTAssertTrue(waitUntil(timeout: 10) { reserves.value > before }, "the other group's share was run")
+        faults.permit.signal()
+        XCTAssertEqual(try XCTUnwrap(first.readJSON(timeout: 10))["error"]?["code"], -32005)
+        XCTAssertEqual(try XCTUnwrap(ext.readJSON(timeout: 10))["error"]?["code"], -32005, "its share was undone with the failed commit")
+        XCTAssertEqual(try XCTUnwrap(second.readJSON(timeout: 10))["error"]?["code"], -32005, "fdatasync 2 failed")
+        let open = try XCTUnwrap(opener.readJSON(timeout: 10))
+        XCTAssertNotNil(open["result"]?["eventID"], "no request changed the event queues with the other group: \(open.compactText)")
+        XCTAssertEqual(faults.syncCalls, 3, "the event queues were written after the other group failed")
+        XCTAssertEqual(try observer.call("broker.status")["pendingEvents"]?.intValue, 2, "the warm-up and the kept open; the withdrawn event is not there")
+    }
+}
+
+/// (Review) A read that waits for the commit of a share not yet durable (`share.list`,
+/// `share.get`, `share.read`) touches the share's group and, for a share announced by its event,
+/// the event queues (`joinEventCommit`): `TurnLog.touch` took that for a request changing both
+/// and linked them, so a failure of the group's journal stopped the event queues' commit too:
+/// every `url.open` of that commit answered -32005 although no request had changed both stores.
+final class ReadLinksNoStoresTests: XCTestCase {
+    var faults = SyncFaults()
+    var h = BrokerHarness()
+
+    override func setUpWithError() throws {
+        faults = SyncFaults()
+        h = BrokerHarness(manifests: ["10-myapp.json": youtubeApp])
+        try h.start {
+            $0.storeFaults = faults.injector
+            $0.commitPacingLongestWait = 0
+        }
+    }
+
+    override func tearDown() { h.stop() }
+
+    func testAReadOfAnAnnouncedShareDoesNotTieTheURLOpensToItsGroup() throws {
+        let ext = try h.rawSession(role: "extension", bundleID: "com.mycompany.myapp.share")
+        ext.send(requestLine(id: "1", method: "share.send", params: #"{"items":[{"url":"https://example.com/warmup"}]}"#))
+        XCTAssertNotNil(ext.readJSON(timeout: 10)?["result"], "warm-up share (opens the group's journal)")
+        let opener = try h.rawSession()
+        opener.send(requestLine(id: "1", method: "url.open", params: #"{"url":"deeplinkmyapp://warmup"}"#))
+        XCTAssertNotNil(opener.readJSON(timeout: 10)?["result"], "warm-up open (opens the event queues)")
+        let app = try h.rawSession(role: "app", bundleID: "com.mycompany.myapp")
+        let observer = try h.tool()
+        // Commit 1: an announced share (the group: fdatasync 1, held; the event queues: 2).
+        faults.arm(fail: [3], blockAt: 1)
+        ext.send(requestLine(id: "2", method: "share.send", params: #"{"items":[{"url":"https://example.com/announced"}],"open":true}"#))
+        XCTAssertEqual(faults.entered.wait(timeout: .now() + 10), .success, "the commit waits in the group's fdatasync")
+        // Commit 2: a list that shows the announced share (it waits for both stores' commit), a
+        // share without `open` (the group: fdatasync 3, failing) and a url.open (the queues).
+        XCTAssertTrue(h.sendAndWaitUntilRun(1, on: app, asking: observer) {
+            app.send(requestLine(id: "5", method: "share.list", params: "{}"))
+        })
+        XCTAssertTrue(h.sendAndWaitUntilRun(1, on: ext, asking: observer) {
+            ext.send(requestLine(id: "3", method: "share.send", params: #"{"items":[{"url":"https://example.com/lost"}]}"#))
+        })
+        XCTAssertTrue(h.sendAndWaitUntilRun(1, on: opener, asking: observer) {
+            opener.send(requestLine(id: "11", method: "url.open", params: #"{"url":"deeplinkmyapp://kept"}"#))
+        })
+        faults.permit.signal()
+        let announced = try XCTUnwrap(ext.readJSON(timeout: 10))
+        XCTAssertNotNil(announced["result"]?["eventID"], announced.compactText)
+        let lost = try XCTUnwrap(ext.readJSON(timeout: 10))
+        XCTAssertEqual(lost["error"]?["code"], -32005, lost.compactText)
+        let list = try XCTUnwrap(app.readJSON(timeout: 10))
+        XCTAssertEqual(list["error"]?["code"], -32005, "the list showed the lost share: \(list.compactText)")
+        let open = try XCTUnwrap(opener.readJSON(timeout: 10))
+        XCTAssertNotNil(open["result"]?["eventID"], "a read changed nothing: the url.open is not tied to the group's failure: \(open.compactText)")
+        XCTAssertEqual(faults.syncCalls, 4, "the event queues were written after the group's failure")
+    }
+}
