@@ -1074,6 +1074,7 @@ public final class Broker {
     }
 
     func handle(token: UInt64, events: Readiness) {
+        turn.endRequest()  // (what changes now is no earlier request's: see TurnLog.endRequest)
         switch token {
         case Broker.listenerToken: acceptConnections()
         case Broker.signalToken: handleSignals()
@@ -1115,6 +1116,7 @@ public final class Broker {
     /// that one is done), then writes every connection's output. Replies that wait for a commit
     /// go out when it is durable (as -32005 if it failed), and new events are delivered then.
     func endOfTurn() {
+        turn.endRequest()
         let over = outputMeter.bytes > config.maxTotalOutput
         if over != overOutputBudget {
             overOutputBudget = over
@@ -1225,6 +1227,9 @@ public final class Broker {
     }
 
     func finishCommit(_ ticket: CommitTicket, errors: [StoreError?]) {
+        // (compaction's copies, take-backs, withdrawn and queued-again events: no request's
+        // changes, whichever request ran last)
+        turn.endRequest()
         var failed = ticket.failed
         var failedHere: [(ObjectIdentifier, StoreError)] = []
         var next = 0

@@ -674,6 +674,7 @@ extension Broker {
     /// Reaps launched children that exited and retries launches whose backoff has passed, when
     /// one of those is due (`nextTimerDue`); then works out when next.
     func runTimers() {
+        turn.endRequest()
         let now = Clock.monotonicNanos()
         guard now >= nextTimerDue else { return }
         defer {

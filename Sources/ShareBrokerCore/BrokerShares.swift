@@ -989,7 +989,7 @@ extension Broker {
     @discardableResult
     func joinEventCommit(of s: StoredShare, store: ShareRecordStore) -> Bool {
         guard s.openEvent != nil, store.isUncommitted(s), let events = self.store else { return false }
-        turn.touch(events)
+        turn.join(events)  // (waits for it; changes nothing: ties the group's commit to no other)
         return true
     }
 

@@ -222,7 +222,7 @@ public final class DefaultsStore: TurnParticipant {
     /// count too: the request joins the next commit, which starts once they are decided, and its
     /// answer fails with them (the store's accumulated requests do when its commit fails).
     public func joinPendingCommit() {
-        if journal.hasPending || !inflightUndo.isEmpty { turn?.touch(self) }
+        if journal.hasPending || !inflightUndo.isEmpty { turn?.join(self) }
     }
 
     // MARK: Changing

@@ -647,7 +647,7 @@ public final class ShareRecordStore: TurnParticipant, SegmentCompacting {
     /// so that an answer showing the share is not sent before the share is on disk, and becomes
     /// a storage failure if the share is rolled back (as a defaults read joins its commit).
     public func joinCommit(of s: StoredShare) {
-        if s.batch > batchesDurable { turn?.touch(self) }
+        if s.batch > batchesDurable { turn?.join(self) }
     }
 
     /// Makes the current request wait for this store's commit when `listed` (its `all`, oldest
@@ -655,7 +655,7 @@ public final class ShareRecordStore: TurnParticipant, SegmentCompacting {
     /// yet: a list is answered from what is on disk, or fails with the commit it read from.
     public func joinCommit(ofListed listed: [StoredShare]) {
         // (shares not yet durable are the newest: the last one listed tells)
-        if restorableCount > 0 || (listed.last.map { $0.batch > batchesDurable } ?? false) { turn?.touch(self) }
+        if restorableCount > 0 || (listed.last.map { $0.batch > batchesDurable } ?? false) { turn?.join(self) }
     }
 
     /// Makes the current request wait for this store's commit when a completion of share `id`
@@ -665,7 +665,7 @@ public final class ShareRecordStore: TurnParticipant, SegmentCompacting {
         guard restorableCount > 0 else { return false }
         for list in [undo, inflightUndo] {
             for case .restoreShare(let s) in list where s.id == id {
-                turn?.touch(self)
+                turn?.join(self)
                 return true
             }
         }

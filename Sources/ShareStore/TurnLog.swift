@@ -65,6 +65,13 @@ public struct TouchedStores: Sendable, Equatable {
     /// Whether `id` is in the set.
     public func contains(_ id: ObjectIdentifier) -> Bool { first == id || (!more.isEmpty && more.contains(id)) }
 
+    /// Calls `body` with each member, in insertion order.
+    public func forEach(_ body: (ObjectIdentifier) -> Void) {
+        guard let first else { return }
+        body(first)
+        for id in more { body(id) }
+    }
+
     /// Adds `id` (no duplicates).
     public mutating func insert(_ id: ObjectIdentifier) {
         if first == nil {
@@ -83,6 +90,13 @@ public struct TouchedStores: Sendable, Equatable {
     }
 }
 
+/// Two stores, either way round.
+struct StorePair: Hashable {
+    let low: ObjectIdentifier
+    let high: ObjectIdentifier
+    init(_ a: ObjectIdentifier, _ b: ObjectIdentifier) { (low, high) = a < b ? (a, b) : (b, a) }
+}
+
 /// The stores changed during the current loop turn, and by which request.
 public final class TurnLog {
     /// Stores with uncommitted changes, in the order they were first changed.
@@ -95,7 +109,15 @@ public final class TurnLog {
     public init() {}
 
     /// Called by a store when it changes.
-    public func touch(_ p: TurnParticipant) {
+    public func touch(_ p: TurnParticipant) { note(p, changes: true) }
+
+    /// Called by a store when the current request only waits for its commit (a read of what is not
+    /// durable yet: `joinCommit`, `joinPendingCommit`): its answer fails with that commit, but it
+    /// changed nothing there, so it ties that store to no other (`links`) unless the request
+    /// changed another store as well.
+    public func join(_ p: TurnParticipant) { note(p, changes: false) }
+
+    private func note(_ p: TurnParticipant, changes: Bool) {
         let id = ObjectIdentifier(p)
         // Most turns change one store over and over: the set is consulted once per store and
         // turn, not hashed per request.
@@ -103,35 +125,44 @@ public final class TurnLog {
             if dirtyIDs.insert(id).inserted { dirty.append(p) }
             lastTouched = id
         }
+        // Outside a request (compaction's copies, a take-back, a withdrawn or restored event, made
+        // after the last request's reply was taken) a change is no request's: it links nothing.
+        guard inRequest else { return }
         // (a request changing a second store: rare, a share announced by its event)
-        if requestTouched.first != nil && !requestTouched.contains(id) { link(id, with: requestTouched) }
+        if changes {
+            if !requestChanged.contains(id) {
+                requestChanged.insert(id)
+                requestTouched.forEach { if $0 != id { link($0, id) } }
+            }
+        } else if !requestTouched.contains(id) {
+            requestChanged.forEach { link($0, id) }
+        }
         requestTouched.insert(id)
     }
 
-    /// Pairs of stores one request changed together since the last commit began: the one later
-    /// in commit order is written only once the other is durable (`SyncJob.after`).
-    private var links: [(ObjectIdentifier, ObjectIdentifier)] = []
+    /// Pairs of stores one request touched together since the last commit began, one of them
+    /// changed: the one later in commit order is written only once the other is durable
+    /// (`SyncJob.after`). A set: a commit of thousands of `share.send {open}` holds one pair per
+    /// group, not one per request.
+    private var links = Set<StorePair>()
 
-    private func link(_ id: ObjectIdentifier, with others: TouchedStores) {
-        func add(_ other: ObjectIdentifier) {
-            // (a turn of shares announced by their events repeats one pair: kept once in a row)
-            if let last = links.last, last.0 == other && last.1 == id { return }
-            links.append((other, id))
-        }
-        if let first = others.first { add(first) }
-        for other in others.more { add(other) }
-    }
+    private func link(_ a: ObjectIdentifier, _ b: ObjectIdentifier) { links.insert(StorePair(a, b)) }
 
     /// The stores linked to `p` that come before it in commit order (among `list`).
-    private func predecessors(of p: TurnParticipant, in list: [TurnParticipant], links: [(ObjectIdentifier, ObjectIdentifier)]) -> [ObjectIdentifier] {
+    private func predecessors(of p: TurnParticipant, in list: [TurnParticipant], links: Set<StorePair>) -> [ObjectIdentifier] {
         let id = ObjectIdentifier(p)
         var out: [ObjectIdentifier] = []
         for q in list where q.commitOrder < p.commitOrder {
             let qid = ObjectIdentifier(q)
-            if links.contains(where: { ($0.0 == qid && $0.1 == id) || ($0.0 == id && $0.1 == qid) }) { out.append(qid) }
+            if links.contains(StorePair(qid, id)) { out.append(qid) }
         }
         return out
     }
+
+    /// Stores the current request changed (a subset of `requestTouched`).
+    private var requestChanged = TouchedStores()
+    /// Between `beginRequest` and `endRequest`.
+    private var inRequest = false
 
     /// The store `touch` saw last (always in `dirtyIDs`; nil once the log is taken).
     private var lastTouched: ObjectIdentifier? = nil
@@ -139,6 +170,17 @@ public final class TurnLog {
     /// Starts attributing changes to a new request.
     public func beginRequest() {
         if !requestTouched.isEmpty { requestTouched = TouchedStores() }
+        if !requestChanged.isEmpty { requestChanged = TouchedStores() }
+        inRequest = true
+    }
+
+    /// The current request's touches are over (its reply has taken `requestTouched`): what
+    /// changes until the next `beginRequest` is no request's and links no stores.
+    public func endRequest() {
+        guard inRequest else { return }
+        inRequest = false
+        if !requestTouched.isEmpty { requestTouched = TouchedStores() }
+        if !requestChanged.isEmpty { requestChanged = TouchedStores() }
     }
 
     /// Commits every dirty store; returns the ids of those that failed, with their errors. A store
@@ -169,7 +211,7 @@ public final class TurnLog {
     func takeDirty() -> [TurnParticipant] { takeDirtyAndLinks().list }
 
     /// `takeDirty`, with the links between them (`links`), which it clears too.
-    func takeDirtyAndLinks() -> (list: [TurnParticipant], links: [(ObjectIdentifier, ObjectIdentifier)]) {
+    func takeDirtyAndLinks() -> (list: [TurnParticipant], links: Set<StorePair>) {
         var list = dirty
         if list.count > 1 {
             list = list.enumerated().sorted { ($0.element.commitOrder, $0.offset) < ($1.element.commitOrder, $1.offset) }.map(\.element)

@@ -135,4 +135,58 @@ final class TurnLogLinkTests: XCTestCase {
         log2.touch(events2)
         XCTAssertEqual(Set(log2.commitAll().keys), [ObjectIdentifier(a2)], "the queues, not linked to A, committed")
     }
+
+    // (Review) Reads and changes outside a request link no stores.
+
+    func testAReadThatWaitsForTwoStoresLinksNeither() {
+        let (log, a, _, events) = turn(aFails: true)
+        log.beginRequest()
+        log.join(a)  // share.list of an announced share not yet durable
+        log.join(events)
+        log.beginRequest()
+        log.touch(a)  // a share without open
+        log.beginRequest()
+        log.touch(events)  // url.open
+        let begun = log.beginAll()
+        XCTAssertEqual(begun.stores[1].1?.after, [], "a read changed nothing: it ties no store to another")
+        XCTAssertNil(run(begun.stores)["events"] ?? nil)
+    }
+
+    func testAChangeAfterAReadOfAnotherStoreLinksThem() {
+        let (log, a, _, events) = turn(aFails: false)
+        log.beginRequest()
+        log.join(a)
+        log.touch(events)  // (its answer fails with A's commit: what it changed must not stay)
+        XCTAssertEqual(log.beginAll().stores[1].1?.after, [ObjectIdentifier(a)])
+        log.beginRequest()
+        log.touch(events)
+        log.join(a)
+        XCTAssertEqual(log.beginAll().stores[1].1?.after, [ObjectIdentifier(a)])
+    }
+
+    func testAChangeOutsideARequestLinksNothing() {
+        let (log, a, b, events) = turn(aFails: true)
+        log.beginRequest()
+        log.touch(b)  // the last request: a share to B
+        log.endRequest()
+        log.touch(events)  // (a withdrawn event's ack, compaction's copies: no request's)
+        log.touch(a)
+        let begun = log.beginAll()
+        XCTAssertEqual(begun.stores.map(\.0.participantName), ["group B", "group A", "events"])
+        XCTAssertEqual(begun.stores[2].1?.after, [])
+        XCTAssertFalse(log.requestTouched.contains(ObjectIdentifier(events)), "not the last request's")
+    }
+
+    func testALinkIsKeptOncePerPair() {
+        let (log, a, b, events) = turn(aFails: false)
+        for _ in 0..<1000 {
+            log.beginRequest()
+            log.touch(a)
+            log.touch(events)
+        }
+        log.beginRequest()
+        log.touch(b)
+        log.touch(events)
+        XCTAssertEqual(log.beginAll().stores[2].1?.after, [ObjectIdentifier(a), ObjectIdentifier(b)])
+    }
 }
