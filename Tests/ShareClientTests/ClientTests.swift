@@ -694,7 +694,9 @@ struct ClientFailureTests {
                 c.reply(req["id"], ["ok": true])
             }
         }
-        let client = ShareBrokerClient(socketPath: fake.path, role: .tool, requestTimeout: .milliseconds(300))
+        // (long enough that the cancellation below, made once the fake has the call, always comes
+        // first: at 300 ms a loaded machine under AddressSanitizer saw the timeout win)
+        let client = ShareBrokerClient(socketPath: fake.path, role: .tool, requestTimeout: .seconds(2))
         try await client.connect()
         #expect(await brokerError { try await client.call("slow") } == .timeout(method: "slow"))
 
