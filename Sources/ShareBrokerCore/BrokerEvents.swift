@@ -226,11 +226,8 @@ extension Broker {
         // The decision url.open would take, without queuing anything. (`fallback` is an addition
         // to the contract's {url}; an invalid URL or fallback is -32602, as for url.open.)
         let decision = router.resolve(try p.string("url"), fallback: try p.optionalString("fallback"))
-        switch decision {
-        case .routed(let app, let via, _, _): return CanOpenAnswer(canOpen: true, app: app, via: via).json
-        case .noHandler: return CanOpenAnswer(canOpen: false).json
-        case .invalidURL, .invalidFallback: throw decisionError(decision)
-        }
+        guard let answer = CanOpenAnswer(decision) else { throw decisionError(decision) }
+        return answer.json
     }
 
     func urlExplain(_ p: Params) throws(RPCError) -> JSONValue {

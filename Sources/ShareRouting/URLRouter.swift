@@ -131,6 +131,15 @@ public struct CanOpenAnswer: Sendable, Equatable {
         self.via = via
     }
 
+    /// The answer `decision` gives (nil for an invalid URL or fallback: the decision says why).
+    public init?(_ decision: RouteDecision) {
+        switch decision {
+        case .routed(let app, let via, _, _): self.init(canOpen: true, app: app, via: via)
+        case .noHandler: self.init(canOpen: false)
+        case .invalidURL, .invalidFallback: return nil
+        }
+    }
+
     /// `{canOpen, app?, via?}`.
     public var json: JSONValue {
         var o: JSONObject = ["canOpen": .bool(canOpen)]
@@ -264,12 +273,15 @@ public struct URLRouter: Sendable {
         return RouteExplanation(url: url, fallback: fallback, steps: trace.steps, decision: d)
     }
 
-    /// The answer for `url.canOpen {url}`; throws when `url` is not a valid URL (-32602).
-    public func canOpen(_ url: String) throws(URLParseError) -> CanOpenAnswer {
-        let parsed = try URLReference(parsingLeniently: url)
-        var trace = Trace(enabled: false)
-        if let r = route(parsed, &trace) { return CanOpenAnswer(canOpen: true, app: r.app, via: r.via) }
-        return CanOpenAnswer(canOpen: false, app: nil, via: nil)
+    /// The answer for `url.canOpen {url, fallback?}`: the decision `url.open` would take
+    /// (`resolve`), nothing queued. Throws why the URL, or the fallback, is not valid (-32602).
+    public func canOpen(_ url: String, fallback: String? = nil) throws(URLParseError) -> CanOpenAnswer {
+        let decision = resolve(url, fallback: fallback)
+        if let answer = CanOpenAnswer(decision) { return answer }
+        switch decision {
+        case .invalidURL(let e), .invalidFallback(let e): throw e
+        case .routed, .noHandler: return CanOpenAnswer(canOpen: false)  // (answered above)
+        }
     }
 
     // MARK: - The decision

@@ -664,10 +664,11 @@ func run(_ cmd: ParsedCommand) throws -> Int32 {
 /// `s` with its control characters (ESC, CR, ...) written as `\u{1B}`: shared text printed to a
 /// terminal cannot move the cursor or rewrite what was printed.
 func visible(_ s: String) -> String {
-    guard s.unicodeScalars.contains(where: { $0.value < 0x20 || ($0.value >= 0x7F && $0.value < 0xA0) }) else { return s }
+    func isControl(_ u: Unicode.Scalar) -> Bool { u.value < 0x20 || (u.value >= 0x7F && u.value < 0xA0) }
+    guard s.unicodeScalars.contains(where: isControl) else { return s }
     var out = ""
     for u in s.unicodeScalars {
-        if u.value < 0x20 || (u.value >= 0x7F && u.value < 0xA0) {
+        if isControl(u) {
             out += "\\u{" + String(u.value, radix: 16, uppercase: true) + "}"
         } else {
             out.unicodeScalars.append(u)
