@@ -1140,6 +1140,7 @@ public final class Broker {
             pacer.disable()
             log.log(.warning, "commit pacing turned off: the kernel refuses nanosecond poll timeouts")
         }
+        if turn.hasDirty, let hold = config.holdCommit, hold() { return }
         if turn.hasDirty, pacer.remainingWait(at: Clock.monotonicNanos()) > 0 {
             commitHeldBack = true
             return

@@ -809,11 +809,19 @@ extension Broker {
                     withdraw: { [unowned self] in
                         // (the share's group failed a commit and rolled it back before it was
                         // durable: its event, pending with the next commit, must not announce it)
-                        turnEvents.removeAll { $0 === event }
-                        guard let events = self.store, events.isPending(app: event.app, id: event.id) else { return }
-                        do throws(StoreError) { _ = try events.ack(app: event.app, ids: [event.id]) } catch {
+                        guard let events = self.store, events.isPending(app: event.app, id: event.id) else {
+                            turnEvents.removeAll { $0 === event }
+                            return
+                        }
+                        do throws(StoreError) {
+                            _ = try events.ack(app: event.app, ids: [event.id])
+                            turnEvents.removeAll { $0 === event }
+                        } catch {
                             // It must not be committed: the next commit of the event queues fails
-                            // (what it holds is rolled back, its requests answer -32005).
+                            // (what it holds is rolled back, its requests answer -32005). Until
+                            // that commit begins the event is still pending: it stays among the
+                            // turn's events, which a subscriber's backlog leaves out (they come
+                            // after their commit, and this one delivers none).
                             log.log(.error, "cannot take back event \(event.id) of share \(shareID), whose share could not be stored: \(error.message)")
                             events.failTurn("event \(event.id) of share \(shareID), whose share could not be stored, could not be taken back: \(error.message)")
                         }

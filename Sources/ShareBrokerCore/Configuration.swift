@@ -102,6 +102,11 @@ public struct BrokerConfiguration: Sendable {
     /// Test seam: called on the loop as each commit starts: whether the loop writes it itself
     /// (`inline`) and whether it carries the stores' upkeep (compaction's copies).
     public var commitStarted: (@Sendable (_ inline: Bool, _ upkeep: Bool) -> Void)? = nil
+    /// Test seam: asked on the loop at the end of a turn, before it starts the commit of what the
+    /// turn changed: true holds that commit back (it starts at the end of a later turn, once this
+    /// answers false), so a test can run requests in the time between a commit's outcome and the
+    /// next commit's start, which is otherwise as short as the rest of a turn.
+    public var holdCommit: (@Sendable () -> Bool)? = nil
     /// Test seam: runs on the worker thread that starts a launch, before it looks the user up,
     /// so a test can hold a launch back (and see the loop go on meanwhile).
     public var launchGate: (@Sendable () -> Void)? = nil

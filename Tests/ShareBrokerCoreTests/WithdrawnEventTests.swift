@@ -58,4 +58,76 @@ final class WithdrawnEventTests: XCTestCase {
         let again = try h.tool().call("broker.status")
         XCTAssertEqual(again["pendingEvents"]?.intValue, 1, "after a restart: \(again.compactText)")
     }
+
+    /// (Review) The same withdrawal that cannot be appended, and an app subscribing in the time
+    /// between the failed commit and the next commit's start (the one made to fail): the event,
+    /// still pending in memory until that commit rolls it back but no longer among the turn's
+    /// events, was sent in the subscriber's backlog, announcing a share that was answered
+    /// "nothing was stored" (and is gone). Commit pacing can stretch that time over turns; here a
+    /// test seam holds the next commit back. Now the event stays among the turn's events: the
+    /// backlog leaves it out, and the failed commit delivers none of them.
+    func testAnAppSubscribingBeforeTheFailingCommitStartsIsNotSentTheWithdrawnEvent() throws {
+        let faults = SyncFaults()
+        let hold = HoldFlag()
+        let h = BrokerHarness(manifests: ["10-myapp.json": youtubeApp])
+        try h.start {
+            $0.storeFaults = faults.injector
+            $0.journalSpace = (reserveChunk: 1, freeingHeadroom: 0)
+            $0.commitPacingLongestWait = 0
+            $0.holdCommit = { hold.value }
+        }
+        defer { h.stop() }
+        let (first, second) = try twoSharingExtensions(h)  // (with one event pending: the warm-up's)
+        let observer = try h.tool()
+        faults.arm(fail: [1], blockAt: 1)
+        first.send(requestLine(id: "2", method: "share.send", params: #"{"items":[{"url":"https://youtu.be/first"}]}"#))
+        XCTAssertEqual(faults.entered.wait(timeout: .now() + 10), .success, "the commit waits in the group journal's fdatasync")
+        XCTAssertTrue(
+            h.sendAndWaitUntilRun(1, of: "com.mycompany.myapp.share", asking: observer) {
+                second.send(requestLine(id: "3", method: "share.send", params: #"{"items":[{"url":"https://youtu.be/second"}],"open":true}"#))
+            }, "the request was run while the commit is in flight")
+        faults.reservesFail = true
+        hold.value = true  // (the commit after the failed one waits until the app has subscribed)
+        faults.permit.signal()
+        let a = try XCTUnwrap(first.readJSON(timeout: 10))
+        XCTAssertEqual(a["error"]?["code"], -32005, a.compactText)
+        // The app subscribes now, and asks something after: its backlog comes before that answer.
+        let app = try RawClient(h.socket)
+        app.send(requestLine(id: "1", method: "hello", params: #"{"role":"app","bundleID":"com.mycompany.myapp"}"#))
+        XCTAssertNotNil(app.readJSON(timeout: 10)?["result"], "hello")
+        app.send(requestLine(id: "2", method: "app.subscribe", params: "{}"))
+        app.send(requestLine(id: "3", method: "broker.status", params: "{}"))
+        var events: [JSONValue] = []
+        var replies = 0
+        while replies < 2, let m = app.readJSON(timeout: 10) {
+            if m["method"]?.stringValue == "app.event" { events.append(m) } else { replies += 1 }
+        }
+        XCTAssertEqual(replies, 2, "both replies came")
+        XCTAssertEqual(
+            events.count, 1,
+            "only the warm-up's event, not the one of the share answered 'nothing was stored': \(events.map(\.compactText))")
+        // (the second share's request still waits for the held commit: the window was open)
+        XCTAssertNil(second.readJSON(timeout: 0.05), "the second share is not answered before the next commit")
+        hold.value = false
+        _ = try observer.call("broker.status")  // (a turn ends: the held commit starts, and fails)
+        let b = try XCTUnwrap(second.readJSON(timeout: 10))
+        XCTAssertEqual(b["error"]?["code"], -32005, b.compactText)
+        faults.reservesFail = false
+        let status = try observer.call("broker.status")
+        XCTAssertEqual(status["pendingEvents"]?.intValue, 1, status.compactText)
+        // Nothing else comes to the app (the failed commit delivered none of its events).
+        app.send(requestLine(id: "4", method: "broker.status", params: "{}"))
+        let next = try XCTUnwrap(app.readJSON(timeout: 10))
+        XCTAssertEqual(next["id"]?.intValue, 4, "no event before the answer: \(next.compactText)")
+    }
+}
+
+/// A flag the test sets and the broker's loop reads (`BrokerConfiguration.holdCommit`).
+final class HoldFlag: @unchecked Sendable {  // guarded by `lock`
+    private let lock = NSLock()
+    private var held = false
+    var value: Bool {
+        get { lock.withLock { held } }
+        set { lock.withLock { held = newValue } }
+    }
 }
