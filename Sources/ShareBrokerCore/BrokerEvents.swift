@@ -451,13 +451,17 @@ extension Broker {
     /// can wait for a directory service, and a launch as another user waits for its child's
     /// exec), and `finishLaunch` records its outcome on the loop.
     func launchIfNeeded(_ app: String) {
-        guard let manifest = registry.app(app), let argv = manifest.launch, !argv.isEmpty else {
-            launches[app]?.retryAt = nil  // (its launch is gone: no retry is due)
+        // (url.open calls this for every event of an app with no subscriber: nothing here copies
+        // the app's manifest or writes to `launches` until a launch is started)
+        guard let argv = registry.launchCommand(of: app), !argv.isEmpty else {
+            // (its launch is gone: no retry is due)
+            if !launches.isEmpty, launches[app]?.retryAt != nil { launches[app]?.retryAt = nil }
             return
         }
         var state = launches[app] ?? LaunchState()
         if state.pid != nil || state.starting { return }  // running or starting: not again
         if let retry = state.retryAt, retry > Clock.monotonicNanos() { return }  // backing off
+        guard let manifest = registry.app(app) else { return }
         state.retryAt = nil
         state.launches += 1
         state.starting = true
