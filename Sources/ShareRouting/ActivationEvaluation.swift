@@ -174,14 +174,17 @@ extension ActivationDictionary {
 
     func classify(_ a: Attachment, table: UTITable) -> Classification {
         var c = Classification()
-        func any(_ t: String) -> Bool { a.registeredTypeIdentifiers.contains { table.conforms($0, to: t) } }
-        c.image = any("public.image")
-        c.movie = any("public.movie")
-        c.fileItem = a.kind == .data || a.kind == .file || any("public.file-url")
-        c.text = any("public.text")
-        c.webURLType = a.registeredTypeIdentifiers.contains {
-            table.conforms($0, to: "public.url") && !table.conforms($0, to: "public.file-url")
+        // (one lookup per type: what `table.conforms(type, to: t)` says for each t below)
+        var any: UTITable.WellKnownTypes = []
+        for type in a.registeredTypeIdentifiers {
+            let m = table.wellKnownConformance(of: type)
+            any.formUnion(m)
+            if m.contains(.url) && !m.contains(.fileURL) { c.webURLType = true }
         }
+        c.image = any.contains(.image)
+        c.movie = any.contains(.movie)
+        c.fileItem = a.kind == .data || a.kind == .file || any.contains(.fileURL)
+        c.text = any.contains(.text)
         c.webURL = c.webURLType
         if c.webURLType, let filter = webURLPredicate {
             let url = a.url ?? a.carriedURLs.first ?? ""
@@ -195,7 +198,7 @@ extension ActivationDictionary {
                 c.filteredOut = "NSExtensionActivationWebURLPredicate cannot be evaluated for \(url): \(error)"
             }
         }
-        c.webPage = any("com.apple.property-list") || any("public.html") || any("com.apple.webarchive")
+        c.webPage = !any.isDisjoint(with: [.propertyList, .html, .webArchive])
         if c.image, supports(.image) {
             c.fileFamily = .image
         } else if c.movie, supports(.movie) {
@@ -246,15 +249,15 @@ extension ActivationDictionary {
         let anyKind = (attachmentsMaxCount ?? 0) > 0
 
         // Counts per supported kind.
-        var counts: [ActivationKind: Int] = [:]
+        var counts = ActivationKindCounts()
         for c in classes {
-            if let f = c.fileFamily { counts[f, default: 0] += 1 }
-            if c.text { counts[.text, default: 0] += 1 }
-            if c.webURL { counts[.webURL, default: 0] += 1 }
-            if c.webPage { counts[.webPage, default: 0] += 1 }
+            if let f = c.fileFamily { counts[f] += 1 }
+            if c.text { counts[.text] += 1 }
+            if c.webURL { counts[.webURL] += 1 }
+            if c.webPage { counts[.webPage] += 1 }
         }
         for k in ActivationKind.allCases where supports(k) && k != .text {
-            let have = counts[k] ?? 0
+            let have = counts[k]
             if have > limit(k)! {
                 return .refuse("\(activationPlural(have, k.noun)), but \(k.key.rawValue) is \(limit(k)!)")
             }
@@ -301,10 +304,10 @@ extension ActivationDictionary {
                 + "(DictionaryVersion \(dictionaryVersion ?? 1) without UsesStrictMatching) passes the others along")
     }
 
-    func countSummary(_ counts: [ActivationKind: Int]) -> String {
+    func countSummary(_ counts: ActivationKindCounts) -> String {
         var parts: [String] = []
         for k in ActivationKind.allCases where supports(k) {
-            let have = counts[k] ?? 0
+            let have = counts[k]
             if have == 0 { continue }
             parts.append(
                 k == .text
@@ -312,6 +315,35 @@ extension ActivationDictionary {
         }
         if parts.isEmpty, let max = attachmentsMaxCount, max > 0 { parts.append("any items, at most \(max)") }
         return parts.isEmpty ? "no counted kinds" : parts.joined(separator: ", ")
+    }
+}
+
+/// How many attachments count under each kind (a share's activation check makes one per share:
+/// no dictionary, no allocation).
+struct ActivationKindCounts {
+    private var values: (Int, Int, Int, Int, Int, Int) = (0, 0, 0, 0, 0, 0)
+
+    subscript(kind: ActivationKind) -> Int {
+        get {
+            switch kind {
+            case .image: return values.0
+            case .movie: return values.1
+            case .file: return values.2
+            case .text: return values.3
+            case .webURL: return values.4
+            case .webPage: return values.5
+            }
+        }
+        set {
+            switch kind {
+            case .image: values.0 = newValue
+            case .movie: values.1 = newValue
+            case .file: values.2 = newValue
+            case .text: values.3 = newValue
+            case .webURL: values.4 = newValue
+            case .webPage: values.5 = newValue
+            }
+        }
     }
 }
 

@@ -118,6 +118,42 @@ public struct UTITable: Sendable {
     private var byMIME: [String: String] = [:]
     /// Lowercased identifier → lowercased transitive supertypes (self excluded).
     private var ancestors: [String: Set<String>] = [:]
+    /// Lowercased identifier → the well-known types it conforms to (`wellKnownConformance(of:)`).
+    private var wellKnown: [String: WellKnownTypes] = [:]
+
+    /// The types share activation rules classify attachments by, as a set: what one type
+    /// conforms to among them is one lookup (`wellKnownConformance(of:)`) instead of one
+    /// `conforms(_:to:)` each (a share's activation check asks for all eight).
+    public struct WellKnownTypes: OptionSet, Sendable, Hashable {
+        public let rawValue: UInt8
+        public init(rawValue: UInt8) { self.rawValue = rawValue }
+        public static let image = WellKnownTypes(rawValue: 1 << 0)  // public.image
+        public static let movie = WellKnownTypes(rawValue: 1 << 1)  // public.movie
+        public static let fileURL = WellKnownTypes(rawValue: 1 << 2)  // public.file-url
+        public static let text = WellKnownTypes(rawValue: 1 << 3)  // public.text
+        public static let url = WellKnownTypes(rawValue: 1 << 4)  // public.url
+        public static let propertyList = WellKnownTypes(rawValue: 1 << 5)  // com.apple.property-list
+        public static let html = WellKnownTypes(rawValue: 1 << 6)  // public.html
+        public static let webArchive = WellKnownTypes(rawValue: 1 << 7)  // com.apple.webarchive
+
+        /// Each member with its (lowercased) identifier.
+        public static let identifiers: [(WellKnownTypes, String)] = [
+            (.image, "public.image"), (.movie, "public.movie"), (.fileURL, "public.file-url"), (.text, "public.text"),
+            (.url, "public.url"), (.propertyList, "com.apple.property-list"), (.html, "public.html"),
+            (.webArchive, "com.apple.webarchive"),
+        ]
+    }
+
+    /// The well-known types `identifier` conforms to: exactly those `t` for which
+    /// `conforms(identifier, to: t)` is true.
+    public func wellKnownConformance(of identifier: String) -> WellKnownTypes {
+        let k = UTITable.key(identifier)
+        if let m = wellKnown[k] { return m }
+        // (not declared: it conforms to itself, public.data and public.item only)
+        var m: WellKnownTypes = []
+        for (t, id) in WellKnownTypes.identifiers where id == k { m.insert(t) }
+        return m
+    }
 
     /// Builds a table. When an identifier is declared twice the first declaration counts; when two types claim
     /// an extension or a MIME type, the first one in order keeps it.
@@ -287,25 +323,27 @@ public struct UTITable: Sendable {
         var memo: [String: Set<String>] = [:]
         var parents: [String: [String]] = [:]
         for d in declaredTypes { parents[UTITable.key(d.identifier)] = d.conformsTo.map(UTITable.key) }
-        func resolve(_ k: String, _ visiting: inout Set<String>) -> Set<String> {
-            if let m = memo[k] { return m }
-            guard let ps = parents[k] else { return ["public.data", "public.item"] }  // undeclared: like a dynamic type
-            guard visiting.insert(k).inserted else { return [] }  // a cycle in declared types: stop here
+        // Each type's supertypes by a walk of its own (a memo shared between types would, in a
+        // cycle of declared types, give each member the supertypes reached before the walk
+        // came back to it: which ones depended on the dictionary's order).
+        for (k, ps) in parents {
             var out: Set<String> = ["public.item"]
-            for p in ps where p != k {
-                out.insert(p)
-                out.formUnion(resolve(p, &visiting))
+            var next = ps
+            while let p = next.popLast() {
+                guard p != k, out.insert(p).inserted else { continue }
+                if let more = parents[p] { next += more } else { out.insert("public.data") }  // undeclared: like a dynamic type
             }
-            visiting.remove(k)
-            out.remove(k)
+            out.remove(k)  // (public.item is not its own supertype)
             memo[k] = out
-            return out
-        }
-        for k in parents.keys {
-            var visiting = Set<String>()
-            _ = resolve(k, &visiting)
         }
         ancestors = memo
+        var known: [String: WellKnownTypes] = [:]
+        for (k, supertypes) in memo {
+            var m: WellKnownTypes = []
+            for (t, id) in WellKnownTypes.identifiers where id == k || supertypes.contains(id) { m.insert(t) }
+            known[k] = m
+        }
+        wellKnown = known
     }
 
     // MARK: keys

@@ -264,4 +264,55 @@ final class UTITableTests: XCTestCase {
             XCTAssertEqual(sniffType(of: input), expected, "\(input.prefix(16))", line: line)
         }
     }
+
+    /// `wellKnownConformance(of:)` (the activation check's one lookup per type) says exactly what
+    /// `conforms(_:to:)` says for each of its eight types: for every system type, types a manifest
+    /// adds (one of them a cycle, one conforming to the undeclared web archive type), undeclared
+    /// ones, and identifiers in other letter cases.
+    func testWellKnownConformanceAgreesWithConformsForEveryType() {
+        let table = UTITable.system.adding([
+            DeclaredType("com.example.board", conformsTo: ["public.json"]),
+            DeclaredType("com.example.clip", conformsTo: ["public.file-url", "public.mpeg-4"]),
+            DeclaredType("com.example.page", conformsTo: ["com.apple.webarchive"]),
+            DeclaredType("com.example.loop-a", conformsTo: ["com.example.loop-b"]),
+            DeclaredType("com.example.loop-b", conformsTo: ["com.example.loop-a", "public.png"]),
+        ])
+        var identifiers = table.declaredTypes.map(\.identifier)
+        identifiers += identifiers.map { $0.uppercased() }
+        identifiers += ["com.apple.webarchive", "COM.Apple.WebArchive", "public.undeclared", "", "dyn.ah62d4rv4ge8"]
+        var checked = 0
+        for id in identifiers {
+            let mask = table.wellKnownConformance(of: id)
+            for (member, wellKnown) in UTITable.WellKnownTypes.identifiers {
+                XCTAssertEqual(mask.contains(member), table.conforms(id, to: wellKnown), "\(id) → \(wellKnown)")
+                checked += 1
+            }
+        }
+        XCTAssertGreaterThan(checked, 8 * 100)
+        // (and it is not vacuous: these conform)
+        XCTAssertEqual(table.wellKnownConformance(of: "com.example.clip"), [.fileURL, .url, .movie])
+        XCTAssertEqual(table.wellKnownConformance(of: "com.example.page"), [.webArchive])
+        XCTAssertEqual(table.wellKnownConformance(of: "public.HTML"), [.html, .text])
+        XCTAssertEqual(table.wellKnownConformance(of: "com.example.loop-a"), [.image])
+    }
+
+    /// Two declared types that conform to each other (a manifest's mistake) each conform to what
+    /// either conforms to. (The supertypes were memoized across types: in a cycle, a member got
+    /// only those reached before the walk came back to it, so whether loop-a was an image
+    /// depended on the order of a dictionary, which differs from run to run.)
+    func testTypesInACycleConformToWhatEachMemberConformsTo() {
+        for _ in 0..<20 {
+            let table = UTITable.system.adding([
+                DeclaredType("com.example.loop-a", conformsTo: ["com.example.loop-b"]),
+                DeclaredType("com.example.loop-b", conformsTo: ["com.example.loop-a", "public.png"]),
+                DeclaredType("com.example.loop-c", conformsTo: ["com.example.loop-a"]),
+            ])
+            for member in ["com.example.loop-a", "com.example.loop-b", "com.example.loop-c"] {
+                XCTAssertTrue(table.conforms(member, to: "public.image"), member)
+                XCTAssertTrue(table.conforms(member, to: "public.data"), member)
+                XCTAssertTrue(table.conforms(member, to: "com.example.loop-b"), member)
+            }
+            XCTAssertFalse(table.conforms("com.example.loop-a", to: "com.example.loop-c"))
+        }
+    }
 }
