@@ -16,6 +16,31 @@ import XCTest
 @testable import ShareBrokerCore
 
 final class WithdrawnEventTests: XCTestCase {
+    /// Two extension connections and an observer, with one event pending (the warm-up's); the
+    /// first connection's share (no `open`) is in a commit held in its group journal's fdatasync,
+    /// which fails once `faults.permit` is signalled; the second's share with `open` was run
+    /// meanwhile (it joined the next commit). From then on the disk is full (`reservesFail`).
+    func shareWithOpenBehindAFailingCommit(
+        _ h: BrokerHarness, _ faults: SyncFaults, file: StaticString = #filePath, line: UInt = #line
+    ) throws -> (RawClient, RawClient, BrokerConnection) {
+        let (first, second) = try twoSharingExtensions(h)
+        let observer = try h.tool()
+        XCTAssertEqual(try observer.call("broker.status")["pendingEvents"]?.intValue, 1, file: file, line: line)
+        // fdatasync 1: the group's journal alone (a share without `open`), held on the sync
+        // thread and then failing; meanwhile a share with `open` joins the next commit.
+        faults.arm(fail: [1], blockAt: 1)
+        first.send(requestLine(id: "2", method: "share.send", params: #"{"items":[{"url":"https://youtu.be/first"}]}"#))
+        XCTAssertEqual(
+            faults.entered.wait(timeout: .now() + 10), .success, "the commit waits in the group journal's fdatasync", file: file, line: line)
+        // (the loop stores it meanwhile: it joins the next commit; waited for, not slept on)
+        XCTAssertTrue(
+            h.sendAndWaitUntilRun(1, of: "com.mycompany.myapp.share", asking: observer) {
+                second.send(requestLine(id: "3", method: "share.send", params: #"{"items":[{"url":"https://youtu.be/second"}],"open":true}"#))
+            }, "the request was run while the commit is in flight", file: file, line: line)
+        faults.reservesFail = true  // (the disk is full from now on)
+        return (first, second, observer)
+    }
+
     func testAnEventWhoseWithdrawalCannotBeAppendedIsNotStoredAfterNothingWasStored() throws {
         let faults = SyncFaults()
         let h = BrokerHarness(manifests: ["10-myapp.json": youtubeApp])
@@ -25,20 +50,7 @@ final class WithdrawnEventTests: XCTestCase {
             $0.commitPacingLongestWait = 0  // (the sync thread writes every commit: the loop goes on meanwhile)
         }
         defer { h.stop() }
-        let (first, second) = try twoSharingExtensions(h)
-        let observer = try h.tool()
-        XCTAssertEqual(try observer.call("broker.status")["pendingEvents"]?.intValue, 1)
-        // fdatasync 1: the group's journal alone (a share without `open`), held on the sync
-        // thread and then failing; meanwhile a share with `open` joins the next commit.
-        faults.arm(fail: [1], blockAt: 1)
-        first.send(requestLine(id: "2", method: "share.send", params: #"{"items":[{"url":"https://youtu.be/first"}]}"#))
-        XCTAssertEqual(faults.entered.wait(timeout: .now() + 10), .success, "the commit waits in the group journal's fdatasync")
-        // (the loop stores it meanwhile: it joins the next commit; waited for, not slept on)
-        XCTAssertTrue(
-            h.sendAndWaitUntilRun(1, of: "com.mycompany.myapp.share", asking: observer) {
-                second.send(requestLine(id: "3", method: "share.send", params: #"{"items":[{"url":"https://youtu.be/second"}],"open":true}"#))
-            }, "the request was run while the commit is in flight")
-        faults.reservesFail = true  // (the disk is full from now on)
+        let (first, second, observer) = try shareWithOpenBehindAFailingCommit(h, faults)
         faults.permit.signal()
         let a = try XCTUnwrap(first.readJSON(timeout: 10))
         XCTAssertEqual(a["error"]?["code"], -32005, a.compactText)
@@ -77,16 +89,7 @@ final class WithdrawnEventTests: XCTestCase {
             $0.holdCommit = { hold.value }
         }
         defer { h.stop() }
-        let (first, second) = try twoSharingExtensions(h)  // (with one event pending: the warm-up's)
-        let observer = try h.tool()
-        faults.arm(fail: [1], blockAt: 1)
-        first.send(requestLine(id: "2", method: "share.send", params: #"{"items":[{"url":"https://youtu.be/first"}]}"#))
-        XCTAssertEqual(faults.entered.wait(timeout: .now() + 10), .success, "the commit waits in the group journal's fdatasync")
-        XCTAssertTrue(
-            h.sendAndWaitUntilRun(1, of: "com.mycompany.myapp.share", asking: observer) {
-                second.send(requestLine(id: "3", method: "share.send", params: #"{"items":[{"url":"https://youtu.be/second"}],"open":true}"#))
-            }, "the request was run while the commit is in flight")
-        faults.reservesFail = true
+        let (first, second, observer) = try shareWithOpenBehindAFailingCommit(h, faults)
         hold.value = true  // (the commit after the failed one waits until the app has subscribed)
         faults.permit.signal()
         let a = try XCTUnwrap(first.readJSON(timeout: 10))
