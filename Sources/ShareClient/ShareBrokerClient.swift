@@ -74,6 +74,12 @@ public actor ShareBrokerClient {
     var generation = 0
     var nextRequestID = 1
     var pending: [Int: Pending] = [:]
+    /// Ids of the requests sent on the current connection that the broker has not answered yet,
+    /// in the order they were sent (those whose caller stopped waiting included: the broker still
+    /// answers them). The broker answers a connection's messages in order, and an error it sends
+    /// without an id that does not close the connection answers the oldest of them (a request it
+    /// could not parse: nested too deep, a number that is no JSON number).
+    var unanswered = Unanswered()
     var connectWaiters: [Int: CheckedContinuation<Result<Void, ShareBrokerError>, Never>] = [:]
     var nextWaiterID = 1
     /// The broker's message size limit on the current connection (its `hello` says it): a
@@ -491,6 +497,7 @@ public actor ShareBrokerClient {
         transport = t
         lastBrokerNotice = nil
         messageLimit = nil
+        unanswered = Unanswered()
         t.start()
         let inbound = t.inbound
         Task { [weak self] in
@@ -550,6 +557,7 @@ public actor ShareBrokerClient {
                     c.resume(returning: .failure(error))
                     return
                 }
+                if t === transport { unanswered.append(id) }
                 if let deadline {
                     timer = ShareBrokerClient.timer(at: deadline) { [weak self] in await self?.finishCall(id, with: .timeout(method: method)) }
                 }
@@ -583,9 +591,22 @@ public actor ShareBrokerClient {
         switch RPCIncoming.decode(value) {
         case .response(let rid, let result)?:
             guard case .number(let text) = rid, let id = Int(text) else {
-                if case .failure(let e) = result { lastBrokerNotice = e.description }
+                guard case .failure(let e) = result else { return }
+                if e.data?["closing"] == true || !current {
+                    lastBrokerNotice = e.description  // (why the broker closes the connection)
+                    return
+                }
+                // An error answering the oldest request still unanswered, which the broker could
+                // not tie to its id (it could not parse it): that request fails with it.
+                guard let oldest = unanswered.removeOldest() else {
+                    lastBrokerNotice = e.description
+                    return
+                }
+                if subscribing?.requestID == oldest { subscribing = nil }
+                pending.removeValue(forKey: oldest)?.continuation.resume(returning: .failure(ShareBrokerError(e)))
                 return
             }
+            if current { unanswered.remove(id) }
             if subscribing?.requestID == id { subscribing = nil }  // (a notice from now on is the new stream's)
             guard let p = pending.removeValue(forKey: id) else { return }
             p.continuation.resume(returning: result.mapError { ShareBrokerError($0) })
@@ -866,6 +887,44 @@ public actor ShareBrokerClient {
         // (Not back below a live change's version; not for a group whose watchers all went.)
         if watchers.values.contains(where: { $0.group == group }) {
             watchedVersions[group] = max(watchedVersions[group] ?? version, version)
+        }
+    }
+}
+
+/// Request ids in the order they were sent, answered ones taken out: a queue whose answers
+/// normally come in order (the one answered is the oldest: taken out in constant time).
+struct Unanswered {
+    private var ids: [Int] = []
+    private var head = 0
+
+    mutating func append(_ id: Int) { ids.append(id) }
+
+    /// Takes out the oldest id; nil when none is left.
+    mutating func removeOldest() -> Int? {
+        guard head < ids.count else { return nil }
+        let id = ids[head]
+        head += 1
+        compact()
+        return id
+    }
+
+    /// Takes `id` out (a no-op when it is not there).
+    mutating func remove(_ id: Int) {
+        if head < ids.count && ids[head] == id {
+            head += 1
+        } else if let i = ids[head...].firstIndex(of: id) {
+            ids.remove(at: i)
+        }
+        compact()
+    }
+
+    private mutating func compact() {
+        if head == ids.count {
+            ids.removeAll(keepingCapacity: true)
+            head = 0
+        } else if head > 64 && head * 2 > ids.count {
+            ids.removeSubrange(0..<head)
+            head = 0
         }
     }
 }
