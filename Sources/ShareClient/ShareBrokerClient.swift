@@ -259,7 +259,8 @@ public actor ShareBrokerClient {
     /// the connection stays open and the app counts as having no subscriber, so new events wait
     /// for the next one (`url.open` answers `queued: true`; an app with a `launch` command is
     /// launched for them as when its subscriber goes away). Events yielded but not acked stay
-    /// pending and come again on the next `subscribe()`.
+    /// pending and come again on the next `subscribe()`. A `subscribe()` that ends with `.timeout`
+    /// or `.cancelled` once its request went out unsubscribes too (the broker may have taken it).
     ///
     /// One subscriber per app: a `subscribe()` of the same app on another connection (a second
     /// instance of the app) takes over; this stream then ends with `.subscriptionEnded(reason:)`
@@ -302,6 +303,12 @@ public actor ShareBrokerClient {
                 }
             }
             continuation.finish()
+            if eventSink == nil, error == .cancelled || error == .timeout(method: "app.subscribe"), transport === t {
+                // The request went out and the broker may have taken it: with no stream for its
+                // events, the subscription is given up (else the broker sends them here, where
+                // they are dropped, and counts the app as subscribed).
+                unsubscribe(on: t)
+            }
             throw error
         }
         previous?.continuation.finish()
@@ -382,7 +389,13 @@ public actor ShareBrokerClient {
     func dropEventSink(_ id: Int) {
         guard eventSink?.id == id else { return }
         eventSink = nil
-        guard state == .connected, let t = transport else { return }
+        // (Also while reconnecting: the renewal of this stream's subscription may be in flight.)
+        guard state == .connected || state == .reconnecting, let t = transport else { return }
+        unsubscribe(on: t)
+    }
+
+    /// Sends `app.unsubscribe` (a notification) on `t`.
+    func unsubscribe(on t: SocketTransport) {
         var frame: [UInt8] = []
         RPCCodec.writeRequest(id: nil, method: "app.unsubscribe", params: .object([:]), to: &frame)
         frame.append(0x0A)
