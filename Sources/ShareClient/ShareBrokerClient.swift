@@ -87,6 +87,9 @@ public actor ShareBrokerClient {
     /// close the connection.
     var messageLimit: Int?
     var reconnectTask: Task<Void, Never>?
+    /// Failed attempts of the current reconnection, and the wait before the next.
+    var reconnectFailures = 0
+    var reconnectDelay: Duration = .zero
     var lastBrokerNotice: String?
     var nextStreamID = 1
     var eventSink: (id: Int, continuation: AsyncThrowingStream<AppEvent, any Error>.Continuation)?
@@ -676,7 +679,7 @@ public actor ShareBrokerClient {
         emit(.disconnected(error))
         if reconnects {
             state = .reconnecting
-            reconnectTask = Task { await self.reconnectLoop() }
+            startReconnecting()
         } else {
             state = .idle
             finishStreams(throwing: error)
@@ -684,44 +687,59 @@ public actor ShareBrokerClient {
     }
 
     /// Retries until connected again (redoing subscribe and watches), closed, or out of attempts.
-    func reconnectLoop() async {
-        var delay = reconnectPolicy.initialDelay
-        var failures = 0
-        var lastError = ShareBrokerError.notConnected
-        while state == .reconnecting && !Task.isCancelled {
-            do throws(ShareBrokerError) {
-                let info = try await establish()
-                let gen = generation
-                guard let t = transport else { throw .connectionLost(reason: "the connection dropped after hello") }
-                try await restoreStreams(on: t)
-                guard state == .reconnecting, generation == gen, transport != nil else {
-                    throw .connectionLost(reason: "the connection dropped while re-subscribing")
-                }
-                state = .connected
-                helloInfo = info
-                reconnectTask = nil
-                resumeWaiters(.success(()))
-                emit(.reconnected(info))
-                return
-            } catch {
-                lastError = error
-                if state != .reconnecting { return }
-                var retryable = error.isConnectionError
-                if case .timeout = error { retryable = true }
-                if !retryable {
-                    // The broker refused hello (manifest changed, token wrong): retrying will not help.
-                    giveUp(error)
-                    return
-                }
+    /// The task holds the client only during an attempt, not while it waits for the next one: a
+    /// client released meanwhile (without `close()`) ends as one released while connected (its
+    /// `deinit` ends the streams and cancels this task), instead of being kept alive by its own
+    /// retries and coming back, subscription and all, when the broker does.
+    func startReconnecting() {
+        reconnectFailures = 0
+        reconnectDelay = reconnectPolicy.initialDelay
+        reconnectTask = Task { [weak self] in
+            while !Task.isCancelled {
+                guard let pause = await self?.reconnectAttempt() else { return }
+                do { try await Task.sleep(for: pause) } catch { return }
             }
-            failures += 1
-            if let max = reconnectPolicy.maxAttempts, failures >= max {
-                giveUp(lastError)
-                return
-            }
-            do { try await Task.sleep(for: delay) } catch { return }
-            delay = min(delay * 2, reconnectPolicy.maxDelay)
         }
+    }
+
+    /// One attempt to connect again; the wait before the next, or nil when there is none
+    /// (connected, closed, gave up).
+    func reconnectAttempt() async -> Duration? {
+        guard state == .reconnecting, !Task.isCancelled else { return nil }
+        let lastError: ShareBrokerError
+        do throws(ShareBrokerError) {
+            let info = try await establish()
+            let gen = generation
+            guard let t = transport else { throw .connectionLost(reason: "the connection dropped after hello") }
+            try await restoreStreams(on: t)
+            guard state == .reconnecting, generation == gen, transport != nil else {
+                throw .connectionLost(reason: "the connection dropped while re-subscribing")
+            }
+            state = .connected
+            helloInfo = info
+            reconnectTask = nil
+            resumeWaiters(.success(()))
+            emit(.reconnected(info))
+            return nil
+        } catch {
+            lastError = error
+            if state != .reconnecting { return nil }
+            var retryable = error.isConnectionError
+            if case .timeout = error { retryable = true }
+            if !retryable {
+                // The broker refused hello (manifest changed, token wrong): retrying will not help.
+                giveUp(error)
+                return nil
+            }
+        }
+        reconnectFailures += 1
+        if let max = reconnectPolicy.maxAttempts, reconnectFailures >= max {
+            giveUp(lastError)
+            return nil
+        }
+        let pause = reconnectDelay
+        reconnectDelay = min(reconnectDelay * 2, reconnectPolicy.maxDelay)
+        return pause
     }
 
     func giveUp(_ error: ShareBrokerError) {
