@@ -154,7 +154,8 @@ public final class BrokerConnection {
 
     /// Sends a request and waits for its response; notifications that arrive meanwhile are kept.
     /// Throws `.rpc` with the broker's error (also an error without an id: why the broker closes
-    /// the connection), `.timeout` past `timeoutMillis` (else `answerTimeoutMillis`),
+    /// the connection), `.timeout` past `timeoutMillis` (else `answerTimeoutMillis`; the time to
+    /// write the request counts: a request cut off by it leaves the connection closed),
     /// `.connection` when the connection fails or closes before the answer, `.protocolError` when
     /// the peer sends something that is not JSON-RPC.
     @discardableResult
@@ -166,7 +167,8 @@ public final class BrokerConnection {
         var out: [UInt8] = []
         RPCCodec.writeRequest(id: .number(String(id)), method: method, params: params, to: &out)
         out.append(0x0A)
-        do { try sendRaw(out) } catch {
+        do { try send(out, until: deadline) } catch {
+            if case .timeout = error { throw .timeout }
             // The peer hung up: what it said before, if anything, tells more than the broken pipe
             // (not JSON: it is no broker; an error without an id: the broker's reason).
             // Notifications on the way are kept.
@@ -203,6 +205,52 @@ public final class BrokerConnection {
                 }
             case nil:
                 throw .protocolError("it sent something that is not JSON-RPC: \(msg.compactText)")
+            }
+        }
+    }
+
+    /// Writes a whole frame, waiting until `deadline` (monotonic nanoseconds; nil: for ever) at
+    /// most for the peer to take it: a broker that stopped reading must not hold a call past its
+    /// timeout once the socket's buffer is full. Throws `.timeout` past the deadline; a frame
+    /// then cut off shuts the connection down (the broker would read the rest of it as the start
+    /// of the next request), so later calls fail with `.connection`.
+    func send(_ bytes: [UInt8], until deadline: UInt64?) throws(ClientError) {
+        guard let deadline else { return try sendRaw(bytes) }
+        var offset = 0
+        while offset < bytes.count {
+            let n = bytes.withUnsafeBytes { b -> Int in
+                #if canImport(Glibc)
+                    Glibc.send(fd, b.baseAddress! + offset, b.count - offset, Int32(MSG_NOSIGNAL) | Int32(MSG_DONTWAIT))
+                #else
+                    Darwin.send(fd, b.baseAddress! + offset, b.count - offset, MSG_DONTWAIT)
+                #endif
+            }
+            if n >= 0 {
+                offset += n
+                continue
+            }
+            let e = currentErrno()
+            if e == EINTR { continue }
+            guard e == EAGAIN || e == EWOULDBLOCK else { throw .connection("\(SystemError("send", errno: e))") }
+            let now = Clock.monotonicNanos()
+            var r: Int32 = 0
+            if now < deadline {
+                var pfd = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
+                r = poll(&pfd, 1, Int32(min((deadline - now + 999_999) / 1_000_000, UInt64(Int32.max))))
+                if r < 0 {
+                    if currentErrno() == EINTR { continue }
+                    throw .connection("poll: \(String(cString: strerror(currentErrno())))")
+                }
+            }
+            if r == 0 {
+                if offset > 0 {
+                    #if canImport(Glibc)
+                        _ = Glibc.shutdown(fd, Int32(SHUT_RDWR))
+                    #else
+                        _ = Darwin.shutdown(fd, SHUT_RDWR)
+                    #endif
+                }
+                throw .timeout
             }
         }
     }
