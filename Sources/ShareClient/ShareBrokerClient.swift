@@ -496,8 +496,16 @@ public actor ShareBrokerClient {
         while true {
             switch state {
             case .connected:
-                if let transport { return transport }
-                throw .connectionLost(reason: "the connection is closed")
+                guard let transport else { throw .connectionLost(reason: "the connection is closed") }
+                if reconnects && transport.isEnded {
+                    // The connection ended and its reader's end is on its way here: nothing can be
+                    // sent on it, so the call waits for the reconnection that end starts, as a
+                    // call made while reconnecting does (rather than fail with `.connectionLost`,
+                    // which says that the call may have been done).
+                    try await waitForConnection(method: method, deadline: deadline)
+                    continue
+                }
+                return transport
             case .idle: throw .notConnected
             case .closed: throw .closed
             case .connecting, .reconnecting: try await waitForConnection(method: method, deadline: deadline)

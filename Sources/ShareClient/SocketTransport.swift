@@ -72,6 +72,14 @@ final class SocketTransport: @unchecked Sendable {
         writer.async { self.write(bytes) }
     }
 
+    /// True once the connection has ended (`close()`, a failed write, or the reader saw its end),
+    /// possibly before the reader's `.closed` has been handled: nothing can be sent any more.
+    var isEnded: Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        return ended || fd < 0
+    }
+
     private func write(_ bytes: [UInt8]) {
         writeLock.lock()
         defer { writeLock.unlock() }
