@@ -93,7 +93,8 @@ public final class BrokerConnection {
     }
 
     /// Reads the next JSON line the broker sends (response or notification); nil at end of stream.
-    /// `timeoutMillis` bounds the whole wait (-1: for ever), however the message trickles in.
+    /// `timeoutMillis` bounds the whole wait (-1: for ever), however the message trickles in; what
+    /// has already arrived is read even past it (0: only that, without waiting).
     /// Throws `.timeout` past it, `.connection` when the read fails or the stream ends inside a
     /// message, `.protocolError` when the line is not JSON.
     public func readMessage(timeoutMillis: Int32 = -1) throws(ClientError) -> JSONValue? {
@@ -106,7 +107,13 @@ public final class BrokerConnection {
     }
 
     /// The next JSON line, waiting until `deadline` (monotonic nanoseconds) at most.
-    func readMessage(until deadline: UInt64?) throws(ClientError) -> JSONValue? {
+    /// (`late`: whether what has arrived is still read past the deadline, as `readMessage` and
+    /// `nextNotification` do; `call` does not, so that a peer sending notifications without end
+    /// cannot hold it past its deadline.)
+    func readMessage(until deadline: UInt64?, late: Bool = true) throws(ClientError) -> JSONValue? {
+        // Reads made past the deadline without waiting (what had already arrived), at most: a
+        // peer that keeps sending a line without its end does not hold the caller longer.
+        var lateReads = late ? 0 : 64
         while true {
             if let nl = inbox[max(inboxOffset, searchedTo)...].firstIndex(of: 0x0A) {
                 let line = inbox[inboxOffset..<nl]
@@ -122,10 +129,19 @@ public final class BrokerConnection {
                 }
             }
             if let deadline {
+                // Past the deadline what has arrived is still read, without waiting: a zero
+                // timeout returns a message that is there (a poll-based caller's case), not
+                // `.timeout`.
                 let now = Clock.monotonicNanos()
-                guard now < deadline else { throw .timeout }
+                var wait: Int32 = 0
+                if now < deadline {
+                    wait = Int32(min((deadline - now + 999_999) / 1_000_000, UInt64(Int32.max)))
+                } else {
+                    lateReads += 1
+                    if lateReads > 64 { throw .timeout }
+                }
                 var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-                let r = poll(&pfd, 1, Int32(min((deadline - now + 999_999) / 1_000_000, UInt64(Int32.max))))
+                let r = poll(&pfd, 1, wait)
                 if r == 0 { throw .timeout }
                 if r < 0 {
                     if currentErrno() == EINTR { continue }  // (a signal: wait again for what is left)
@@ -188,7 +204,7 @@ public final class BrokerConnection {
             throw error
         }
         while true {
-            guard let msg = try readMessage(until: deadline) else {
+            guard let msg = try readMessage(until: deadline, late: false) else {
                 throw .connection("broker closed the connection before answering '\(method)'")
             }
             switch RPCIncoming.decode(msg) {
