@@ -107,7 +107,7 @@ final class ConformanceTests: XCTestCase {
             if r["id"] != .int(i) { return }
             XCTAssertNotNil(r["result"]?["connections"])
         }
-        XCTAssertNil(c.readJSON(timeout: 0.2), "no extra replies")
+        c.assertNothingMore(timeout: 0.2, "no extra replies")
     }
 
     // MARK: Content-Length framing
@@ -224,7 +224,7 @@ final class ConformanceTests: XCTestCase {
         c.send(requestLine(id: "99", method: "broker.status"))
         let first = c.readJSON()
         assertResultResponse(first, id: 99)
-        XCTAssertNil(c.readJSON(timeout: 0.2), "nothing else should be sent")
+        c.assertNothingMore(timeout: 0.2, "nothing else should be sent")
     }
 
     // MARK: Batches
@@ -244,7 +244,7 @@ final class ConformanceTests: XCTestCase {
         c.send(#"[{"jsonrpc":"2.0","method":"broker.status"},{"jsonrpc":"2.0","method":"no.such"}]"# + "\n")
         c.send(requestLine(id: "7", method: "broker.status"))
         assertResultResponse(c.readJSON(), id: 7)
-        XCTAssertNil(c.readJSON(timeout: 0.2))
+        c.assertNothingMore(timeout: 0.2, "nothing answers the batch of notifications")
     }
 
     func testMixedBatchWithInvalidMembers() throws {

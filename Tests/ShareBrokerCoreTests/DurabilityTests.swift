@@ -504,7 +504,7 @@ final class DurabilityTests: XCTestCase {
             app.send(#"{"jsonrpc":"2.0","id":3,"method":"app.unsubscribe"}"# + "\n")
             XCTAssertEqual(app.readJSON()?["result"]?["unsubscribed"], true)
         } then: { app in
-            XCTAssertNil(app.readJSON(timeout: 0.3), "the unsubscribed connection got nothing more")
+            app.assertNothingMore(timeout: 0.3, "the unsubscribed connection got nothing more")
         }
     }
 

@@ -194,6 +194,54 @@ final class RawClient {
         }
     }
 
+    /// What `next(timeout:)` found.
+    enum Next: Equatable {
+        /// A line (parsed; nil when it is not JSON).
+        case message(JSONValue?)
+        /// Nothing came within the timeout, and the connection is still open.
+        case timeout
+        /// The broker closed the connection (end of stream, or the read failed).
+        case closed
+    }
+
+    /// The next newline-terminated line within `timeout`, telling a connection that stayed open
+    /// but quiet (`.timeout`) from one the broker closed (`.closed`), which `readJSON` does not
+    /// (nil for both). A "nothing more arrives" check asserts `.timeout`: a connection the broker
+    /// closed gives nothing more either, but does not pass it.
+    func next(timeout: Double) -> Next {
+        let deadline = Date().addingTimeInterval(timeout)
+        while true {
+            if let nl = buffer.firstIndex(of: 0x0A) {
+                let line = Array(buffer[0..<nl])
+                buffer.removeSubrange(0...nl)
+                return .message(try? JSONParser.parse(line))
+            }
+            let left = deadline.timeIntervalSinceNow
+            if left <= 0 { return .timeout }
+            var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            let r = poll(&pfd, 1, Int32((left * 1000).rounded(.up)))
+            if r == 0 { return .timeout }
+            if r < 0 {
+                if errno == EINTR { continue }
+                return .closed
+            }
+            var buf = [UInt8](repeating: 0, count: 65536)
+            let n = buf.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { return .closed }
+            buffer.append(contentsOf: buf[0..<n])
+        }
+    }
+
+    /// Asserts that nothing arrives within `timeout` while the connection stays open (a
+    /// connection the broker closed fails it, as does any message).
+    func assertNothingMore(
+        timeout: Double, _ message: String = "nothing more arrives", file: StaticString = #filePath, line: UInt = #line
+    ) {
+        XCTAssertEqual(
+            next(timeout: timeout), .timeout, "\(message) (and the connection stays open)", file: file, line: line)
+    }
+
     /// True when the broker closes the connection within the timeout (EOF).
     func waitForClose(timeout: Double = 5) -> Bool {
         let deadline = Date().addingTimeInterval(timeout)
