@@ -258,6 +258,30 @@ final class RawClient {
     }
 }
 
+extension BrokerConnection {
+    /// Asserts that no notification arrives within `timeoutMillis` while the connection stays
+    /// open: `nextNotification` must time out (`ClientError.timeout`). A notification fails it,
+    /// and so do the end of the stream (nil) and the broker's reason for closing the connection
+    /// (an error without an id, thrown as `.rpc`), which a bare `XCTAssertThrowsError` took for
+    /// "nothing more".
+    func assertNothingMore(
+        timeoutMillis: Int32, _ message: String = "nothing more arrives",
+        file: StaticString = #filePath, line: UInt = #line
+    ) {
+        do {
+            let n = try nextNotification(timeoutMillis: timeoutMillis)
+            let got =
+                n.map { "\($0.method) \($0.params?.compactText ?? "")" }
+                ?? "the end of the stream (the broker closed the connection)"
+            XCTFail("\(message): got \(got)", file: file, line: line)
+        } catch ClientError.timeout {
+            // nothing came, and the connection is still open
+        } catch {
+            XCTFail("\(message): \(error) (the connection did not stay open)", file: file, line: line)
+        }
+    }
+}
+
 /// How many times a latency bound in a test is stretched: 4 when the tests run under
 /// AddressSanitizer or ThreadSanitizer (`swift test --sanitize=…`, found by their runtimes'
 /// exported entry points), which make the broker 5–20 times slower; else 1.

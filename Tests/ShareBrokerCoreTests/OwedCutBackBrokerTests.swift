@@ -34,7 +34,7 @@ final class OwedCutBackBrokerTests: XCTestCase {
         try app.hello(role: "app", bundleID: "com.mycompany.myapp")
         XCTAssertEqual(try app.call("app.subscribe")["pending"], 1, "the event answered -32005 came back after the restart")
         XCTAssertEqual(try app.nextNotification(timeoutMillis: 5000)?.params?["url"], "deeplinkmyapp://stored")
-        XCTAssertThrowsError(try app.nextNotification(timeoutMillis: 500), "no other event")
+        app.assertNothingMore(timeoutMillis: 500, "no other event")
         h.stop()
     }
 

@@ -129,12 +129,7 @@ final class UpgradeCompatibilityTests: XCTestCase {
             XCTAssertEqual(n.method, "app.event", file: file, line: line)
             got.append(n.params ?? nil)
         }
-        do {
-            let extra = try c.nextNotification(timeoutMillis: 200)
-            XCTAssertNil(extra, "no event beyond the pending ones", file: file, line: line)
-        } catch {
-            guard case .timeout = error else { throw error }  // nothing more came: as expected
-        }
+        c.assertNothingMore(timeoutMillis: 200, "no event beyond the pending ones", file: file, line: line)
         return got
     }
 
