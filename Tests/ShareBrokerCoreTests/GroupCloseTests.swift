@@ -71,6 +71,63 @@ final class GroupCloseTests: XCTestCase {
         XCTAssertEqual(try groupsOpen(), 1)
     }
 
+    /// What the segments of journal `name` in `dir` hold: their sizes, and their allocated blocks.
+    func held(_ dir: String, _ name: String) -> (size: Int, allocated: Int) {
+        var size = 0
+        var allocated = 0
+        let files = (try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? []
+        for f in files where f.hasPrefix(name + "-") && f.hasSuffix(".log") {
+            var st = stat()
+            if stat(dir + "/" + f, &st) == 0 {
+                size += Int(st.st_size)
+                allocated += Int(st.st_blocks) * 512
+            }
+        }
+        return (size, allocated)
+    }
+
+    /// Both journals of a closed group, its shares' and its defaults', give back the space they
+    /// held ahead of their records: zeros written ahead (in the file's size, on any file system)
+    /// and blocks reserved ahead (fallocate, where the file system reserves). Only the stores'
+    /// `prepareToClose` (`Journal.trimReserved`) does that on this path: the segment is not
+    /// sealed, compacted or removed. Each journal is first seen holding the space while the group
+    /// is open, so the check cannot pass on a journal that held nothing; it needs no /proc (the
+    /// descriptor-counting test above is skipped off Linux).
+    func testBothJournalsOfAClosedGroupGiveBackTheSpaceTheyHeldAhead() throws {
+        let h = BrokerHarness(manifests: ["10-myapp.json": youtubeApp])
+        try h.start()
+        defer { h.stop() }
+        let tool = try h.tool()
+        let ext = try h.connect()
+        try ext.hello(role: "extension", bundleID: "com.mycompany.myapp.share")
+        let app = try h.connect()
+        try app.hello(role: "app", bundleID: "com.mycompany.myapp")
+        let sent = try ext.call("share.send", ["items": [["url": "https://youtu.be/a"]]])
+        let shareID = try XCTUnwrap(sent["shareID"]?.stringValue)
+        _ = try app.call("share.complete", ["shareID": .string(shareID)])  // (none pending: its shares may close)
+        _ = try app.call("defaults.set", ["group": "group.com.mycompany.myapp", "key": "k", "value": 1])
+        let dir = h.state + "/groups/group.com.mycompany.myapp"
+        let journals = ["shares", "defaults"]
+        var whileOpen: [String: (size: Int, allocated: Int)] = [:]
+        for name in journals {
+            whileOpen[name] = held(dir, name)
+            XCTAssertGreaterThanOrEqual(
+                whileOpen[name]?.size ?? 0, 64 * 1024, "\(name): zeros are written ahead of its records while open")
+        }
+        // The group is unlisted (both bundles stay registered): its stores are closed.
+        h.dir.write("state/apps/10-myapp.json", youtubeNoGroup)
+        _ = try tool.call("apps.reload")
+        XCTAssertEqual(try tool.call("broker.status")["defaults"]?["groupsOpen"], 0)
+        for name in journals {
+            let (open, closed) = (whileOpen[name] ?? (0, 0), held(dir, name))
+            XCTAssertLessThan(closed.size, 64 * 1024, "\(name): the zeros written ahead were cut off (open: \(open))")
+            if open.allocated >= 64 * 1024 {  // (a file system that reserves)
+                XCTAssertLessThan(
+                    closed.allocated, 64 * 1024, "\(name): the space reserved ahead was given back (open: \(open))")
+            }
+        }
+    }
+
     /// A connection that was closing (its peer had shut its side down, its replies not yet read)
     /// still watched the group's defaults when the reload closed the unlisted groups: the group
     /// closes once that connection is gone, not at some later reload.
