@@ -1017,7 +1017,8 @@ public final class Broker {
                 timeout = now >= stopDeadline ? 0 : Int32(min(1000, (stopDeadline - now) / 1_000_000 + 1))
             }
             var timeoutNanos: Int64 = timeout < 0 ? -1 : Int64(timeout) * 1_000_000
-            if inflight == nil, turn.hasDirty {
+            // (a commit the `holdCommit` test seam holds back waits for the next readiness event)
+            if inflight == nil, turn.hasDirty, !(config.holdCommit?() ?? false) {
                 // The next commit waits for clients coming back (CommitPacer): wake when it may start.
                 let wait = pacer.remainingWait(at: Clock.monotonicNanos())
                 // (0 when the wait ended meanwhile, e.g. an expected connection closed while its

@@ -105,7 +105,8 @@ public struct BrokerConfiguration: Sendable {
     /// Test seam: asked on the loop at the end of a turn, before it starts the commit of what the
     /// turn changed: true holds that commit back (it starts at the end of a later turn, once this
     /// answers false), so a test can run requests in the time between a commit's outcome and the
-    /// next commit's start, which is otherwise as short as the rest of a turn.
+    /// next commit's start, which is otherwise as short as the rest of a turn. Meanwhile the loop
+    /// sleeps until a readiness event (a request): the test sends one after releasing the hold.
     public var holdCommit: (@Sendable () -> Bool)? = nil
     /// Test seam: runs on the worker thread that starts a launch, before it looks the user up,
     /// so a test can hold a launch back (and see the loop go on meanwhile).
