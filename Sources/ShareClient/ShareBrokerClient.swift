@@ -21,6 +21,22 @@ import ShareSystem
 /// until it is connected again (or gives up, or is closed), within their `requestTimeout`, and
 /// end with `.cancelled` when their task is cancelled meanwhile.
 ///
+/// Flow control: the streams (`subscribe()`, `defaultsWatch`) are bounded. Once one holds
+/// `streamBufferLimit` bytes of messages its consumer has not taken, the client stops reading the
+/// connection until the consumer takes some: the backlog stays in the broker (for events, in its
+/// durable queue; its slow-subscriber rules apply, so a subscriber that reads nothing for 30 s
+/// while events wait is dropped, and with `reconnect` comes back and resubscribes). Replies and
+/// notifications share the connection: so that calls are never held behind unread events (a
+/// handler that calls the client while its stream is full would wait for ever), a call made
+/// while the client is not reading makes it read up to that call's reply, buffering what comes
+/// before it. That is bounded: past four times the limit a stream drops what comes, and once its
+/// consumer has taken the rest gets it again from the broker (events: `app.subscribe` again,
+/// which sends every unacked event again from the oldest, so events already yielded but not
+/// acked come again, as after a reconnection; defaults: a catch-up, `caughtUp: true`). The
+/// trade-off: while the client does not read, nothing else on the connection arrives either
+/// (another stream's notifications, a takeover notice) until a call is made or the full stream
+/// is read; and the client notices a broker that closed the connection only then.
+///
 /// Besides the errors each method names, every call can throw: `.notConnected` before
 /// `connect()`, after the connection dropped with `reconnect` off, or after the client gave up
 /// reconnecting; `.closed` after `close()`; `.connectionLost` when the connection breaks while
@@ -46,6 +62,10 @@ public actor ShareBrokerClient {
     public nonisolated let reconnectPolicy: ReconnectPolicy
     /// How long a call waits for its answer, the wait for a reconnection included (nil: no limit).
     public nonisolated let requestTimeout: Duration?
+    /// How many bytes of messages (as received) a stream (`subscribe()`, `defaultsWatch`) holds
+    /// for a consumer that does not take them before the client stops reading the connection.
+    /// See "Flow control" in `ShareBrokerClient`'s documentation.
+    public nonisolated let streamBufferLimit: Int
 
     enum State: Equatable {
         case idle, connecting, connected, reconnecting, closed
@@ -60,7 +80,7 @@ public actor ShareBrokerClient {
     struct Watcher {
         let group: String
         let keys: Set<ExactKey>?  // (by their bytes, as the broker keys the suite)
-        let continuation: AsyncThrowingStream<DefaultsChange, any Error>.Continuation
+        let continuation: StreamBuffer<DefaultsChange>
         /// Per key, the version of the last change this stream was given, whether it was a
         /// removal and whether it was caught up: a catch-up after a reconnection skips keys given
         /// a newer change meanwhile, and reports the removal of keys it had been given; a live
@@ -92,7 +112,7 @@ public actor ShareBrokerClient {
     var reconnectDelay: Duration = .zero
     var lastBrokerNotice: String?
     var nextStreamID = 1
-    var eventSink: (id: Int, continuation: AsyncThrowingStream<AppEvent, any Error>.Continuation)?
+    var eventSink: (id: Int, continuation: StreamBuffer<AppEvent>)?
     /// The `app.subscribe` of `subscribe()` whose answer has not arrived yet, and the stream it
     /// is for: a takeover notice that comes before that answer concerns the subscription before
     /// it (the broker answers the new one after sending the notice), not the new stream.
@@ -110,6 +130,11 @@ public actor ShareBrokerClient {
     /// (a live change since, or the went-back case, has moved `watchedVersions` on meanwhile).
     var owedCatchUps: Set<String> = []
     var observers: [Int: AsyncStream<ConnectionEvent>.Continuation] = [:]
+    /// How many of the streams' buffers are over `streamBufferLimit`: the transport's reader
+    /// pauses while any is (and no call waits for its reply).
+    nonisolated let flow = FlowControl()
+    /// The size of the message being handled (what a stream's buffer counts for what it yields).
+    var messageSize = 0
 
     /// The broker's answer to the last successful `hello` (nil while not connected).
     public private(set) var helloInfo: HelloInfo?
@@ -125,10 +150,14 @@ public actor ShareBrokerClient {
     ///   - reconnectPolicy: backoff and attempt limit for reconnection.
     ///   - requestTimeout: fail calls with `.timeout` when no answer comes in this time (counted
     ///     from the call, so a wait for a reconnection is part of it).
+    ///   - streamBufferLimit: bytes of messages a stream holds for a consumer that does not read
+    ///     it before the client stops reading the connection (1 MiB; at least 1).
     public init(
         socketPath: String? = nil, role: Role, bundleID: String? = nil, token: String? = nil, reconnect: Bool = false,
-        reconnectPolicy: ReconnectPolicy = ReconnectPolicy(), requestTimeout: Duration? = nil
+        reconnectPolicy: ReconnectPolicy = ReconnectPolicy(), requestTimeout: Duration? = nil,
+        streamBufferLimit: Int = 1 << 20
     ) {
+        self.streamBufferLimit = max(1, streamBufferLimit)
         self.socketPath = socketPath ?? DefaultPaths.socket()
         self.role = role
         self.bundleID = bundleID ?? (role == .tool ? nil : ProcessInfoLite.env("SHAREBROKER_BUNDLE_ID"))
@@ -150,6 +179,20 @@ public actor ShareBrokerClient {
 
     /// True while the client is connected and has said `hello`.
     public var isConnected: Bool { state == .connected }
+
+    /// What the streams hold that their consumers have not taken yet: messages and their bytes
+    /// (as received), over every open stream (for tests and diagnostics).
+    var streamBacklog: (count: Int, bytes: Int) {
+        var out = (count: 0, bytes: 0)
+        for b in [eventSink?.continuation.buffered].compactMap({ $0 }) + watchers.values.map(\.continuation.buffered) {
+            out.count += b.count
+            out.bytes += b.bytes
+        }
+        return out
+    }
+
+    /// Whether the current connection's reader is waiting for the streams' consumers (for tests).
+    var isReadingPaused: Bool { transport?.isPaused ?? false }
 
     // MARK: Connecting
 
@@ -251,7 +294,9 @@ public actor ShareBrokerClient {
 
     /// Subscribes the app (`app.subscribe`, role app) and returns its events: first every pending
     /// one (oldest first), then new ones as they are opened. The stream ends when the client is
-    /// closed, or with an error when the connection is lost and not re-established.
+    /// closed, or with an error when the connection is lost and not re-established. A stream that
+    /// is not read holds at most about four times `streamBufferLimit` bytes (see "Flow control"
+    /// in the type's documentation).
     ///
     /// With `reconnect: true` the subscription is renewed after a reconnection; events that were
     /// yielded but not acked are then yielded again with the same ids (at-least-once delivery),
@@ -273,14 +318,19 @@ public actor ShareBrokerClient {
     public func subscribe() async throws(ShareBrokerError) -> AsyncThrowingStream<AppEvent, any Error> {
         let deadline = callDeadline()
         let t = try await connectedTransport(method: "app.subscribe", deadline: deadline)
-        let (stream, continuation) = AsyncThrowingStream<AppEvent, any Error>.makeStream(bufferingPolicy: .unbounded)
+        let continuation = StreamBuffer<AppEvent>(limit: streamBufferLimit, flow: flow)
+        let stream = continuation.makeStream()
         let id = nextStreamID
         nextStreamID += 1
         let previous = eventSink
         eventSink = (id, continuation)
-        continuation.onTermination = { [weak self] _ in
+        continuation.onTermination = { [weak self] in
             guard let self else { return }
             Task { await self.dropEventSink(id) }
+        }
+        continuation.onDrained = { [weak self] in
+            guard let self else { return }
+            Task { await self.recoverEvents(id) }
         }
         let requestID = nextRequestID
         nextRequestID += 1
@@ -332,6 +382,9 @@ public actor ShareBrokerClient {
     /// watched key that is gone (a watch of named keys: each of them; a watch of every key: those
     /// it had been given, or that a `defaultsList` of the group showed since it began). A
     /// catch-up may repeat a value the stream had; a key given a newer change meanwhile is skipped.
+    /// A stream that is not read is bounded as the events' is (see "Flow control" in the type's
+    /// documentation): changes it dropped past its hard limit are caught up the same way once
+    /// its consumer has taken the rest.
     ///
     /// To start from the current values without missing a change (a widget): watch first, then
     /// read them with `defaultsList`; skip the changes whose `version` is at most the list's
@@ -346,13 +399,18 @@ public actor ShareBrokerClient {
         }
         let deadline = callDeadline()
         let t = try await connectedTransport(method: "defaults.watch", deadline: deadline)
-        let (stream, continuation) = AsyncThrowingStream<DefaultsChange, any Error>.makeStream(bufferingPolicy: .unbounded)
+        let continuation = StreamBuffer<DefaultsChange>(limit: streamBufferLimit, flow: flow)
+        let stream = continuation.makeStream()
         let id = nextStreamID
         nextStreamID += 1
         watchers[id] = Watcher(group: group, keys: keys.map { Set($0.map(ExactKey.init)) }, continuation: continuation)
-        continuation.onTermination = { [weak self] _ in
+        continuation.onTermination = { [weak self] in
             guard let self else { return }
             Task { await self.dropWatcher(id) }
+        }
+        continuation.onDrained = { [weak self] in
+            guard let self else { return }
+            Task { await self.recoverWatcher(id, delay: .seconds(1)) }
         }
         let answer: JSONValue
         do throws(ShareBrokerError) {
@@ -515,7 +573,7 @@ public actor ShareBrokerClient {
 
     /// Opens a transport, starts its message pump and says hello on it.
     func establish() async throws(ShareBrokerError) -> HelloInfo {
-        let t = try SocketTransport(path: socketPath)
+        let t = try SocketTransport(path: socketPath, flow: flow)
         generation += 1
         let gen = generation
         transport = t
@@ -531,6 +589,7 @@ public actor ShareBrokerClient {
                     return
                 }
                 await self.receive(item, generation: gen)
+                if case .message(_, let size) = item { t.handled(size) }
             }
         }
         var p: JSONObject = ["role": .string(role.rawValue)]
@@ -581,7 +640,10 @@ public actor ShareBrokerClient {
                     c.resume(returning: .failure(error))
                     return
                 }
-                if t === transport { unanswered.append(id) }
+                if t === transport {
+                    unanswered.append(id)
+                    t.setAwaiting(unanswered.count)
+                }
                 if let deadline {
                     timer = ShareBrokerClient.timer(at: deadline) { [weak self] in await self?.finishCall(id, with: .timeout(method: method)) }
                 }
@@ -600,8 +662,10 @@ public actor ShareBrokerClient {
     /// One item from a transport's reader, in arrival order.
     func receive(_ item: SocketTransport.Inbound, generation gen: Int) {
         switch item {
-        case .message(let value):
+        case .message(let value, let size):
+            messageSize = size
             handle(value, current: gen == generation)
+            if gen == generation { transport?.setAwaiting(unanswered.count) }
         case .closed(let reason):
             var why = reason
             if gen == generation, let notice = lastBrokerNotice { why += " (the broker said: \(notice))" }
@@ -633,13 +697,18 @@ public actor ShareBrokerClient {
             if current { unanswered.remove(id) }
             if subscribing?.requestID == id { subscribing = nil }  // (a notice from now on is the new stream's)
             guard let p = pending.removeValue(forKey: id) else { return }
+            if current, p.method == "app.subscribe", case .success = result {
+                // The broker sends every unacked event again after this reply, from the oldest:
+                // those the stream dropped at its hard limit come again.
+                eventSink?.continuation.endOverflow()
+            }
             p.continuation.resume(returning: result.mapError { ShareBrokerError($0) })
         case .notification(let method, let params)?:
             guard current, let params else { return }
             switch method {
             case "app.event":
                 if let sink = eventSink, let event = AppEvent(json: params, client: self) {
-                    sink.continuation.yield(event)
+                    sink.continuation.yield(event, size: messageSize)
                 }
             case "app.subscriptionEnded":
                 // Another connection of the app subscribed (a second instance): this stream ends.
@@ -659,7 +728,9 @@ public actor ShareBrokerClient {
                 for (id, w) in watchers where w.group == change.group && (w.keys?.contains(key) ?? true) {
                     // (Already in a caught-up value: giving it now would take the key back.)
                     if let g = w.given[key], g.caughtUp, g.version >= change.version { continue }
-                    w.continuation.yield(change)
+                    // (A change dropped at the stream's hard limit is not given: the catch-up
+                    // that follows gives its key.)
+                    guard w.continuation.yield(change, size: messageSize) else { continue }
                     watchers[id]?.given[key] = (change.version, change.removed, false)
                 }
                 if let v = watchedVersions[change.group], change.version > v { watchedVersions[change.group] = change.version }
@@ -793,6 +864,48 @@ public actor ShareBrokerClient {
         }
     }
 
+    /// The app's event stream `id` dropped events at its hard limit (a call's reply was read past
+    /// its limit while its consumer did not read) and its consumer has now taken everything
+    /// before them: `app.subscribe` again, after whose reply the broker sends every unacked event
+    /// again, from the oldest (the stream takes events again from that reply on). While
+    /// reconnecting, the renewal does it.
+    func recoverEvents(_ id: Int) async {
+        guard let sink = eventSink, sink.id == id, state == .connected, let t = transport else { return }
+        await renewSubscription(id, on: t, delay: .seconds(1))
+    }
+
+    /// The defaults stream `id` dropped changes at its hard limit and its consumer has now taken
+    /// everything before them: it is caught up (`defaults.list`, as after a reconnection), taking
+    /// live changes again from now on. Tried again later while the broker refuses for a reason
+    /// that may pass; while reconnecting, tried again once connected.
+    func recoverWatcher(_ id: Int, delay: Duration) async {
+        guard let w = watchers[id], w.continuation.isOverflowed else { return }
+        guard state == .connected, let t = transport else {
+            if state == .reconnecting || state == .connecting {
+                Task { [weak self] in
+                    try? await Task.sleep(for: .milliseconds(100))
+                    await self?.recoverWatcher(id, delay: delay)
+                }
+            }
+            return
+        }
+        w.continuation.endOverflow()
+        do throws(ShareBrokerError) { try await catchUp(w.group, on: t, only: id) } catch {
+            guard let w = watchers[id] else { return }
+            if error.isConnectionError || error.mayPass {
+                // (still owed: marked again, and tried again)
+                w.continuation.markOverflowed()
+                Task { [weak self] in
+                    try? await Task.sleep(for: delay)
+                    await self?.recoverWatcher(id, delay: min(delay * 2, .seconds(30)))
+                }
+                return
+            }
+            watchers[id] = nil
+            w.continuation.finish(throwing: error)
+        }
+    }
+
     /// Renews the subscription and the watches on a new connection. Connection failures are
     /// thrown (the caller retries); a refusal ends only the stream it concerns.
     func restoreStreams(on t: SocketTransport) async throws(ShareBrokerError) {
@@ -893,14 +1006,14 @@ public actor ShareBrokerClient {
     /// keys (from `defaults.list`), and a removal for those gone (a watch of named keys: each;
     /// of every key: those it was given present), skipping a key given a change at least as new
     /// meanwhile (the list's answer may come after such a notification).
-    func catchUp(_ group: String, on t: SocketTransport) async throws(ShareBrokerError) {
+    func catchUp(_ group: String, on t: SocketTransport, only: Int? = nil) async throws(ShareBrokerError) {
         let answer = try await send("defaults.list", .object(["group": .string(group)]), on: t, deadline: callDeadline())
         guard case .object(let listed)? = answer["values"], let version = answer["version"]?.intValue else {
             throw .unexpectedResponse("defaults.list of \(group) answered without values and version: \(answer.compactText)")
         }
         var values: [ExactKey: JSONValue] = [:]
         for m in listed { values[ExactKey(m.key)] = m.value }
-        for (id, w) in watchers where w.group == group {
+        for (id, w) in watchers where w.group == group && (only == nil || only == id) {
             var keys: [ExactKey]
             if let named = w.keys {
                 keys = Array(named)
@@ -919,7 +1032,7 @@ public actor ShareBrokerClient {
                 params["version"] = .number(String(version))
                 params["caughtUp"] = true
                 guard let change = DefaultsChange(json: .object(params)) else { continue }
-                w.continuation.yield(change)
+                guard w.continuation.yield(change, size: value.map { $0.bytes.count + key.text.utf8.count + 100 } ?? 100) else { break }
                 watchers[id]?.given[key] = (version, value == nil, true)
             }
         }
@@ -937,6 +1050,9 @@ struct Unanswered {
     private var head = 0
 
     mutating func append(_ id: Int) { ids.append(id) }
+
+    /// How many are left.
+    var count: Int { ids.count - head }
 
     /// Takes out the oldest id; nil when none is left.
     mutating func removeOldest() -> Int? {

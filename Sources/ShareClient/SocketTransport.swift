@@ -17,7 +17,8 @@ import ShareSystem
 final class SocketTransport: @unchecked Sendable {
     /// What the reader thread delivers, in arrival order; `.closed` is the last element.
     enum Inbound: Sendable {
-        case message(JSONValue)
+        /// A message and the size of its frame in bytes.
+        case message(JSONValue, size: Int)
         case closed(reason: String)
     }
 
@@ -38,9 +39,22 @@ final class SocketTransport: @unchecked Sendable {
     private var closedByClient = false
     /// The descriptor the reader thread reads (valid until the reader itself closes it).
     private let readFD: Int32
+    /// The client's flow control: the reader waits on its condition (see `waitUntilReadable`).
+    private let flow: FlowControl
+    /// Bytes of messages handed to `inbound` that the client has not handled yet (it says so
+    /// with `handled(_:)`). Guarded by `flow.condition`.
+    private var queuedBytes = 0
+    /// Requests sent on this connection whose reply has not come yet (the client says so with
+    /// `setAwaiting(_:)`): while any does, the reader goes on reading. Guarded by `flow.condition`.
+    private var awaiting = 0
+    /// Set when the connection ends: the reader stops waiting. Guarded by `flow.condition`.
+    private var stopWaiting = false
+    /// Past this many bytes handed to `inbound` and not handled yet the reader waits.
+    static let inboundLimit = 256 << 10
 
     /// Connects to the socket at `path` (blocking; a Unix socket answers at once).
-    init(path: String) throws(ShareBrokerError) {
+    init(path: String, flow: FlowControl = FlowControl()) throws(ShareBrokerError) {
+        self.flow = flow
         let fd: Int32
         do { fd = try UnixSocket.connect(path: path) } catch {
             throw .unreachable(path: path, cause: error)
@@ -95,6 +109,7 @@ final class SocketTransport: @unchecked Sendable {
             ended = true
             shutdownLocked()
             lock.unlock()
+            wakeReader()
         }
     }
 
@@ -102,10 +117,60 @@ final class SocketTransport: @unchecked Sendable {
     /// `.closed`. Safe to call more than once and from any thread.
     func close() {
         lock.lock()
-        defer { lock.unlock() }
         ended = true
         closedByClient = true
         shutdownLocked()
+        lock.unlock()
+        wakeReader()
+    }
+
+    /// The reader stops waiting (the connection ended): it reads, finds the end and reports it.
+    private func wakeReader() {
+        flow.condition.lock()
+        stopWaiting = true
+        flow.condition.broadcast()
+        flow.condition.unlock()
+    }
+
+    /// The client handled a message of `size` bytes from `inbound`.
+    func handled(_ size: Int) {
+        flow.condition.lock()
+        queuedBytes -= size
+        flow.condition.broadcast()
+        flow.condition.unlock()
+    }
+
+    /// How many requests sent on this connection wait for their reply.
+    func setAwaiting(_ count: Int) {
+        flow.condition.lock()
+        if awaiting != count {
+            awaiting = count
+            flow.condition.broadcast()
+        }
+        flow.condition.unlock()
+    }
+
+    /// Whether the reader is waiting now (for tests).
+    var isPaused: Bool { flow.condition.withLock { paused } }
+    /// Guarded by `flow.condition`.
+    private var paused = false
+
+    /// Blocks the reader thread while reading more would only buffer more for a consumer that does
+    /// not read: while a stream's buffer is over its limit and no request waits for its reply, or
+    /// while the client has not handled what was already read (over `inboundLimit`). A request
+    /// sent meanwhile lets it read again (until its reply is in: what comes before the reply is
+    /// buffered past the limit, bounded by what the broker had queued for this connection), so
+    /// that calls are not held behind events nobody reads.
+    private func waitUntilReadable() {
+        flow.condition.lock()
+        while !stopWaiting
+            && (queuedBytes > Self.inboundLimit || (flow.buffersOverLimit > 0 && awaiting == 0))
+        {
+            paused = true
+            flow.condition.wait()
+        }
+        paused = false
+        flow.condition.unlock()
     }
 
     private func shutdownLocked() {
@@ -141,7 +206,11 @@ final class SocketTransport: @unchecked Sendable {
                 if end > start {
                     do {
                         let value = try JSONParser.parse(buffer[start..<end])
-                        continuation.yield(.message(value))
+                        let size = nl + 1 - start
+                        flow.condition.lock()
+                        queuedBytes += size
+                        flow.condition.unlock()
+                        continuation.yield(.message(value, size: size))
                     } catch {
                         reason = "the broker sent invalid JSON: \(error)"
                         break reading
@@ -154,6 +223,7 @@ final class SocketTransport: @unchecked Sendable {
                 buffer.removeSubrange(0..<start)
             }
             scanFrom = buffer.count
+            waitUntilReadable()
         }
         lock.lock()
         ended = true
