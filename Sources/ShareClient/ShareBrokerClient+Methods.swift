@@ -4,6 +4,7 @@
 
 import Foundation
 import ShareProtocol
+import ShareSystem
 
 extension ShareBrokerClient {
     // MARK: URLs
@@ -43,9 +44,10 @@ extension ShareBrokerClient {
 
     /// The share and action extensions whose activation rule accepts these items as a whole
     /// (`share.targets`); none is an empty list, not an error. Throws `.invalidParams` for an
-    /// empty `items`, or a `.file` path that is not absolute or cannot be read.
+    /// empty `items`, or a `.file` path that is not absolute or cannot be read. `.file` items to a
+    /// broker of another user are sent as their bytes, as `shareSend` does.
     public func shareTargets(_ items: [ShareItem]) async throws(ShareBrokerError) -> [ShareTarget] {
-        let r = try await call("share.targets", ["items": .array(items.map(\.json))])
+        let r = try await callWithItems("share.targets", [:], items)
         return try ResultReader(r, "share.targets").array("targets").compactMap(ShareTarget.init(json:))
     }
 
@@ -61,15 +63,73 @@ extension ShareBrokerClient {
     /// extension no manifest declares, `.invalidParams` for a `.file` path that is not absolute
     /// or cannot be read, `.noHandler` when nothing opens `open: .url(…)` (nothing is stored),
     /// `.invalidRequest` when the items are over the broker's `maxMessage` (not sent).
+    ///
+    /// A broker running as another user than the caller's takes no `.file` item from it (it
+    /// answers -32602 with `data.reason` `pathItemsRefused`): the files are then read here, with
+    /// the caller's own rights, and sent again as `.data` items (named after the file, with the
+    /// item's type), as `shareclient send --file` does. Sent so, they must fit in one message:
+    /// files that would not are refused with `.invalidRequest` naming the broker's limit (before
+    /// they are read); a file the caller cannot read gives `.invalidParams` naming it.
     @discardableResult
     public func shareSend(
         _ items: [ShareItem], extension ext: String? = nil, group: String? = nil, open: ShareOpen = .no
     ) async throws(ShareBrokerError) -> ShareSendResult {
-        var p: JSONObject = ["items": .array(items.map(\.json))]
+        var p = JSONObject()
         if let ext { p["extension"] = .string(ext) }
         if let group { p["group"] = .string(group) }
         if let o = open.json { p["open"] = o }
-        return try ShareSendResult(json: try await call("share.send", .object(p)))
+        return try ShareSendResult(json: try await callWithItems("share.send", p, items))
+    }
+
+    /// Calls `method` with `params` and `items`; when the broker refuses `.file` items because it
+    /// runs as another user (`pathItemsRefused`), calls it again with the files' bytes.
+    func callWithItems(_ method: String, _ params: JSONObject, _ items: [ShareItem]) async throws(ShareBrokerError) -> JSONValue {
+        var p = params
+        p["items"] = .array(items.map(\.json))
+        let hasFiles = items.contains { if case .file = $0 { return true } else { return false } }
+        guard hasFiles else { return try await call(method, .object(p)) }
+        let deadline = callDeadline()
+        let t = try await connectedTransport(method: method, deadline: deadline)
+        let (result, data) = await exchange(method, .object(p), on: t, deadline: deadline, keepErrorData: true)
+        guard case .failure(.invalidParams) = result, data?["reason"]?.stringValue == "pathItemsRefused" else {
+            return try result.get()
+        }
+        p["items"] = .array(try inlineFiles(items).map(\.json))
+        let again = try await connectedTransport(method: method, deadline: deadline)
+        return try await send(method, .object(p), on: again, deadline: deadline)
+    }
+
+    /// `items` with each `.file` replaced by its bytes (`.data`, named after the file, with the
+    /// item's type), read with the caller's rights, symlinks followed. Throws `.invalidRequest`
+    /// when they would be over the broker's message limit (checked from the files' sizes before
+    /// reading them), `.invalidParams` for a file that cannot be read.
+    func inlineFiles(_ items: [ShareItem]) throws(ShareBrokerError) -> [ShareItem] {
+        let limit = messageLimit ?? Int.max
+        var encoded = 1024
+        for item in items {
+            if case .file(let path, _) = item {
+                var st = stat()
+                guard stat(path, &st) == 0 else {
+                    throw .invalidParams(message: "Invalid params: cannot read \(path): \(String(cString: strerror(errno)))")
+                }
+                encoded += (Int(st.st_size) + 2) / 3 * 4 + path.utf8.count
+            } else {
+                encoded += item.json.bytes.count
+            }
+        }
+        if encoded > limit {
+            throw .invalidRequest(
+                message: "Invalid Request: the files take about \(encoded) bytes sent inline, over the broker's message limit of \(limit) bytes (sharebroker serve --max-message); this broker runs as another user and takes no path from this caller, so its limit must be raised to share them; nothing was sent")
+        }
+        return try items.map { (item) throws(ShareBrokerError) -> ShareItem in
+            guard case .file(let path, let type) = item else { return item }
+            let bytes: [UInt8]
+            do { bytes = try FileIO.readFile(path, limit: limit, followSymlinks: true) } catch {
+                throw .invalidParams(message: "Invalid params: cannot read \(path): \(error)")
+            }
+            let name = String(path.split(separator: "/").last ?? "file")
+            return .data(bytes, name: name, type: type)
+        }
     }
 
     /// The pending shares of the caller's groups (or of `group`), oldest first (`share.list`).

@@ -75,6 +75,8 @@ public actor ShareBrokerClient {
         let method: String
         let generation: Int
         let continuation: CheckedContinuation<Result<JSONValue, ShareBrokerError>, Never>
+        /// Keep the `data` of an error answer in `errorData` (the case drops it).
+        var keepsErrorData = false
     }
 
     struct Watcher {
@@ -135,6 +137,9 @@ public actor ShareBrokerClient {
     nonisolated let flow = FlowControl()
     /// The size of the message being handled (what a stream's buffer counts for what it yields).
     var messageSize = 0
+    /// The `data` of error answers to requests sent with `keepErrorData`, by request id, until
+    /// their sender takes it.
+    var errorData: [Int: JSONValue] = [:]
 
     /// The broker's answer to the last successful `hello` (nil while not connected).
     public private(set) var helloInfo: HelloInfo?
@@ -611,7 +616,16 @@ public actor ShareBrokerClient {
     func send(
         _ method: String, _ params: JSONValue?, on t: SocketTransport, deadline: ContinuousClock.Instant?, requestID: Int? = nil
     ) async throws(ShareBrokerError) -> JSONValue {
-        if Task.isCancelled { throw .cancelled }
+        try await exchange(method, params, on: t, deadline: deadline, requestID: requestID).result.get()
+    }
+
+    /// `send`, with the `data` of the broker's error answer when there is one (the error's case
+    /// drops it), and without throwing.
+    func exchange(
+        _ method: String, _ params: JSONValue?, on t: SocketTransport, deadline: ContinuousClock.Instant?, requestID: Int? = nil,
+        keepErrorData: Bool = false
+    ) async -> (result: Result<JSONValue, ShareBrokerError>, errorData: JSONValue?) {
+        if Task.isCancelled { return (.failure(.cancelled), nil) }
         let id: Int
         if let requestID {
             id = requestID
@@ -624,15 +638,15 @@ public actor ShareBrokerClient {
         if let limit = messageLimit, frame.count > limit {
             // The broker would answer -32600 without an id and close the connection, failing
             // every other call in flight: refuse it here instead.
-            throw .invalidRequest(
-                message: "Invalid Request: the '\(method)' request is \(frame.count) bytes, over the broker's limit of \(limit) bytes; it was not sent")
+            return (.failure(.invalidRequest(
+                message: "Invalid Request: the '\(method)' request is \(frame.count) bytes, over the broker's limit of \(limit) bytes; it was not sent")), nil)
         }
         frame.append(0x0A)
         let gen = generation
         var timer: Task<Void, Never>?
         let result = await withTaskCancellationHandler {
             await withCheckedContinuation { (c: CheckedContinuation<Result<JSONValue, ShareBrokerError>, Never>) in
-                pending[id] = Pending(method: method, generation: gen, continuation: c)
+                pending[id] = Pending(method: method, generation: gen, continuation: c, keepsErrorData: keepErrorData)
                 do throws(ShareBrokerError) {
                     try t.send(frame)
                 } catch {
@@ -652,7 +666,7 @@ public actor ShareBrokerClient {
             Task { [weak self] in await self?.finishCall(id, with: .cancelled) }
         }
         timer?.cancel()
-        return try result.get()
+        return (result, keepErrorData ? errorData.removeValue(forKey: id) : nil)
     }
 
     func finishCall(_ id: Int, with error: ShareBrokerError) {
@@ -697,6 +711,7 @@ public actor ShareBrokerClient {
             if current { unanswered.remove(id) }
             if subscribing?.requestID == id { subscribing = nil }  // (a notice from now on is the new stream's)
             guard let p = pending.removeValue(forKey: id) else { return }
+            if p.keepsErrorData, case .failure(let e) = result, let data = e.data { errorData[id] = data }
             if current, p.method == "app.subscribe", case .success = result {
                 // The broker sends every unacked event again after this reply, from the oldest:
                 // those the stream dropped at its hard limit come again.

@@ -13,9 +13,11 @@ public enum ShareItem: Sendable, Equatable {
     case text(String, type: String? = nil)
     /// Bytes, stored by the broker as a file named `name` (or one named after the type).
     case data([UInt8], name: String? = nil, type: String? = nil)
-    /// A file the broker copies (a regular file the calling user can read, symlinks followed; a
-    /// broker running as another user takes no path from this caller: send `.data` instead).
-    /// It is read, never moved. The path must be absolute.
+    /// A file the broker copies (a regular file the calling user can read, symlinks followed).
+    /// It is read, never moved. The path must be absolute. A broker running as another user
+    /// takes no path from this caller: `shareSend` and `shareTargets` then read the file
+    /// themselves and send its bytes (as `.data`, named after the file), within the broker's
+    /// message limit.
     case file(String, type: String? = nil)
 
     /// The item's JSON form.

@@ -49,10 +49,11 @@ final class BrokerHarness: @unchecked Sendable {
 
     /// Starts a broker (on `socketPath` instead of `socket` when given: clients of `socket` do
     /// not reach it); throws what `Broker.init` throws.
-    func start(socketPath: String? = nil) throws {
+    func start(socketPath: String? = nil, configure: (inout BrokerConfiguration) -> Void = { _ in }) throws {
         var config = BrokerConfiguration(socketPath: socketPath ?? socket, stateDirectory: state)
         config.handleSignals = false
         config.logLevel = .error
+        configure(&config)
         let cfg = config
         let ready = DispatchSemaphore(value: 0)
         let done = DispatchSemaphore(value: 0)
