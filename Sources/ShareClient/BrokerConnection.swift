@@ -26,7 +26,10 @@ public enum ClientError: Error, Sendable, CustomStringConvertible {
     /// What to check when the socket cannot be reached: permission (the socket's mode or
     /// group, or a directory on the way), else whether a broker runs there at all.
     static func unreachableHint(errno: Int32) -> String {
-        errno == EACCES || errno == EPERM
+        if errno == EAGAIN || errno == EWOULDBLOCK {
+            return "(the broker takes no new connection now: it is overloaded or stuck)"
+        }
+        return errno == EACCES || errno == EPERM
             ? "(this user may not use that socket: its mode or group, or a directory on the way, keeps them out; see sharebroker serve --socket-mode)"
             : "(is 'sharebroker serve' running?)"
     }

@@ -66,6 +66,11 @@ public actor ShareBrokerClient {
     /// for a consumer that does not take them before the client stops reading the connection.
     /// See "Flow control" in `ShareBrokerClient`'s documentation.
     public nonisolated let streamBufferLimit: Int
+    /// How long connecting may take: the socket's connect (which waits while the broker's listen
+    /// queue is full) and then the answer to `hello`, each (10 s). A reconnection attempt that
+    /// runs out of it counts as failed and is retried; `connect()` throws `.unreachable` (the
+    /// connect) or `.timeout(method: "hello")`. `requestTimeout`, when shorter, bounds `hello` too.
+    public nonisolated let connectTimeout: Duration
 
     enum State: Equatable {
         case idle, connecting, connected, reconnecting, closed
@@ -157,11 +162,14 @@ public actor ShareBrokerClient {
     ///     from the call, so a wait for a reconnection is part of it).
     ///   - streamBufferLimit: bytes of messages a stream holds for a consumer that does not read
     ///     it before the client stops reading the connection (1 MiB; at least 1).
+    ///   - connectTimeout: the longest wait for the socket's connect, and then for the answer to
+    ///     `hello` (10 s).
     public init(
         socketPath: String? = nil, role: Role, bundleID: String? = nil, token: String? = nil, reconnect: Bool = false,
         reconnectPolicy: ReconnectPolicy = ReconnectPolicy(), requestTimeout: Duration? = nil,
-        streamBufferLimit: Int = 1 << 20
+        streamBufferLimit: Int = 1 << 20, connectTimeout: Duration = .seconds(10)
     ) {
+        self.connectTimeout = connectTimeout > .zero ? connectTimeout : .milliseconds(1)
         self.streamBufferLimit = max(1, streamBufferLimit)
         self.socketPath = socketPath ?? DefaultPaths.socket()
         self.role = role
@@ -202,7 +210,9 @@ public actor ShareBrokerClient {
     // MARK: Connecting
 
     /// Connects and says `hello`; returns the broker's answer. Throws `.unreachable` when nothing
-    /// answers on the socket, or the broker's error for `hello` (`.unauthorized` for an unknown
+    /// answers on the socket (or the connect does not complete within `connectTimeout`: the
+    /// broker's listen queue stays full), `.timeout(method: "hello")` when `hello` is not answered
+    /// within `connectTimeout`, or the broker's error for `hello` (`.unauthorized` for an unknown
     /// bundle ID or a wrong token, `.invalidParams` when the role needs a bundle ID). Calling it
     /// while connected returns the current session.
     @discardableResult
@@ -576,9 +586,15 @@ public actor ShareBrokerClient {
         }
     }
 
-    /// Opens a transport, starts its message pump and says hello on it.
+    /// Opens a transport (connecting off the actor, within `connectTimeout`), starts its message
+    /// pump and says hello on it (within `connectTimeout`, or the call's deadline when sooner).
     func establish() async throws(ShareBrokerError) -> HelloInfo {
-        let t = try SocketTransport(path: socketPath, flow: flow)
+        let t = try await SocketTransport.open(path: socketPath, flow: flow, timeout: connectTimeout)
+        if state == .closed {  // (closed while connecting: the reader closes the descriptor)
+            t.start()
+            t.close()
+            throw .closed
+        }
         generation += 1
         let gen = generation
         transport = t
@@ -601,7 +617,8 @@ public actor ShareBrokerClient {
         if let bundleID { p["bundleID"] = .string(bundleID) }
         if let token { p["token"] = .string(token) }
         do throws(ShareBrokerError) {
-            let info = try HelloInfo(json: try await send("hello", .object(p), on: t, deadline: callDeadline()))
+            let helloDeadline = min(callDeadline() ?? .now + connectTimeout, .now + connectTimeout)
+            let info = try HelloInfo(json: try await send("hello", .object(p), on: t, deadline: helloDeadline))
             if generation == gen { messageLimit = info.maxMessage }
             return info
         } catch {

@@ -52,13 +52,41 @@ final class SocketTransport: @unchecked Sendable {
     /// Past this many bytes handed to `inbound` and not handled yet the reader waits.
     static let inboundLimit = 256 << 10
 
-    /// Connects to the socket at `path` (blocking; a Unix socket answers at once).
-    init(path: String, flow: FlowControl = FlowControl()) throws(ShareBrokerError) {
-        self.flow = flow
+    /// Connects to the socket at `path` (blocking: a Unix socket answers at once, unless the
+    /// listener's queue is full; use `open` not to block the caller).
+    convenience init(path: String, flow: FlowControl = FlowControl()) throws(ShareBrokerError) {
         let fd: Int32
         do { fd = try UnixSocket.connect(path: path) } catch {
             throw .unreachable(path: path, cause: error)
         }
+        self.init(fd: fd, flow: flow)
+    }
+
+    /// Connects to the socket at `path` on a thread of its own, so that neither the caller's
+    /// thread nor its actor waits: a broker whose listen queue is full (overloaded, stuck) makes
+    /// the connect wait for room, for `timeout` at most (then `.unreachable`, `EAGAIN`).
+    static func open(path: String, flow: FlowControl, timeout: Duration) async throws(ShareBrokerError) -> SocketTransport {
+        let c = timeout.components
+        let millis = Int(clamping: c.seconds) &* 1000 &+ Int(c.attoseconds / 1_000_000_000_000_000)
+        let r: Result<Int32, SystemError> = await withCheckedContinuation { done in
+            let thread = Thread {
+                do throws(SystemError) {
+                    done.resume(returning: .success(try UnixSocket.connect(path: path, timeoutMillis: max(1, millis))))
+                } catch {
+                    done.resume(returning: .failure(error))
+                }
+            }
+            thread.name = "sharebroker-client-connect"
+            thread.start()
+        }
+        switch r {
+        case .success(let fd): return SocketTransport(fd: fd, flow: flow)
+        case .failure(let error): throw .unreachable(path: path, cause: error)
+        }
+    }
+
+    private init(fd: Int32, flow: FlowControl) {
+        self.flow = flow
         #if canImport(Darwin)
             var one: Int32 = 1
             _ = setsockopt(fd, SOL_SOCKET, SO_NOSIGPIPE, &one, socklen_t(MemoryLayout<Int32>.size))

@@ -89,9 +89,28 @@ public enum UnixSocket {
         return fd
     }
 
+    /// Connects (blocking) to the socket at `path`; returns the descriptor. With `timeoutMillis`
+    /// the wait for room in a listener's full queue ends after that long (with `EAGAIN`; a Unix
+    /// socket's connect waits only for that): the socket's send timeout bounds it during the
+    /// connect, and is cleared after it.
+    public static func connect(path: String, timeoutMillis: Int?) throws(SystemError) -> Int32 {
+        guard let timeoutMillis else { return try connect(path: path) }
+        return try connect(path: path, sendTimeoutMillis: max(1, timeoutMillis))
+    }
+
     /// Connects (blocking) to the socket at `path`; returns the descriptor.
     public static func connect(path: String) throws(SystemError) -> Int32 {
+        try connect(path: path, sendTimeoutMillis: nil)
+    }
+
+    private static func setSendTimeout(_ fd: Int32, millis: Int) {
+        var tv = timeval(tv_sec: millis / 1000, tv_usec: .init((millis % 1000) * 1000))
+        _ = setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+    }
+
+    private static func connect(path: String, sendTimeoutMillis: Int?) throws(SystemError) -> Int32 {
         let fd = try newSocket()
+        if let sendTimeoutMillis { setSendTimeout(fd, millis: sendTimeoutMillis) }
         let r = withAddress(path) { addr, len -> Int32 in
             while true {
                 #if canImport(Glibc)
@@ -117,8 +136,12 @@ public enum UnixSocket {
                 let what = (st.st_mode & S_IFMT) == S_IFDIR ? "a directory" : "a file"
                 throw SystemError("connect (\(path) is \(what), not a socket)", errno: ENOTSOCK)
             }
+            if sendTimeoutMillis != nil && (e == EAGAIN || e == EWOULDBLOCK) {
+                throw SystemError("connect (no room in the listener's queue within \(sendTimeoutMillis!) ms)", errno: e)
+            }
             throw SystemError("connect", errno: e)
         }
+        if sendTimeoutMillis != nil { setSendTimeout(fd, millis: 0) }
         return fd
     }
 
