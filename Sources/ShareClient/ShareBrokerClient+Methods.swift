@@ -89,14 +89,12 @@ extension ShareBrokerClient {
         let hasFiles = items.contains { if case .file = $0 { return true } else { return false } }
         guard hasFiles else { return try await call(method, .object(p)) }
         let deadline = callDeadline()
-        let t = try await connectedTransport(method: method, deadline: deadline)
-        let (result, data) = await exchange(method, .object(p), on: t, deadline: deadline, keepErrorData: true)
+        let (result, data) = try await callOnLiveConnection(method, .object(p), deadline: deadline, keepErrorData: true)
         guard case .failure(.invalidParams) = result, data?["reason"]?.stringValue == "pathItemsRefused" else {
             return try result.get()
         }
         p["items"] = .array(try inlineFiles(items).map(\.json))
-        let again = try await connectedTransport(method: method, deadline: deadline)
-        return try await send(method, .object(p), on: again, deadline: deadline)
+        return try await callOnLiveConnection(method, .object(p), deadline: deadline).result.get()
     }
 
     /// `items` with each `.file` replaced by its bytes (`.data`, named after the file, with the

@@ -291,9 +291,23 @@ public actor ShareBrokerClient {
     /// does not have, `.rpc` for a code without a case of its own).
     @discardableResult
     public func call(_ method: String, _ params: JSONValue? = nil) async throws(ShareBrokerError) -> JSONValue {
-        let deadline = callDeadline()
-        let t = try await connectedTransport(method: method, deadline: deadline)
-        return try await send(method, params, on: t, deadline: deadline)
+        try await callOnLiveConnection(method, params, deadline: callDeadline()).result.get()
+    }
+
+    /// Sends a request on the live connection (waiting while reconnecting) and waits for its
+    /// answer. With `reconnects`, a request found unsendable as it was sent (the connection ended
+    /// after `connectedTransport` looked: its reader's end is on its way) was never sent: it waits
+    /// for the reconnection and is sent there, rather than failing with `.connectionLost`, which
+    /// says the call may have been done.
+    func callOnLiveConnection(
+        _ method: String, _ params: JSONValue?, deadline: ContinuousClock.Instant?, keepErrorData: Bool = false
+    ) async throws(ShareBrokerError) -> (result: Result<JSONValue, ShareBrokerError>, errorData: JSONValue?) {
+        while true {
+            let t = try await connectedTransport(method: method, deadline: deadline)
+            let r = await exchange(method, params, on: t, deadline: deadline, keepErrorData: keepErrorData)
+            if r.unsent && reconnects && t.isEnded { continue }
+            return (r.result, r.errorData)
+        }
     }
 
     /// Acks events (`app.ack`, role app); returns how many were removed. Ids the app does not hold
@@ -641,8 +655,8 @@ public actor ShareBrokerClient {
     func exchange(
         _ method: String, _ params: JSONValue?, on t: SocketTransport, deadline: ContinuousClock.Instant?, requestID: Int? = nil,
         keepErrorData: Bool = false
-    ) async -> (result: Result<JSONValue, ShareBrokerError>, errorData: JSONValue?) {
-        if Task.isCancelled { return (.failure(.cancelled), nil) }
+    ) async -> (result: Result<JSONValue, ShareBrokerError>, errorData: JSONValue?, unsent: Bool) {
+        if Task.isCancelled { return (.failure(.cancelled), nil, true) }
         let id: Int
         if let requestID {
             id = requestID
@@ -656,11 +670,12 @@ public actor ShareBrokerClient {
             // The broker would answer -32600 without an id and close the connection, failing
             // every other call in flight: refuse it here instead.
             return (.failure(.invalidRequest(
-                message: "Invalid Request: the '\(method)' request is \(frame.count) bytes, over the broker's limit of \(limit) bytes; it was not sent")), nil)
+                message: "Invalid Request: the '\(method)' request is \(frame.count) bytes, over the broker's limit of \(limit) bytes; it was not sent")), nil, true)
         }
         frame.append(0x0A)
         let gen = generation
         var timer: Task<Void, Never>?
+        var unsent = false
         let result = await withTaskCancellationHandler {
             await withCheckedContinuation { (c: CheckedContinuation<Result<JSONValue, ShareBrokerError>, Never>) in
                 pending[id] = Pending(method: method, generation: gen, continuation: c, keepsErrorData: keepErrorData)
@@ -668,6 +683,7 @@ public actor ShareBrokerClient {
                     try t.send(frame)
                 } catch {
                     pending[id] = nil
+                    unsent = true
                     c.resume(returning: .failure(error))
                     return
                 }
@@ -683,7 +699,7 @@ public actor ShareBrokerClient {
             Task { [weak self] in await self?.finishCall(id, with: .cancelled) }
         }
         timer?.cancel()
-        return (result, keepErrorData ? errorData.removeValue(forKey: id) : nil)
+        return (result, keepErrorData ? errorData.removeValue(forKey: id) : nil, unsent)
     }
 
     func finishCall(_ id: Int, with error: ShareBrokerError) {
