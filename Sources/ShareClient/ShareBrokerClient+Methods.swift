@@ -104,16 +104,12 @@ extension ShareBrokerClient {
     func inlineFiles(_ items: [ShareItem]) throws(ShareBrokerError) -> [ShareItem] {
         let limit = messageLimit ?? Int.max
         var encoded = 1024
+        var paths: [String] = []
         for item in items {
-            if case .file(let path, _) = item {
-                var st = stat()
-                guard stat(path, &st) == 0 else {
-                    throw .invalidParams(message: "Invalid params: cannot read \(path): \(String(cString: strerror(errno)))")
-                }
-                encoded += (Int(st.st_size) + 2) / 3 * 4 + path.utf8.count
-            } else {
-                encoded += item.json.bytes.count
-            }
+            if case .file(let path, _) = item { paths.append(path) } else { encoded += item.json.bytes.count }
+        }
+        do { encoded += try FileInlining.encodedSize(ofFiles: paths) } catch {
+            throw .invalidParams(message: "Invalid params: cannot read \(error.path): \(error.reason)")
         }
         if encoded > limit {
             throw .invalidRequest(
@@ -121,12 +117,9 @@ extension ShareBrokerClient {
         }
         return try items.map { (item) throws(ShareBrokerError) -> ShareItem in
             guard case .file(let path, let type) = item else { return item }
-            let bytes: [UInt8]
-            do { bytes = try FileIO.readFile(path, limit: limit, followSymlinks: true) } catch {
-                throw .invalidParams(message: "Invalid params: cannot read \(path): \(error)")
+            do throws(FileInlining.Failure) { return try FileInlining.dataItem(path: path, type: type, limit: limit) } catch {
+                throw .invalidParams(message: "Invalid params: cannot read \(error.path): \(error.reason)")
             }
-            let name = String(path.split(separator: "/").last ?? "file")
-            return .data(bytes, name: name, type: type)
         }
     }
 

@@ -3,6 +3,7 @@
 
 import Foundation
 import ShareProtocol
+import ShareSystem
 
 /// One item to share. `type` is a UTI (`public.url`, `com.adobe.pdf`, …); when nil the broker
 /// infers it (web URL, text, file extension, then content).
@@ -41,5 +42,39 @@ public enum ShareItem: Sendable, Equatable {
         }
         if let type { o["type"] = .string(type) }
         return .object(o)
+    }
+}
+
+/// A `.file` item sent as its bytes (`.data`) instead of its path, for a broker that takes no
+/// path from its caller (one running as another user) or when asked to (`shareclient --inline`):
+/// shared by `ShareBrokerClient` and `shareclient`, which word the failures their own way.
+public enum FileInlining {
+    /// A file that cannot be read: its path and why.
+    public struct Failure: Error, Sendable {
+        public let path: String
+        public let reason: String
+    }
+
+    /// About how many bytes the files at `paths` add to a request once sent as `.data` items
+    /// (their base64 and names), from their sizes: none is read. Throws for a file that cannot be
+    /// looked at.
+    public static func encodedSize(ofFiles paths: [String]) throws(Failure) -> Int {
+        var total = 0
+        for path in paths {
+            var st = stat()
+            guard stat(path, &st) == 0 else { throw Failure(path: path, reason: String(cString: strerror(errno))) }
+            total += (Int(st.st_size) + 2) / 3 * 4 + path.utf8.count
+        }
+        return total
+    }
+
+    /// The file at `path` as a `.data` item: its bytes (read with the caller's rights, symlinks
+    /// followed, at most `limit` of them), named after the file, with `type`.
+    public static func dataItem(path: String, type: String?, limit: Int) throws(Failure) -> ShareItem {
+        let bytes: [UInt8]
+        do { bytes = try FileIO.readFile(path, limit: limit, followSymlinks: true) } catch {
+            throw Failure(path: path, reason: "\(error)")
+        }
+        return .data(bytes, name: String(path.split(separator: "/").last ?? "file"), type: type)
     }
 }

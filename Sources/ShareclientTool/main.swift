@@ -500,11 +500,7 @@ func run(_ cmd: ParsedCommand) throws -> Int32 {
         func inlined(_ s: Session, pathsRefused: Bool = false) throws -> [JSONValue] {
             let limit = try s.conn.call("broker.status")["maxMessage"]?.intValue ?? Int.max
             var encoded = 1024
-            for f in files {
-                var st = stat()
-                guard stat(f, &st) == 0 else { throw CLIError("cannot read \(f): \(String(cString: strerror(errno)))") }
-                encoded += (Int(st.st_size) + 2) / 3 * 4 + f.utf8.count
-            }
+            do { encoded += try FileInlining.encodedSize(ofFiles: files) } catch { throw CLIError("cannot read \(error.path): \(error.reason)") }
             if encoded > limit {
                 throw CLIError(
                     pathsRefused
@@ -514,12 +510,9 @@ func run(_ cmd: ParsedCommand) throws -> Int32 {
             var out = items
             let first = items.count - files.count
             for (i, f) in files.enumerated() {
-                let bytes: [UInt8]
-                do { bytes = try FileIO.readFile(f, limit: limit, followSymlinks: true) } catch {
-                    throw CLIError("cannot read \(f): \(error)")
+                do { out[first + i] = try FileInlining.dataItem(path: f, type: type, limit: limit).json } catch {
+                    throw CLIError("cannot read \(error.path): \(error.reason)")
                 }
-                let name = String(f.split(separator: "/").last ?? "file")
-                out[first + i] = ShareItem.data(bytes, name: name, type: type).json
             }
             return out
         }
